@@ -1,0 +1,36 @@
+# Two commands on a fresh machine with only Python 3.11:
+#   make tune   installs everything into .venv and runs a real tuning job
+#   make test   installs everything into .venv and runs the whole test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install tune test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[pocl,test,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+tune: $(STAMP)
+	$(BIN)/laytune tune --demo
+
+test: $(STAMP)
+	$(BIN)/ruff check laytune tests bench
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
+lint: $(STAMP)
+	$(BIN)/ruff check laytune tests bench
+	$(BIN)/ruff format --check laytune tests bench
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,93 @@
+"""KernelProgram: what lowering hands to the runners.
+
+A program is OpenCL source plus everything needed to run it without knowing
+how it was generated: the buffers (each with a logical shape the user holds
+and a physical storage the kernels use), and three ordered lists of launches:
+``pack`` (logical -> physical, one per input), ``compute``, and ``unpack``
+(physical -> logical, one per output).
+
+Argument naming: a launch names its arguments with :class:`ArgRef`, a buffer
+name and a view. ``view="logical"`` is a dense row-major device buffer of the
+logical shape; ``view="physical"`` is the buffer's physical storage, a flat
+global buffer or an ``image2d_t``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["ArgRef", "BufferSpec", "KernelProgram", "Launch"]
+
+View = Literal["logical", "physical"]
+Memory = Literal["global", "image2d"]
+Role = Literal["input", "output", "inout"]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """One buffer of a program.
+
+    ``physical_shape`` is the flat physical shape after axis separators:
+    ``(n,)`` elements for a global buffer, ``(height, width * 4)`` elements
+    for an ``image2d`` buffer of RGBA float texels (so its image is
+    ``width`` texels wide and ``height`` texels high).
+    ``pad_value`` is what the physical padding holds: ``None`` (never read),
+    or a float constant (written by whoever produces the buffer).
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    physical_shape: tuple[int, ...]
+    role: Role
+    memory: Memory = "global"
+    pad_value: float | None = None
+
+    @property
+    def image_shape(self) -> tuple[int, int]:
+        """(width, height) in texels, the order pyopencl's Image takes."""
+        if self.memory != "image2d":
+            raise ValueError(f"buffer {self.name!r} is not an image2d buffer")
+        height, width_elems = self.physical_shape
+        return (width_elems // 4, height)
+
+
+@dataclass(frozen=True)
+class ArgRef:
+    buffer: str
+    view: View = "physical"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: ``local_size=None`` lets the driver choose."""
+
+    kernel: str
+    args: tuple[ArgRef, ...]
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class KernelProgram:
+    name: str
+    source: str
+    buffers: tuple[BufferSpec, ...]
+    compute: tuple[Launch, ...]
+    pack: tuple[Launch, ...] = ()
+    unpack: tuple[Launch, ...] = ()
+    build_options: tuple[str, ...] = ()
+
+    def buffer(self, name: str) -> BufferSpec:
+        for spec in self.buffers:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"program {self.name!r} has no buffer {name!r}")
+
+    @property
+    def source_hash(self) -> str:
+        """Hash of what the compiler sees: source and options."""
+        blob = self.source + "\0" + " ".join(self.build_options)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

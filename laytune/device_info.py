@@ -1,0 +1,139 @@
+"""DeviceInfo: an immutable snapshot of what tuning needs to know of a device.
+
+It lives outside the pipeline stages because every stage reads it: the search
+space checks constraints against its limits without a device attached, the
+runners fill it from a live pyopencl device, and records key on it. A snapshot
+can also be written by hand for a device that is not present.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["DeviceInfo"]
+
+_VECTOR_TYPES = ("char", "short", "int", "long", "float", "double", "half")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Limits and identity of one OpenCL device.
+
+    ``key`` is stable: the same platform, device, vendor, driver and OpenCL
+    version give the same key in every process and run, and nothing else
+    (memory currently free, say) enters it.
+    """
+
+    platform_name: str
+    device_name: str
+    vendor: str = ""
+    driver_version: str = ""
+    opencl_version: str = ""
+    device_type: str = "UNKNOWN"
+    compute_units: int = 1
+    global_mem_size: int = 1 << 30
+    max_mem_alloc_size: int = 1 << 28
+    local_mem_size: int = 32 * 1024
+    max_work_group_size: int = 256
+    max_work_item_sizes: tuple[int, ...] = (256, 256, 64)
+    image_support: bool = False
+    image2d_max_width: int = 0
+    image2d_max_height: int = 0
+    extensions: tuple[str, ...] = ()
+    preferred_vector_widths: tuple[tuple[str, int], ...] = field(default=())
+
+    # -- identity -----------------------------------------------------------
+    @property
+    def key(self) -> str:
+        ident = "|".join(
+            (
+                self.platform_name,
+                self.device_name,
+                self.vendor,
+                self.driver_version,
+                self.opencl_version,
+            )
+        )
+        return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+    @property
+    def name(self) -> str:
+        return f"{self.device_name} ({self.platform_name})"
+
+    # -- capabilities -------------------------------------------------------
+    def has_extension(self, extension: str) -> bool:
+        return extension in self.extensions
+
+    @property
+    def supports_fp16(self) -> bool:
+        return self.has_extension("cl_khr_fp16")
+
+    @property
+    def supports_fp64(self) -> bool:
+        return self.has_extension("cl_khr_fp64")
+
+    def preferred_vector_width(self, ctype: str) -> int:
+        return dict(self.preferred_vector_widths).get(ctype, 1)
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def from_cl_device(cls, device: Any) -> DeviceInfo:
+        """Read a snapshot from a ``pyopencl.Device`` (every limit read once)."""
+        import pyopencl as cl
+
+        widths = []
+        for ctype in _VECTOR_TYPES:
+            try:
+                widths.append((ctype, int(getattr(device, f"preferred_vector_width_{ctype}"))))
+            except (cl.LogicError, AttributeError):
+                continue
+        image_support = bool(device.image_support)
+        return cls(
+            platform_name=device.platform.name.strip(),
+            device_name=device.name.strip(),
+            vendor=device.vendor.strip(),
+            driver_version=device.driver_version.strip(),
+            opencl_version=device.version.strip(),
+            device_type=cl.device_type.to_string(device.type),
+            compute_units=int(device.max_compute_units),
+            global_mem_size=int(device.global_mem_size),
+            max_mem_alloc_size=int(device.max_mem_alloc_size),
+            local_mem_size=int(device.local_mem_size),
+            max_work_group_size=int(device.max_work_group_size),
+            max_work_item_sizes=tuple(int(s) for s in device.max_work_item_sizes),
+            image_support=image_support,
+            image2d_max_width=int(device.image2d_max_width) if image_support else 0,
+            image2d_max_height=int(device.image2d_max_height) if image_support else 0,
+            extensions=tuple(sorted(device.extensions.split())),
+            preferred_vector_widths=tuple(widths),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["max_work_item_sizes"] = list(self.max_work_item_sizes)
+        data["extensions"] = list(self.extensions)
+        data["preferred_vector_widths"] = dict(self.preferred_vector_widths)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DeviceInfo:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown DeviceInfo fields: {sorted(unknown)}")
+        data = dict(data)
+        if "max_work_item_sizes" in data:
+            data["max_work_item_sizes"] = tuple(data["max_work_item_sizes"])
+        if "extensions" in data:
+            data["extensions"] = tuple(data["extensions"])
+        if "preferred_vector_widths" in data:
+            data["preferred_vector_widths"] = tuple(
+                sorted(dict(data["preferred_vector_widths"]).items())
+            )
+        return cls(**data)
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True)

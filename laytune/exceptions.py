@@ -1,0 +1,68 @@
+"""The exceptions of laytune.
+
+One root, :class:`LaytuneError`. Each leaf also inherits the builtin that a
+caller would naturally catch (``ValueError`` for bad values, ``LookupError``
+for things that do not exist), so ``except ValueError`` keeps working.
+Every message names the offending value.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DeviceNotFoundError",
+    "LaytuneError",
+    "LayoutError",
+    "LayoutRejectedError",
+    "LayoutSyntaxError",
+    "NegativeIndexError",
+    "NonInjectiveLayoutError",
+    "ShapeMismatchError",
+]
+
+
+class LaytuneError(Exception):
+    """Root of every error laytune raises on purpose."""
+
+
+class LayoutError(LaytuneError, ValueError):
+    """A layout (index map) that is invalid on its own or on a shape."""
+
+
+class LayoutSyntaxError(LayoutError):
+    """Text that is not a valid index map; the message says what and where."""
+
+    def __init__(self, message: str, text: str | None = None, column: int | None = None):
+        self.text = text
+        self.column = column
+        if text is not None and column is not None:
+            message = f"{message}\n  {text}\n  {' ' * column}^"
+        super().__init__(message)
+
+
+class ShapeMismatchError(LayoutError):
+    """A layout applied to a shape (or index) of the wrong rank."""
+
+
+class NonInjectiveLayoutError(LayoutError):
+    """Two logical indices land on one physical index."""
+
+    def __init__(self, message: str, first: tuple[int, ...], second: tuple[int, ...]):
+        self.first = first
+        self.second = second
+        super().__init__(message)
+
+
+class NegativeIndexError(LayoutError):
+    """A logical index maps to a negative physical index."""
+
+    def __init__(self, message: str, index: tuple[int, ...]):
+        self.index = index
+        super().__init__(message)
+
+
+class LayoutRejectedError(LaytuneError, ValueError):
+    """A layout that an access instruction the kernel uses cannot accept."""
+
+
+class DeviceNotFoundError(LaytuneError, LookupError):
+    """No OpenCL device matches a selection; the message lists what exists."""
