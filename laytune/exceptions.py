@@ -10,10 +10,10 @@ from __future__ import annotations
 
 __all__ = [
     "DeviceNotFoundError",
-    "LaytuneError",
     "LayoutError",
     "LayoutRejectedError",
     "LayoutSyntaxError",
+    "LaytuneError",
     "NegativeIndexError",
     "NonInjectiveLayoutError",
     "ShapeMismatchError",

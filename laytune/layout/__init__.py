@@ -1,0 +1,68 @@
+"""The algebra of memory layouts: index maps, their queries and the layout families.
+
+An :class:`IndexMap` sends logical indices to physical indices; a
+:class:`Layout` is an index map on one buffer shape with the family that made
+it. Nothing here touches a device: OpenCL appears only as emitted C text.
+"""
+
+from __future__ import annotations
+
+from laytune.exceptions import (
+    LayoutError,
+    LayoutSyntaxError,
+    NegativeIndexError,
+    NonInjectiveLayoutError,
+    ShapeMismatchError,
+)
+from laytune.layout._expr import BinOp, Const, Expr, Var
+from laytune.layout._families import (
+    FAMILIES,
+    Layout,
+    block,
+    compose,
+    custom,
+    identity,
+    pad_every,
+    pad_rows,
+    permute,
+    row_xor,
+    swizzle,
+    texture,
+    tile,
+)
+from laytune.layout._index_map import AXIS_SEPARATOR, IndexMap, Shape
+from laytune.layout._inverse import Condition, Inverse
+from laytune.layout._pack import UNDEF, pack, unpack
+
+__all__ = [
+    "AXIS_SEPARATOR",
+    "FAMILIES",
+    "UNDEF",
+    "BinOp",
+    "Condition",
+    "Const",
+    "Expr",
+    "IndexMap",
+    "Inverse",
+    "Layout",
+    "LayoutError",
+    "LayoutSyntaxError",
+    "NegativeIndexError",
+    "NonInjectiveLayoutError",
+    "Shape",
+    "ShapeMismatchError",
+    "Var",
+    "block",
+    "compose",
+    "custom",
+    "identity",
+    "pack",
+    "pad_every",
+    "pad_rows",
+    "permute",
+    "row_xor",
+    "swizzle",
+    "texture",
+    "tile",
+    "unpack",
+]

@@ -1,0 +1,546 @@
+"""IndexMap: a logical index -> physical index map, with axis separators.
+
+Semantics (the ones DESIGN.md commits to):
+
+- On a logical shape S, the physical shape has, per output, the maximum over
+  every logical index of S plus one. An output that can be negative is an
+  error naming the index (:class:`NegativeIndexError`).
+- Axis separators group the physical indices; each group flattens row-major
+  into one physical axis (``flat_shape``). No separator: a flat 1-D buffer.
+- Padding: physical positions that no logical index reaches.
+- The map is valid on S when it is injective there; otherwise
+  :class:`NonInjectiveLayoutError` names two colliding logical indices.
+
+Every query on a shape is vectorised: logical indices are broadcast index
+grids (``Var(k)`` is an array of shape ``(1, .., S[k], .., 1)``), so each
+subexpression is only as large as the axes it depends on, and injectivity is
+one scatter into an occupancy array of the physical size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+from inspect import Parameter, signature
+from itertools import pairwise
+from operator import mul
+from typing import Any
+
+import numpy as np
+
+from laytune.exceptions import (
+    LayoutError,
+    LayoutSyntaxError,
+    NegativeIndexError,
+    NonInjectiveLayoutError,
+    ShapeMismatchError,
+)
+from laytune.layout import _expr as ex
+from laytune.layout._expr import Const, Expr, Var
+from laytune.layout._parse import SEPARATOR_TOKEN, parse_index_map
+
+__all__ = ["AXIS_SEPARATOR", "IndexMap", "Shape", "compose"]
+
+Shape = tuple[int, ...]
+
+JSON_VERSION = 1
+
+# The physical size up to which injectivity uses an occupancy array; larger
+# sparse images fall back to sorting the offsets.
+_DENSE_FACTOR = 64
+
+
+class _AxisSeparator:
+    """Marker placed in the list an index map returns, where physical axes split."""
+
+    _instance: _AxisSeparator | None = None
+
+    def __new__(cls) -> _AxisSeparator:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return SEPARATOR_TOKEN
+
+    def __reduce__(self) -> str:
+        return SEPARATOR_TOKEN
+
+
+AXIS_SEPARATOR = _AxisSeparator()
+
+
+def _prod(values: Sequence[int]) -> int:
+    return reduce(mul, values, 1)
+
+
+def _check_shape(shape: Sequence[int], ndim: int, what: str = "shape") -> Shape:
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError:
+        raise ShapeMismatchError(f"{what} must be a sequence of integers, got {shape!r}") from None
+    if len(shape) != ndim:
+        raise ShapeMismatchError(
+            f"{what} {shape} has rank {len(shape)} but the index map takes {ndim} indices"
+        )
+    for extent in shape:
+        if extent <= 0:
+            raise ShapeMismatchError(f"{what} {shape} has a non-positive extent {extent}")
+    return shape
+
+
+class _ShapeFacts:
+    """What one shape tells about a map, computed lazily and cached."""
+
+    def __init__(self, shape: Shape, physical_shape: Shape, outputs: list[Any]):
+        self.shape = shape
+        self.physical_shape = physical_shape
+        self._outputs = outputs  # broadcast physical index arrays
+        self._offsets: np.ndarray | None = None
+        self._occupancy: np.ndarray | None = None
+        self._collision: tuple[Shape, Shape] | None = None
+        self._checked = False
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Row-major flat physical offset of each logical element, in logical order."""
+        if self._offsets is None:
+            pshape = self.physical_shape
+            terms = []
+            for k, out in enumerate(self._outputs):
+                stride = _prod(pshape[k + 1 :])
+                terms.append(np.asarray(out, dtype=np.int64) * stride)
+            # add the small broadcast terms first: only the last addition is full size
+            terms.sort(key=lambda t: t.size)
+            flat = terms[0]
+            for term in terms[1:]:
+                flat = flat + term
+            flat = np.broadcast_to(flat, self.shape).reshape(-1)
+            flat.flags.writeable = False
+            self._offsets = flat
+            self._outputs = []
+        return self._offsets
+
+    def check(self) -> None:
+        if self._checked:
+            return
+        offsets, shape = self.offsets, self.shape
+        n = offsets.size
+        size = _prod(self.physical_shape)
+        if size <= _DENSE_FACTOR * n + (1 << 20):
+            owner = np.full(size, -1, dtype=np.int64)
+            order = np.arange(n, dtype=np.int64)
+            owner[offsets] = order
+            self._occupancy = owner >= 0
+            if int(np.count_nonzero(self._occupancy)) != n:
+                mine = owner[offsets]
+                k = int(np.flatnonzero(mine != order)[0])
+                self._collision = (_unravel(k, shape), _unravel(int(mine[k]), shape))
+        else:
+            order = np.argsort(offsets, kind="stable")
+            ranked = offsets[order]
+            dup = np.flatnonzero(ranked[1:] == ranked[:-1])
+            if dup.size:
+                self._collision = (
+                    _unravel(int(order[dup[0]]), shape),
+                    _unravel(int(order[dup[0] + 1]), shape),
+                )
+        self._checked = True
+
+    @property
+    def collision(self) -> tuple[Shape, Shape] | None:
+        self.check()
+        return self._collision
+
+    @property
+    def occupancy(self) -> np.ndarray | None:
+        self.check()
+        return self._occupancy
+
+
+def _unravel(k: int, shape: Shape) -> Shape:
+    return tuple(int(v) for v in np.unravel_index(k, shape))
+
+
+@dataclass(frozen=True, eq=False)
+class IndexMap:
+    """An immutable, hashable map from logical to physical indices.
+
+    Build one with :meth:`from_func`, :meth:`parse` or the family
+    constructors. Equality is structural: the same outputs and separators over
+    the same number of indices (parameter names are for display only).
+    ``str(m)`` is the canonical text and ``IndexMap.parse(str(m)) == m``.
+    """
+
+    params: tuple[str, ...]
+    outputs: tuple[Expr, ...]
+    separators: tuple[int, ...] = ()
+    _facts: dict[Shape, _ShapeFacts] = field(
+        default_factory=dict, repr=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        if not self.outputs:
+            raise LayoutError("an index map needs at least one physical index")
+        if len(set(self.params)) != len(self.params):
+            raise LayoutError(f"duplicate parameter names in {self.params}")
+        seps = self.separators
+        if list(seps) != sorted(set(seps)) or any(s <= 0 or s >= len(self.outputs) for s in seps):
+            raise LayoutError(
+                f"axis separators {seps} must be increasing positions between 1 and "
+                f"{len(self.outputs) - 1}"
+            )
+        for out in self.outputs:
+            for k in ex.variables(out):
+                if k >= len(self.params):
+                    raise LayoutError(
+                        f"output {out} uses index {k} of a {len(self.params)}-index map"
+                    )
+        named = tuple(ex.rename(o, self.params) for o in self.outputs)
+        object.__setattr__(self, "outputs", named)
+
+    # -- construction ---------------------------------------------------------
+    @classmethod
+    def from_func(
+        cls, func: Callable[..., Sequence[Any]], names: Sequence[str] | None = None
+    ) -> IndexMap:
+        """Trace ``func`` on symbolic indices: ``lambda i, j: [j, i]``.
+
+        The returned list may hold ``AXIS_SEPARATOR`` and integer constants.
+        """
+        if names is None:
+            params = []
+            for p in signature(func).parameters.values():
+                if p.kind not in (Parameter.POSITIONAL_ONLY, Parameter.POSITIONAL_OR_KEYWORD):
+                    raise LayoutError(f"index map functions take plain positional indices, not {p}")
+                params.append(p.name)
+            names = params
+        names = tuple(names)
+        result = func(*(Var(k, n) for k, n in enumerate(names)))
+        if isinstance(result, (Const, Var, ex.BinOp, int)):
+            result = [result]
+        outputs: list[Expr] = []
+        separators: list[int] = []
+        for item in result:
+            if item is AXIS_SEPARATOR:
+                if not outputs or (separators and separators[-1] == len(outputs)):
+                    raise LayoutError("AXIS_SEPARATOR must stand between two physical indices")
+                separators.append(len(outputs))
+            else:
+                outputs.append(ex._as_expr(item))
+        if separators and separators[-1] == len(outputs):
+            raise LayoutError("AXIS_SEPARATOR must stand between two physical indices")
+        return cls(names, tuple(outputs), tuple(separators))
+
+    @classmethod
+    def parse(cls, text: str) -> IndexMap:
+        """Parse the canonical text; never evaluates it."""
+        params, outputs, separators = parse_index_map(text)
+        return cls(params, outputs, separators)
+
+    @classmethod
+    def identity(cls, ndim: int, names: Sequence[str] | None = None) -> IndexMap:
+        names = tuple(names) if names is not None else default_names(ndim)
+        return cls(names, tuple(Var(k, n) for k, n in enumerate(names)))
+
+    # -- text and JSON -------------------------------------------------------
+    def __str__(self) -> str:
+        items = [ex.to_text(o, self.params) for o in self.outputs]
+        for position in reversed(self.separators):
+            items.insert(position, SEPARATOR_TOKEN)
+        return f"lambda {', '.join(self.params)}: [{', '.join(items)}]"
+
+    def __repr__(self) -> str:
+        return f"IndexMap({str(self)!r})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": JSON_VERSION, "index_map": str(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | str) -> IndexMap:
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as err:
+                raise LayoutSyntaxError(f"index map JSON is not valid JSON: {err}") from None
+        if not isinstance(data, dict) or "index_map" not in data:
+            raise LayoutSyntaxError(f"index map JSON needs an 'index_map' field, got {data!r}")
+        version = data.get("version", JSON_VERSION)
+        if version != JSON_VERSION:
+            raise LayoutSyntaxError(
+                f"index map JSON version {version} is not supported (this laytune reads {JSON_VERSION})"
+            )
+        return cls.parse(data["index_map"])
+
+    # -- identity ------------------------------------------------------------
+    def _key(self) -> tuple[int, tuple[Expr, ...], tuple[int, ...]]:
+        return (len(self.params), self.outputs, self.separators)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IndexMap) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    @property
+    def ndim_in(self) -> int:
+        return len(self.params)
+
+    @property
+    def ndim_out(self) -> int:
+        return len(self.outputs)
+
+    @property
+    def groups(self) -> tuple[tuple[int, int], ...]:
+        """(start, stop) of the outputs in each separator group."""
+        bounds = (0, *self.separators, self.ndim_out)
+        return tuple(pairwise(bounds))
+
+    def is_identity(self) -> bool:
+        return not self.separators and self.outputs == tuple(Var(k) for k in range(self.ndim_in))
+
+    # -- evaluation ----------------------------------------------------------
+    def map_indices(self, index: Any) -> Any:
+        """Physical index of a logical index.
+
+        ``index`` is a tuple of ints (gives a tuple of ints), a tuple of
+        broadcastable integer arrays (gives a tuple of arrays), or one array
+        whose last axis holds the indices (gives an array whose last axis holds
+        the physical indices).
+        """
+        if isinstance(index, np.ndarray) and index.ndim >= 1 and index.dtype != object:
+            if index.shape[-1] != self.ndim_in:
+                raise ShapeMismatchError(
+                    f"index array's last axis has {index.shape[-1]} entries, the map takes {self.ndim_in}"
+                )
+            cols = [index[..., k].astype(np.int64) for k in range(self.ndim_in)]
+            out = self._eval(cols)
+            return np.stack(np.broadcast_arrays(*out), axis=-1)
+        index = tuple(index)
+        if len(index) != self.ndim_in:
+            raise ShapeMismatchError(
+                f"index {index} has {len(index)} entries, the map takes {self.ndim_in}"
+            )
+        if all(isinstance(i, (int, np.integer)) for i in index):
+            return tuple(int(v) for v in self._eval([int(i) for i in index]))
+        cols = [np.asarray(i, dtype=np.int64) for i in index]
+        return tuple(np.broadcast_arrays(*self._eval(cols)))
+
+    __call__ = map_indices
+
+    def _eval(self, args: Sequence[Any]) -> list[Any]:
+        memo: dict[Expr, Any] = {}
+        return [ex.evaluate(o, args, memo) for o in self.outputs]
+
+    def flat_offset(self, index: Any, shape: Sequence[int]) -> Any:
+        """Offset of a logical index after flattening on logical ``shape``.
+
+        One int (or array) for a flat buffer; a tuple, one per physical axis,
+        when the map has axis separators.
+        """
+        phys = self.map_indices(index)
+        pshape = self.physical_shape(shape)
+        if isinstance(phys, np.ndarray):
+            cols = [phys[..., k] for k in range(self.ndim_out)]
+        else:
+            cols = list(phys)
+        offsets = []
+        for start, stop in self.groups:
+            offset: Any = 0
+            for k in range(start, stop):
+                offset = offset * pshape[k] + cols[k]
+            offsets.append(offset)
+        return offsets[0] if len(offsets) == 1 else tuple(offsets)
+
+    # -- queries on a shape --------------------------------------------------
+    def _grid(self, shape: Shape) -> list[np.ndarray]:
+        n = len(shape)
+        return [
+            np.arange(extent, dtype=np.int64).reshape([extent if k == d else 1 for d in range(n)])
+            for k, extent in enumerate(shape)
+        ]
+
+    def _shape_facts(self, shape: Sequence[int]) -> _ShapeFacts:
+        shape = _check_shape(shape, self.ndim_in)
+        facts = self._facts.get(shape)
+        if facts is not None:
+            return facts
+        grid = self._grid(shape)
+        outs = self._eval(grid)
+        pshape = []
+        for k, out in enumerate(outs):
+            arr = np.asarray(out, dtype=np.int64)
+            low = int(arr.min())
+            if low < 0:
+                where = np.unravel_index(int(arr.argmin()), arr.shape)
+                logical = tuple(int(where[d]) if arr.shape[d] > 1 else 0 for d in range(len(shape)))
+                raise NegativeIndexError(
+                    f"{self}: logical index {logical} of shape {shape} maps to physical index "
+                    f"{self.map_indices(logical)}, whose entry {k} is negative ({low})",
+                    logical,
+                )
+            pshape.append(int(arr.max()) + 1)
+        facts = _ShapeFacts(shape, tuple(pshape), outs)
+        if len(self._facts) >= 4:  # keep memory bounded on large buffers
+            self._facts.pop(next(iter(self._facts)))
+        self._facts[shape] = facts
+        return facts
+
+    def physical_shape(self, shape: Sequence[int]) -> Shape:
+        """One extent per physical index (before separators): max + 1."""
+        return self._shape_facts(shape).physical_shape
+
+    def flat_shape(self, shape: Sequence[int]) -> Shape:
+        """The physical shape after grouping by axis separators."""
+        pshape = self.physical_shape(shape)
+        return tuple(_prod(pshape[a:b]) for a, b in self.groups)
+
+    def physical_size(self, shape: Sequence[int]) -> int:
+        return _prod(self.physical_shape(shape))
+
+    def is_injective(self, shape: Sequence[int]) -> bool:
+        return self._shape_facts(shape).collision is None
+
+    def validate(self, shape: Sequence[int]) -> IndexMap:
+        """Raise unless the map is a valid layout on ``shape``; return self."""
+        facts = self._shape_facts(shape)
+        if facts.collision is not None:
+            a, b = facts.collision
+            raise NonInjectiveLayoutError(
+                f"{self} is not injective on shape {tuple(shape)}: logical indices {a} and {b} "
+                f"both map to physical index {self.map_indices(a)}",
+                a,
+                b,
+            )
+        return self
+
+    def padding_count(self, shape: Sequence[int]) -> int:
+        """Physical positions that no logical index of ``shape`` reaches."""
+        facts = self._shape_facts(shape)
+        if facts.occupancy is not None:
+            return int(facts.occupancy.size - np.count_nonzero(facts.occupancy))
+        return _prod(facts.physical_shape) - int(np.unique(facts.offsets).size)
+
+    def padding_mask(self, shape: Sequence[int]) -> np.ndarray:
+        """Boolean array over the physical shape, True at padding."""
+        facts = self._shape_facts(shape)
+        if facts.occupancy is not None:
+            return ~facts.occupancy.reshape(facts.physical_shape)
+        mask = np.ones(_prod(facts.physical_shape), dtype=bool)
+        mask[facts.offsets] = False
+        return mask.reshape(facts.physical_shape)
+
+    def flat_offsets(self, shape: Sequence[int]) -> np.ndarray:
+        """Flat physical offset of every logical element, in logical row-major order.
+
+        Over the whole physical shape, so for a map with separators this is the
+        row-major position in the ``flat_shape`` array. Read-only.
+        """
+        return self._shape_facts(shape).offsets
+
+    # -- algebra -------------------------------------------------------------
+    def ranges(self, shape: Sequence[int]) -> list[ex.Range]:
+        shape = _check_shape(shape, self.ndim_in)
+        return [(0, s - 1) for s in shape]
+
+    def simplify(self, shape: Sequence[int]) -> IndexMap:
+        """An equivalent map on ``shape`` with simpler outputs (uses index ranges)."""
+        ranges = self.ranges(shape)
+        outs = tuple(ex.simplify(o, ranges) for o in self.outputs)
+        return IndexMap(self.params, outs, self.separators)
+
+    def equivalent(self, other: IndexMap, shape: Sequence[int]) -> bool:
+        """True when both maps give the same physical index (and the same
+        separators) for every logical index of ``shape``."""
+        if not isinstance(other, IndexMap):
+            return False
+        if self.ndim_in != other.ndim_in or self.ndim_out != other.ndim_out:
+            return False
+        if self.separators != other.separators:
+            return False
+        if self == other:
+            return True
+        grid = self._grid(_check_shape(shape, self.ndim_in))
+        mine, theirs = self._eval(grid), other._eval(grid)
+        return all(
+            np.array_equal(*np.broadcast_arrays(a, b)) for a, b in zip(mine, theirs, strict=True)
+        )
+
+    def flat_offset_exprs(self, shape: Sequence[int], simplified: bool = True) -> tuple[Expr, ...]:
+        """Symbolic flat offset per physical axis (one per separator group)."""
+        pshape = self.physical_shape(shape)
+        exprs = []
+        for start, stop in self.groups:
+            offset: Expr = Const(0)
+            for k in range(start, stop):
+                offset = offset * pshape[k] + self.outputs[k]
+            exprs.append(offset)
+        if simplified:
+            ranges = self.ranges(shape)
+            exprs = [ex.simplify(e, ranges) for e in exprs]
+        return tuple(ex.rename(e, self.params) for e in exprs)
+
+    def to_opencl(
+        self,
+        shape: Sequence[int],
+        names: Sequence[str] | None = None,
+        flat: bool = True,
+    ) -> tuple[str, ...]:
+        """OpenCL C expressions: the flat offset per physical axis (default), or
+        each physical index when ``flat=False``. Simplified with the index
+        ranges of ``shape``; ``names`` are the C names of the logical indices."""
+        ranges = self.ranges(shape)
+        names = tuple(names) if names is not None else self.params
+        exprs = (
+            self.flat_offset_exprs(shape)
+            if flat
+            else tuple(ex.simplify(o, ranges) for o in self.outputs)
+        )
+        return tuple(ex.to_opencl(e, names, ranges) for e in exprs)
+
+    def index_ctype(self, shape: Sequence[int]) -> str:
+        """``int`` when every intermediate of the flat offset fits 32 bits, else ``long``."""
+        ranges = self.ranges(shape)
+        exprs = self.flat_offset_exprs(shape) + self.outputs
+        return "int" if all(ex.fits_int32(e, ranges) for e in exprs) else "long"
+
+    def inverse(self, shape: Sequence[int]) -> Inverse:
+        """The inverse on ``shape``: physical index -> logical index, and the
+        padding predicate (see :class:`~laytune.layout.Inverse`)."""
+        from laytune.layout._inverse import invert
+
+        return invert(self, shape)
+
+
+def default_names(ndim: int) -> tuple[str, ...]:
+    letters = "ijklmnopqrstuvwxyz"
+    if ndim <= len(letters):
+        return tuple(letters[:ndim])
+    return tuple(f"i{k}" for k in range(ndim))
+
+
+def compose(g: IndexMap, f: IndexMap) -> IndexMap:
+    """``g . f``: first ``f`` (logical -> intermediate), then ``g``.
+
+    Law: for every index x, ``compose(g, f).map_indices(x) ==
+    g.map_indices(f.map_indices(x))``. ``g`` takes as many indices as ``f``
+    returns; ``f`` must not split axes (apply separators last), and the
+    result keeps ``g``'s separators.
+    """
+    if not isinstance(g, IndexMap) or not isinstance(f, IndexMap):
+        raise TypeError("compose takes two IndexMaps (use laytune.layout.compose for layouts)")
+    if g.ndim_in != f.ndim_out:
+        raise ShapeMismatchError(
+            f"cannot compose: {g} takes {g.ndim_in} indices but {f} returns {f.ndim_out}"
+        )
+    if f.separators:
+        raise LayoutError(
+            f"cannot compose after {f}: it has axis separators; apply separators in the outer map"
+        )
+    outs = tuple(ex.substitute(o, f.outputs) for o in g.outputs)
+    return IndexMap(f.params, outs, g.separators)
+
+
+from laytune.layout._inverse import Inverse  # noqa: E402  (cycle: Inverse uses IndexMap)
