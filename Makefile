@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[pocl,test,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[pocl,intel,test,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

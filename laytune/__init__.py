@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from laytune.device_info import DeviceInfo
-from laytune.exceptions import LaytuneError
+from laytune._opencl_runtime import configure_icd_loader
+
+configure_icd_loader()  # before anything calls into OpenCL
+
+from laytune.device_info import DeviceInfo  # noqa: E402
+from laytune.exceptions import LaytuneError  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -238,8 +238,14 @@ def to_text(e: Expr, names: Sequence[str] | None = None) -> str:
     right = to_text(e.rhs, names)
     # operands of a bit operation that are other operations get parentheses,
     # the way people write them: j ^ (i % 8), not j ^ i % 8
+    # and so do mixed products: (i // 2) * 4, not i // 2 * 4
     bitwise = e.op in BIT_OPS
-    if _prec(e.lhs) < p or (bitwise and isinstance(e.lhs, BinOp) and e.lhs.op != e.op):
+    mixed = p == _PREC["*"] and isinstance(e.lhs, BinOp) and _PREC[e.lhs.op] == p
+    if (
+        _prec(e.lhs) < p
+        or (mixed and e.lhs.op != e.op)
+        or (bitwise and isinstance(e.lhs, BinOp) and e.lhs.op != e.op)
+    ):
         left = f"({left})"
     if _prec(e.rhs) <= p or (bitwise and isinstance(e.rhs, BinOp)):
         right = f"({right})"

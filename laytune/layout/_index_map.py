@@ -94,10 +94,10 @@ def _check_shape(shape: Sequence[int], ndim: int, what: str = "shape") -> Shape:
 class _ShapeFacts:
     """What one shape tells about a map, computed lazily and cached."""
 
-    def __init__(self, shape: Shape, physical_shape: Shape, outputs: list[Any]):
+    def __init__(self, shape: Shape, physical_shape: Shape, index_map: IndexMap):
         self.shape = shape
         self.physical_shape = physical_shape
-        self._outputs = outputs  # broadcast physical index arrays
+        self._map = index_map
         self._offsets: np.ndarray | None = None
         self._occupancy: np.ndarray | None = None
         self._collision: tuple[Shape, Shape] | None = None
@@ -109,7 +109,8 @@ class _ShapeFacts:
         if self._offsets is None:
             pshape = self.physical_shape
             terms = []
-            for k, out in enumerate(self._outputs):
+            outputs = self._map._eval(self._map._grid(self.shape))
+            for k, out in enumerate(outputs):
                 stride = _prod(pshape[k + 1 :])
                 terms.append(np.asarray(out, dtype=np.int64) * stride)
             # add the small broadcast terms first: only the last addition is full size
@@ -120,7 +121,6 @@ class _ShapeFacts:
             flat = np.broadcast_to(flat, self.shape).reshape(-1)
             flat.flags.writeable = False
             self._offsets = flat
-            self._outputs = []
         return self._offsets
 
     def check(self) -> None:
@@ -158,6 +158,58 @@ class _ShapeFacts:
     def occupancy(self) -> np.ndarray | None:
         self.check()
         return self._occupancy
+
+
+_EVAL_LIMIT = 1 << 22  # elements evaluated at once when bounding an output
+
+
+def _output_range(expr: Expr, shape: Shape) -> tuple[int, int, Shape]:
+    """Exact (min, max) of one output over every index of ``shape``, and an
+    index where the min is reached. Evaluates only over the axes the output
+    uses; an affine output is bounded exactly by intervals (its extremes lie at
+    corners), anything else is evaluated in chunks of bounded memory."""
+    used = sorted(ex.variables(expr))
+    if not used:
+        value = int(ex.evaluate(expr, [0] * len(shape)))
+        return value, value, (0,) * len(shape)
+    ranges = [(0, s - 1) for s in shape]
+    linear = ex._Simplifier(ranges).linear(expr)
+    if all(isinstance(atom, Var) for atom in linear.terms):
+        low, high = ex.bounds(ex.simplify(expr, ranges), ranges)
+        where = [0] * len(shape)
+        for atom, coeff in linear.terms.items():
+            where[atom.index] = shape[atom.index] - 1 if coeff < 0 else 0
+        return low, high, tuple(where)
+    # evaluate over the used axes, the first one in chunks
+    rest = _prod([shape[v] for v in used[1:]])
+    step = max(1, _EVAL_LIMIT // rest)
+    low = high = None
+    where: Shape = (0,) * len(shape)
+    first = used[0]
+    for start in range(0, shape[first], step):
+        stop = min(shape[first], start + step)
+        args: list[Any] = [0] * len(shape)
+        for position, v in enumerate(used):
+            extent = stop - start if v == first else shape[v]
+            axis = np.arange(start, stop) if v == first else np.arange(shape[v])
+            args[v] = axis.astype(np.int64).reshape(
+                [extent if p == position else 1 for p in range(len(used))]
+            )
+        arr = np.broadcast_to(
+            np.asarray(ex.evaluate(expr, args), dtype=np.int64),
+            [(stop - start) if v == first else shape[v] for v in used],
+        )
+        chunk_low, chunk_high = int(arr.min()), int(arr.max())
+        if low is None or chunk_low < low:
+            low = chunk_low
+            local = np.unravel_index(int(arr.argmin()), arr.shape)
+            full = [0] * len(shape)
+            for position, v in enumerate(used):
+                full[v] = int(local[position]) + (start if v == first else 0)
+            where = tuple(full)
+        high = chunk_high if high is None else max(high, chunk_high)
+    assert low is not None and high is not None
+    return low, high, where
 
 
 def _unravel(k: int, shape: Shape) -> Shape:
@@ -367,22 +419,17 @@ class IndexMap:
         facts = self._facts.get(shape)
         if facts is not None:
             return facts
-        grid = self._grid(shape)
-        outs = self._eval(grid)
         pshape = []
-        for k, out in enumerate(outs):
-            arr = np.asarray(out, dtype=np.int64)
-            low = int(arr.min())
+        for k, out in enumerate(self.outputs):
+            low, high, where = _output_range(out, shape)
             if low < 0:
-                where = np.unravel_index(int(arr.argmin()), arr.shape)
-                logical = tuple(int(where[d]) if arr.shape[d] > 1 else 0 for d in range(len(shape)))
                 raise NegativeIndexError(
-                    f"{self}: logical index {logical} of shape {shape} maps to physical index "
-                    f"{self.map_indices(logical)}, whose entry {k} is negative ({low})",
-                    logical,
+                    f"{self}: logical index {where} of shape {shape} maps to physical index "
+                    f"{self.map_indices(where)}, whose entry {k} is negative ({low})",
+                    where,
                 )
-            pshape.append(int(arr.max()) + 1)
-        facts = _ShapeFacts(shape, tuple(pshape), outs)
+            pshape.append(high + 1)
+        facts = _ShapeFacts(shape, tuple(pshape), self)
         if len(self._facts) >= 4:  # keep memory bounded on large buffers
             self._facts.pop(next(iter(self._facts)))
         self._facts[shape] = facts
