@@ -1,0 +1,304 @@
+"""Overhead and throughput of laytune.runners, side by side with Kernel Tuner.
+
+Run: ``python -m bench.runners_overhead`` (``--quick`` for a smaller run).
+Pick the device with ``LAYTUNE_DEVICE`` (any ``select_device`` spec);
+otherwise the first device that compiles a trivial kernel is used.
+
+Prints a markdown table of:
+
+- per-candidate overhead of the measure path: wall time of ``Runner.run``
+  per candidate minus the kernels' own event time (all launches, warm-ups
+  and verification included), for a small kernel;
+- candidates per minute on a 30-candidate transpose space (naive and
+  local-memory tiles over several work-group shapes): build + measure, and
+  measure only;
+- Kernel Tuner on the same 30 kernels with the same repeats, when
+  ``kernel_tuner`` is importable, and the ratio of the two;
+- agreement of the median of one program measured in two separate worker
+  processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
+from laytune.runners import (
+    Builder,
+    Device,
+    MeasureConfig,
+    RunInput,
+    Runner,
+    RunResult,
+    list_devices,
+    select_device,
+)
+
+SIZE = 512  # transpose of a SIZE x SIZE float32 matrix
+SMALL = 4096  # elements of the small kernel used for the overhead figure
+
+TRANSPOSE_SOURCE = """
+__kernel void transpose(__global const float* a, __global float* b) {
+#if USE_LOCAL
+  __local float tile[block_size_x][block_size_x + 1];
+  int bx = get_group_id(0) * block_size_x, by = get_group_id(1) * block_size_x;
+  int tx = get_local_id(0), ty = get_local_id(1);
+  for (int j = ty; j < block_size_x; j += block_size_y)
+    tile[j][tx] = a[(by + j) * SIZE + bx + tx];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int j = ty; j < block_size_x; j += block_size_y)
+    b[(bx + j) * SIZE + by + tx] = tile[tx][j];
+#else
+  int x = get_group_id(0) * block_size_x + get_local_id(0);
+  int y0 = get_group_id(1) * block_size_x;
+  for (int j = get_local_id(1); j < block_size_x; j += block_size_y)
+    b[x * SIZE + y0 + j] = a[(y0 + j) * SIZE + x];
+#endif
+}
+"""
+
+SCALE_SOURCE = """
+__kernel void scale(__global const float* x, __global float* y) {
+  size_t i = get_global_id(0); y[i] = %d.0f * x[i];
+}
+"""
+
+
+@dataclass(frozen=True)
+class TransposeWorkload:
+    size: int = SIZE
+
+    @property
+    def key(self) -> str:
+        return f"transpose:{self.size}x{self.size}:float32"
+
+    def make_inputs(self, seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return {"a": rng.standard_normal((self.size, self.size)).astype(np.float32)}
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"b": np.ascontiguousarray(inputs["a"].T)}
+
+
+@dataclass(frozen=True)
+class ScaleWorkload:
+    factor: int
+    n: int = SMALL
+
+    @property
+    def key(self) -> str:
+        return f"scale{self.factor}:{self.n}:float32"
+
+    def make_inputs(self, seed: int) -> dict[str, np.ndarray]:
+        return {"x": np.random.default_rng(seed).standard_normal(self.n).astype(np.float32)}
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"y": inputs["x"] * np.float32(self.factor)}
+
+
+def transpose_space(device: Device, count: int = 30) -> list[dict[str, int]]:
+    """Naive and local-memory transposes over tile widths and work-group heights."""
+    space = []
+    for use_local in (0, 1):
+        for bx in (4, 8, 16, 32):
+            for by in (1, 2, 4, 8, 16):
+                fits = bx * by <= device.info.max_work_group_size and by <= bx
+                local_ok = not use_local or 4 * bx * (bx + 1) <= device.info.local_mem_size
+                if fits and local_ok and SIZE % bx == 0:
+                    space.append({"USE_LOCAL": use_local, "block_size_x": bx, "block_size_y": by})
+    return space[:count]
+
+
+def transpose_program(params: dict[str, int]) -> KernelProgram:
+    name = "transpose_" + "_".join(f"{k}{v}" for k, v in params.items())
+    bx, by = params["block_size_x"], params["block_size_y"]
+    options = (*(f"-D{k}={v}" for k, v in params.items()), f"-DSIZE={SIZE}")
+    n = SIZE * SIZE
+    return KernelProgram(
+        name=name,
+        source=TRANSPOSE_SOURCE,
+        buffers=(
+            BufferSpec("a", "float32", (SIZE, SIZE), (n,), "input"),
+            BufferSpec("b", "float32", (SIZE, SIZE), (n,), "output"),
+        ),
+        compute=(
+            Launch(
+                "transpose",
+                (ArgRef("a", "physical"), ArgRef("b", "physical")),
+                (SIZE, SIZE // bx * by),
+                (bx, by),
+            ),
+        ),
+        build_options=options,
+    )
+
+
+def scale_program(factor: int) -> KernelProgram:
+    return KernelProgram(
+        name=f"scale{factor}",
+        source=SCALE_SOURCE % factor,
+        buffers=(
+            BufferSpec("x", "float32", (SMALL,), (SMALL,), "input"),
+            BufferSpec("y", "float32", (SMALL,), (SMALL,), "output"),
+        ),
+        compute=(Launch("scale", (ArgRef("x", "physical"), ArgRef("y", "physical")), (SMALL,)),),
+    )
+
+
+def pick_device() -> Device:
+    spec = os.environ.get("LAYTUNE_DEVICE")
+    if spec:
+        return select_device(spec)
+    import pyopencl as cl
+
+    for device in list_devices():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cl.Program(cl.Context([device.open()]), "__kernel void k() {}").build()
+        except cl.Error:
+            continue
+        return device
+    raise SystemExit("no OpenCL device here compiles a trivial kernel")
+
+
+def kernel_seconds(result: RunResult, config: MeasureConfig) -> float:
+    """Device time of every launch of a candidate: timed repeats plus an estimate
+    (median repeat) for the verification and warm-up launches."""
+    median = float(np.median(result.event_times_s))
+    return sum(result.event_times_s) + (1 + config.warmup) * median
+
+
+def measure_overhead(device: Device, builder: Builder, config: MeasureConfig, n: int) -> float:
+    builds = builder.build([scale_program(k + 2) for k in range(n + 1)])
+    with Runner(device, config) as runner:
+        runner.run([RunInput(builds[0], ScaleWorkload(2))])  # start the worker
+        inputs = [RunInput(b, ScaleWorkload(2 + k + 1)) for k, b in enumerate(builds[1:])]
+        start = time.perf_counter()
+        results = runner.run(inputs)
+        wall = time.perf_counter() - start
+    assert all(r.ok for r in results), [r.error_message for r in results if not r.ok]
+    device_time = sum(kernel_seconds(r, config) for r in results)
+    return (wall - device_time) / n
+
+
+def laytune_transpose(
+    device: Device, builder: Builder, config: MeasureConfig, space: list[dict[str, int]]
+) -> tuple[float, float, list[RunResult]]:
+    """(seconds for build + measure, seconds for measure only, results)."""
+    workload = TransposeWorkload()
+    with Runner(device, config) as runner:
+        runner.run([RunInput(builder.build([scale_program(1)])[0], ScaleWorkload(1))])
+        start = time.perf_counter()
+        builds = builder.build([transpose_program(p) for p in space])
+        built = time.perf_counter()
+        results = runner.run([RunInput(b, workload) for b in builds])
+        end = time.perf_counter()
+    return end - start, end - built, results
+
+
+def kernel_tuner_transpose(
+    device: Device, repeats: int, space: list[dict[str, int]]
+) -> float | None:
+    try:
+        import kernel_tuner
+    except ImportError:
+        return None
+    a = np.random.default_rng(0).standard_normal((SIZE, SIZE)).astype(np.float32)
+    b = np.zeros_like(a)
+    wanted = {tuple(p.values()) for p in space}
+    tune_params = {
+        "USE_LOCAL": [0, 1],
+        "block_size_x": sorted({p["block_size_x"] for p in space}),
+        "block_size_y": sorted({p["block_size_y"] for p in space}),
+    }
+
+    def restrict(p: dict[str, int]) -> bool:
+        return (p["USE_LOCAL"], p["block_size_x"], p["block_size_y"]) in wanted
+
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results, _ = kernel_tuner.tune_kernel(
+            "transpose",
+            TRANSPOSE_SOURCE,
+            (SIZE, SIZE),
+            [a, b],
+            tune_params,
+            grid_div_x=["block_size_x"],
+            grid_div_y=["block_size_x"],
+            restrictions=restrict,
+            answer=[None, np.ascontiguousarray(a.T)],
+            lang="OpenCL",
+            platform=device.platform_index,
+            device=device.device_index,
+            iterations=repeats,
+            defines={"SIZE": SIZE, **{k: k for k in tune_params}},
+            quiet=True,
+        )
+    elapsed = time.perf_counter() - start
+    if len(results) != len(space):
+        print(f"(kernel tuner measured {len(results)} of {len(space)} configurations)")
+    return elapsed
+
+
+def median_agreement(device: Device, builder: Builder, params: dict[str, int]) -> float:
+    config = MeasureConfig(warmup=3, repeats=30)
+    (build,) = builder.build([transpose_program(params)])
+    medians = []
+    for _ in range(2):
+        with Runner(device, config) as runner:
+            (result,) = runner.run([RunInput(build, TransposeWorkload())])
+        assert result.ok, result.error_message
+        medians.append(result.value_s or 0.0)
+    return abs(medians[0] - medians[1]) / min(medians)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="10 candidates, no Kernel Tuner")
+    args = parser.parse_args()
+
+    device = pick_device()
+    config = MeasureConfig(warmup=1, repeats=args.repeats, measure_conversions=False)
+    space = transpose_space(device, 10 if args.quick else 30)
+    print(f"device: {device.name}; repeats {args.repeats}; {len(space)} transpose candidates\n")
+    with Builder(device) as builder:
+        overhead = measure_overhead(device, builder, config, 10 if args.quick else 30)
+        total, measure_only, results = laytune_transpose(device, builder, config, space)
+        bad = [r for r in results if not r.ok]
+        agreement = median_agreement(device, builder, space[len(space) // 2])
+    kt = None if args.quick else kernel_tuner_transpose(device, args.repeats, space)
+
+    n = len(space)
+    rows = [
+        ("per-candidate overhead, small kernel (ms)", f"{overhead * 1e3:.2f}", ""),
+        ("transpose space: build + measure (s/candidate)", f"{total / n:.3f}", ""),
+        ("transpose space: candidates per minute", f"{60 * n / total:.0f}", ""),
+        ("transpose space: measure only (s/candidate)", f"{measure_only / n:.3f}", ""),
+        ("median agreement, two worker processes", f"{agreement * 100:.1f} %", ""),
+    ]
+    if kt is not None:
+        rows[1] = (rows[1][0], rows[1][1], f"{kt / n:.3f}")
+        rows[2] = (rows[2][0], rows[2][1], f"{60 * n / kt:.0f}")
+    print("| figure | laytune | Kernel Tuner |")
+    print("| --- | --- | --- |")
+    for name, ours, theirs in rows:
+        print(f"| {name} | {ours} | {theirs or '-'} |")
+    if kt is not None:
+        print(f"\nKernel Tuner / laytune time per candidate: {kt / total:.1f}x")
+    if bad:
+        print(f"\n{len(bad)} candidates failed: {[(r.program_name, r.error_kind) for r in bad]}")
+    best = min((r for r in results if r.ok), key=lambda r: r.value_s or float("inf"))
+    print(f"best transpose: {best.program_name} {best.value_s * 1e6:.1f} us (median)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Runners: devices, parallel builds, and honest, verified measurements.
+
+Pipeline stage after :mod:`laytune.codegen`: a :class:`Builder` compiles
+KernelPrograms in parallel worker processes, a :class:`Runner` measures the
+binaries on one device in an isolated worker process under a
+:class:`MeasureConfig`, checking every result against the workload's numpy
+reference. Both take a batch and return a batch of the same length and order;
+a candidate's failure is a result with an :class:`ErrorKind`, never an
+exception.
+"""
+
+from __future__ import annotations
+
+from laytune.device_info import DeviceInfo
+from laytune.runners._builder import Builder
+from laytune.runners._config import Clock, MeasureConfig, Statistic, Tolerance
+from laytune.runners._devices import (
+    Device,
+    default_device,
+    device_builds,
+    list_devices,
+    select_device,
+)
+from laytune.runners._results import (
+    BuildResult,
+    ConversionTiming,
+    ErrorKind,
+    LaunchCounts,
+    OutputCheck,
+    RunInput,
+    RunResult,
+)
+from laytune.runners._runner import Runner
+from laytune.runners._workload import VerifiableWorkload, input_seed
+
+__all__ = [
+    "BuildResult",
+    "Builder",
+    "Clock",
+    "ConversionTiming",
+    "Device",
+    "DeviceInfo",
+    "ErrorKind",
+    "LaunchCounts",
+    "MeasureConfig",
+    "OutputCheck",
+    "RunInput",
+    "RunResult",
+    "Runner",
+    "Statistic",
+    "Tolerance",
+    "VerifiableWorkload",
+    "default_device",
+    "device_builds",
+    "input_seed",
+    "list_devices",
+    "select_device",
+]

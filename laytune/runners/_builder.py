@@ -1,0 +1,189 @@
+"""Builder: compile a batch of programs in parallel worker processes."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from joblib.externals.loky import ProcessPoolExecutor
+from joblib.externals.loky.process_executor import BrokenProcessPool, TerminatedWorkerError
+
+from laytune.codegen import KernelProgram
+from laytune.runners._compile import compile_program
+from laytune.runners._devices import Device, select_device
+from laytune.runners._results import BuildResult, ErrorKind
+
+__all__ = ["Builder"]
+
+
+@dataclass
+class _Task:
+    index: int
+    program: KernelProgram
+    alone: bool = False  # crashed once beside other builds: retry it on its own
+    deadline: float = 0.0
+
+
+class Builder:
+    """Compiles KernelPrograms for one device in parallel worker processes.
+
+    Contract:
+
+    - ``build(batch)`` returns one :class:`BuildResult` per program, in
+      batch order, with the program binary (``cl.program_info.BINARIES``)
+      on success so the measuring process loads it without compiling. A
+      compiler error gives error kind ``build`` with the build log, and the
+      result keeps the program (source and options). A build running longer
+      than ``time_limit_s`` gives ``timeout``; a worker that dies gives
+      ``crash``. Neither stops the batch.
+    - Workers are joblib's loky processes (started by exec, never forked
+      from this process), ``max_workers`` of them (default: the CPUs this
+      process may use), each keeping one OpenCL context. At most one build
+      per worker is in flight, so a build's time limit starts when it is
+      handed to an idle worker (plus ``startup_time_limit_s`` while workers
+      are starting). A timeout kills every worker; builds that were in
+      flight beside it are started again.
+    - ``submit(batch)`` returns a future of the same list, so the caller can
+      build batch k+1 while measuring batch k. Batches are compiled one after
+      another in submission order; ``build`` and ``submit`` may be mixed
+      from several threads. On a CPU device, builds compete with the
+      measured kernels for the same cores; overlap them only where that
+      noise is acceptable.
+    """
+
+    def __init__(
+        self,
+        device: Device | int | str,
+        *,
+        max_workers: int | None = None,
+        time_limit_s: float = 60.0,
+        startup_time_limit_s: float = 60.0,
+    ) -> None:
+        if time_limit_s <= 0:
+            raise ValueError(f"time_limit_s must be positive, got {time_limit_s}")
+        self._device = device if isinstance(device, Device) else select_device(device)
+        self._max_workers = max_workers or len(os.sched_getaffinity(0))
+        if self._max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        self._time_limit_s = time_limit_s
+        self._startup_time_limit_s = startup_time_limit_s
+        self._executor: ProcessPoolExecutor | None = None
+        self._warm = False
+        self._lock = threading.Lock()
+        self._background: ThreadPoolExecutor | None = None
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def max_workers(self) -> int:
+        return self._max_workers
+
+    def submit(self, batch: Sequence[KernelProgram]) -> Future[list[BuildResult]]:
+        if self._background is None:
+            self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="laytune-build")
+        return self._background.submit(self.build, list(batch))
+
+    def build(self, batch: Sequence[KernelProgram]) -> list[BuildResult]:
+        with self._lock:
+            return self._build(list(batch))
+
+    def close(self) -> None:
+        if self._background is not None:
+            self._background.shutdown(wait=True)
+            self._background = None
+        with self._lock:
+            self._kill_workers()
+
+    def __enter__(self) -> Builder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- scheduling ---------------------------------------------------------
+    def _build(self, batch: list[KernelProgram]) -> list[BuildResult]:
+        results: list[BuildResult | None] = [None] * len(batch)
+        pending = deque(_Task(i, program) for i, program in enumerate(batch))
+        in_flight: dict[Future[BuildResult], _Task] = {}
+        while pending or in_flight:
+            self._fill(pending, in_flight)
+            nearest = min(task.deadline for task in in_flight.values())
+            done, _ = wait(
+                in_flight, timeout=max(0.0, nearest - time.monotonic()), return_when=FIRST_COMPLETED
+            )
+            crashed: list[_Task] = []
+            for future in done:
+                task = in_flight.pop(future)
+                try:
+                    results[task.index] = future.result()
+                    self._warm = True
+                except (TerminatedWorkerError, BrokenProcessPool) as exc:
+                    if task.alone:
+                        results[task.index] = self._failure(
+                            task, ErrorKind.CRASH, f"the build worker died: {exc}"
+                        )
+                    else:
+                        crashed.append(task)
+                except Exception as exc:  # the worker raised: report, go on
+                    results[task.index] = self._failure(
+                        task, ErrorKind.BUILD, f"building raised {type(exc).__name__}: {exc}"
+                    )
+            now = time.monotonic()
+            expired = [f for f, task in in_flight.items() if task.deadline <= now]
+            if crashed or expired:
+                for future in expired:
+                    task = in_flight.pop(future)
+                    results[task.index] = self._failure(
+                        task,
+                        ErrorKind.TIMEOUT,
+                        f"building took longer than {self._time_limit_s:g} s; "
+                        "the build workers were killed",
+                    )
+                # A dead or killed pool takes every build in flight with it:
+                # start them again, crash suspects one at a time.
+                restart = [task for task in in_flight.values()]
+                in_flight.clear()
+                for task in crashed:
+                    task.alone = True
+                pending.extendleft(reversed(crashed + restart))
+                self._kill_workers()
+        return [result for result in results if result is not None]
+
+    def _fill(self, pending: deque[_Task], in_flight: dict[Future[BuildResult], _Task]) -> None:
+        while pending and len(in_flight) < self._max_workers:
+            if pending[0].alone and in_flight:
+                return
+            task = pending.popleft()
+            pool = self._pool()
+            limit = self._time_limit_s + (0.0 if self._warm else self._startup_time_limit_s)
+            task.deadline = time.monotonic() + limit
+            in_flight[pool.submit(compile_program, self._device, task.program)] = task
+            if task.alone:
+                return
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(max_workers=self._max_workers)
+            self._warm = False
+        return self._executor
+
+    def _kill_workers(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, kill_workers=True)
+            self._executor = None
+
+    def _failure(self, task: _Task, kind: ErrorKind, message: str) -> BuildResult:
+        return BuildResult(
+            program=task.program,
+            device_key=self._device.key,
+            binary=None,
+            error_kind=kind,
+            error_message=message,
+        )

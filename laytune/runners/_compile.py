@@ -1,0 +1,76 @@
+"""Compiling one program; runs inside the builder's worker processes."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import pyopencl as cl
+
+from laytune.codegen import KernelProgram
+from laytune.runners._devices import Device
+from laytune.runners._results import BuildResult, ErrorKind
+
+__all__ = ["compile_program"]
+
+# One context per device and worker process, made on the first build.
+_CONTEXTS: dict[str, tuple[cl.Context, cl.Device]] = {}
+
+
+def _context(device: Device) -> tuple[cl.Context, cl.Device]:
+    if device.key not in _CONTEXTS:
+        cl_device = device.open()
+        _CONTEXTS[device.key] = (cl.Context([cl_device]), cl_device)
+    return _CONTEXTS[device.key]
+
+
+def _build_log(program: cl.Program, device: cl.Device) -> str:
+    try:
+        return str(program.get_build_info(device, cl.program_build_info.LOG)).strip()
+    except cl.Error:
+        return ""
+
+
+def compile_program(device: Device, program: KernelProgram) -> BuildResult:
+    """Compile ``program`` for ``device`` and return its binary or its build log."""
+    started_at = time.time()
+    start = time.perf_counter()
+
+    def result(**fields: object) -> BuildResult:
+        return BuildResult(
+            program=program,
+            device_key=device.key,
+            build_seconds=time.perf_counter() - start,
+            worker_pid=os.getpid(),
+            started_at=started_at,
+            finished_at=time.time(),
+            **fields,  # type: ignore[arg-type]
+        )
+
+    context, cl_device = _context(device)
+    cl_program = cl.Program(context, program.source)
+    with warnings.catch_warnings():
+        # pyopencl warns about a non-empty build log and about touching the
+        # program before building it. Touching it is on purpose: it makes
+        # pyopencl build through the driver (which keeps its own cache) rather
+        # than through pyopencl's binary cache, which hides the build log of
+        # a failure.
+        warnings.simplefilter("ignore")
+        cl_program.get_info(cl.program_info.REFERENCE_COUNT)
+        try:
+            cl_program.build(options=list(program.build_options), devices=[cl_device])
+        except cl.Error as exc:
+            return result(
+                binary=None,
+                error_kind=ErrorKind.BUILD,
+                error_message=(
+                    f"clBuildProgram failed for {program.name!r}: "
+                    f"{cl.status_code.to_string(exc.code)} ({exc.code}); "
+                    f"options {' '.join(program.build_options) or '(none)'}"
+                ),
+                build_log=_build_log(cl_program, cl_device),
+                cl_error_code=exc.code,
+            )
+    binaries = cl_program.get_info(cl.program_info.BINARIES)
+    return result(binary=bytes(binaries[0]), build_log=_build_log(cl_program, cl_device))

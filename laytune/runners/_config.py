@@ -1,0 +1,157 @@
+"""Measurement settings (:class:`MeasureConfig`) and result tolerances (:class:`Tolerance`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["Clock", "MeasureConfig", "Statistic", "Tolerance"]
+
+Clock = Literal["event", "wall"]
+Statistic = Literal["median", "mean", "min"]
+
+_CLOCKS = ("event", "wall")
+_STATISTICS = ("median", "mean", "min")
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """How one candidate is measured; every launch it causes is listed here.
+
+    Let a program have ``P`` pack, ``C`` compute and ``U`` unpack launches,
+    ``W = warmup`` and ``R = repeats``. Measuring one candidate enqueues, in
+    this order and on one in-order profiling queue:
+
+    1. Verification: the ``P`` pack launches, the ``C`` compute launches and
+       the ``U`` unpack launches once each (``P + C + U`` launches), then the
+       outputs are read back and compared with the reference. A wrong result
+       stops here: nothing of it is timed.
+    2. Conversions, when ``measure_conversions``: for each pack launch, then
+       each unpack launch, on its own: ``W`` untimed then ``R`` timed
+       launches, ``(W + R) * (P + U)`` launches.
+    3. Compute: ``W`` untimed repeats then ``n`` timed repeats, where a repeat
+       is the ``C`` compute launches in order: ``(W + n) * C`` launches.
+       ``n = R`` when ``min_total_time_s`` is 0; otherwise ``n`` is the
+       smallest count from ``R`` to ``max_repeats`` whose repeat times (of
+       ``clock``) add up to at least ``min_total_time_s``, or ``max_repeats``.
+    4. With ``flush_cache``, one buffer fill of ``flush_bytes`` (default:
+       twice the device's global memory cache, at least 64 MiB, at most the
+       largest allocation) before every timed repeat of steps 2 and 3:
+       ``n + R * (P + U)`` fills (``n`` without conversions). Fills are not
+       kernel launches and are never timed.
+
+    So a successful candidate costs ``P + C + U + (W + R) * (P + U) + (W + n) * C``
+    kernel launches, or ``P + C + U + (W + n) * C`` without conversions.
+
+    A timed repeat is timed twice: by profiling events (the sum of
+    ``end - start`` of the repeat's launches) and by a blocking wall clock
+    around enqueueing the repeat and ``queue.finish()``. ``clock`` picks the
+    one that ranks; ``statistic`` (median by default) reduces the repeats to
+    the ranking value. A candidate whose median wall time differs from its
+    median event time by more than ``clock_rtol * event + clock_atol_s`` is
+    flagged (``RunResult.clock_disagreement``).
+
+    ``time_limit_s`` bounds steps 1 to 4 of one candidate in the worker
+    process; past it the worker is killed and the candidate's result is a
+    timeout. Preparing a workload the worker has not seen yet (its inputs
+    and numpy reference) has its own bound, ``prepare_time_limit_s``.
+    Inputs come from ``workload.make_inputs(seed)`` with a seed derived from
+    ``seed`` and the workload key only, so every candidate of a workload
+    (and every run) sees the same data.
+    """
+
+    warmup: int = 2
+    repeats: int = 10
+    min_total_time_s: float = 0.0
+    max_repeats: int = 100
+    flush_cache: bool = False
+    flush_bytes: int | None = None
+    clock: Clock = "event"
+    statistic: Statistic = "median"
+    measure_conversions: bool = True
+    time_limit_s: float = 10.0
+    prepare_time_limit_s: float = 120.0
+    clock_rtol: float = 0.25
+    clock_atol_s: float = 100e-6
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.max_repeats < self.repeats:
+            raise ValueError(
+                f"max_repeats ({self.max_repeats}) must be >= repeats ({self.repeats})"
+            )
+        if self.min_total_time_s < 0:
+            raise ValueError(f"min_total_time_s must be >= 0, got {self.min_total_time_s}")
+        if self.flush_bytes is not None and self.flush_bytes <= 0:
+            raise ValueError(f"flush_bytes must be positive, got {self.flush_bytes}")
+        if self.clock not in _CLOCKS:
+            raise ValueError(f"clock must be one of {_CLOCKS}, got {self.clock!r}")
+        if self.statistic not in _STATISTICS:
+            raise ValueError(f"statistic must be one of {_STATISTICS}, got {self.statistic!r}")
+        for name in ("time_limit_s", "prepare_time_limit_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.clock_rtol < 0 or self.clock_atol_s < 0:
+            raise ValueError(
+                f"clock tolerances must be >= 0, got {self.clock_rtol}, {self.clock_atol_s}"
+            )
+
+    def launch_count(self, pack: int, compute: int, unpack: int, timed_repeats: int) -> int:
+        """Kernel launches of one successful candidate with ``timed_repeats`` = n."""
+        count = pack + compute + unpack + (self.warmup + timed_repeats) * compute
+        if self.measure_conversions:
+            count += (self.warmup + self.repeats) * (pack + unpack)
+        return count
+
+    def flush_count(self, pack: int, unpack: int, timed_repeats: int) -> int:
+        """Cache-flush fills of one successful candidate with ``timed_repeats`` = n."""
+        if not self.flush_cache:
+            return 0
+        conversions = self.repeats * (pack + unpack) if self.measure_conversions else 0
+        return timed_repeats + conversions
+
+
+# (rtol, atol) for one element that is not a reduction.
+_BASE_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-9, 1e-12),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """When an output element counts as correct.
+
+    An element passes when ``|out - ref| <= atol * scale + rtol * |ref|``
+    with ``scale = max(1, max |ref|)`` over the whole output (so cancellation
+    near zero in a large-valued output is not a failure). NaN or inf where
+    the reference is finite fails. Integer and bool outputs must match
+    exactly.
+    """
+
+    rtol: float
+    atol: float
+
+    @classmethod
+    def for_dtype(cls, dtype: str | np.dtype, reduction_length: int = 1) -> Tolerance:
+        """The tolerance for ``dtype``, widened by ``sqrt(reduction_length)``.
+
+        Base values: float64 rtol 1e-9 / atol 1e-12, float32 rtol 1e-4 /
+        atol 1e-5, float16 rtol 1e-2 / atol 1e-3, anything else exact. A sum
+        of K float terms accumulates rounding error roughly like sqrt(K)
+        units, so both bounds grow by ``sqrt(K)``.
+        """
+        name = np.dtype(dtype).name
+        if name not in _BASE_TOLERANCES:
+            return cls(0.0, 0.0)
+        rtol, atol = _BASE_TOLERANCES[name]
+        factor = math.sqrt(max(1, reduction_length))
+        return cls(rtol * factor, atol * factor)

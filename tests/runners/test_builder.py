@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from laytune.runners import Builder, BuildResult, Device, ErrorKind
+
+pytestmark = pytest.mark.xdist_group("runners")
+
+
+def test_build_returns_binaries_in_batch_order(builder: Builder, kit: SimpleNamespace) -> None:
+    programs = [kit.scale_program("first"), kit.transpose_program(), kit.image_program()]
+    results = builder.build(programs)
+    assert [r.program for r in results] == programs
+    for result in results:
+        assert result.ok, result.error_message + result.build_log
+        assert result.error_kind is ErrorKind.NONE
+        assert isinstance(result.binary, bytes) and result.binary
+        assert result.device_key == builder.device.key
+
+
+def test_failed_build_keeps_log_options_and_source(builder: Builder, kit: SimpleNamespace) -> None:
+    broken = kit.broken_program()
+    broken = type(broken)(**{**broken.__dict__, "build_options": ("-DTAG=3",)})
+    good = kit.scale_program("after_broken")
+    failed, after = builder.build([broken, good])
+    assert failed.error_kind is ErrorKind.BUILD
+    assert not failed.ok and failed.binary is None
+    assert "this_does_not_exist" in failed.build_log
+    assert failed.build_options == ("-DTAG=3",)
+    assert "-DTAG=3" in failed.error_message
+    assert failed.source == broken.source
+    assert failed.cl_error_code is not None
+    assert after.ok
+
+
+def test_builds_of_eight_programs_run_concurrently(builder: Builder, kit: SimpleNamespace) -> None:
+    # Enough distinct code per program that a compile takes a while, and
+    # distinct sources so no compiler cache answers.
+    programs = [
+        kit.scale_program(
+            f"p{k}",
+            "float acc = x[i];\n"
+            + "".join(f"  acc = acc * 1.0001f + {k}.{j}f * sin(acc);\n" for j in range(120))
+            + "  y[i] = 2.0f * x[i] + 0.0f * acc;",
+        )
+        for k in range(8)
+    ]
+    results: list[BuildResult] = builder.build(programs)
+    assert all(r.ok for r in results), [r.error_message for r in results if not r.ok]
+    pids = {r.worker_pid for r in results}
+    assert len(pids) >= 2 or builder.max_workers == 1
+    if builder.max_workers >= 2:
+        intervals = [(r.started_at, r.finished_at, r.worker_pid) for r in results]
+        overlapping = any(
+            a[2] != b[2] and a[0] < b[1] and b[0] < a[1]
+            for i, a in enumerate(intervals)
+            for b in intervals[i + 1 :]
+        )
+        assert overlapping, intervals
+
+
+def test_submit_returns_a_future(builder: Builder, kit: SimpleNamespace) -> None:
+    future = builder.submit([kit.scale_program("async1"), kit.scale_program("async2")])
+    results = future.result(timeout=120)
+    assert [r.program.name for r in results] == ["async1", "async2"]
+    assert all(r.ok for r in results)
+
+
+def test_timeout_kills_workers_and_the_builder_recovers(
+    device: Device, kit: SimpleNamespace
+) -> None:
+    # An impossible limit, but fresh workers get startup_time_limit_s on top:
+    # the first build (fresh pool) passes, the second (warm pool) times out,
+    # and the third runs on a fresh pool again.
+    with Builder(device, max_workers=1, time_limit_s=1e-4, startup_time_limit_s=60) as builder:
+        assert builder.build([kit.scale_program("warm")])[0].ok
+        late = builder.build([kit.scale_program("too_slow")])[0]
+        assert late.error_kind is ErrorKind.TIMEOUT
+        assert late.binary is None
+        assert builder.build([kit.scale_program("recovered")])[0].ok

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from laytune.exceptions import DeviceNotFoundError
+from laytune.runners import Device, DeviceInfo, list_devices, select_device
+
+pytestmark = pytest.mark.xdist_group("runners")
+
+
+def test_list_devices_gives_indexed_snapshots() -> None:
+    devices = list_devices()
+    assert devices, "the OpenCL install should bring at least one device"
+    assert [d.index for d in devices] == list(range(len(devices)))
+    for device in devices:
+        assert isinstance(device.info, DeviceInfo)
+        assert device.info.max_work_group_size >= 1
+        assert device.spec == f"{device.platform_index}:{device.device_index}"
+
+
+def test_select_by_index_pair_name_and_device(device: Device) -> None:
+    assert select_device(device.index) == device
+    assert select_device(str(device.index)) == device
+    assert select_device(device.spec) == device
+    assert select_device(device) == device
+    by_name = select_device(device.info.device_name.upper())
+    assert device.info.device_name in by_name.name
+
+
+def test_no_match_lists_every_device() -> None:
+    devices = list_devices()
+    for spec in ("no such device xyz", 999, "7:7"):
+        with pytest.raises(DeviceNotFoundError) as caught:
+            select_device(spec)
+        message = str(caught.value)
+        assert repr(spec) in message
+        for device in devices:
+            assert device.name in message
+
+
+def test_no_devices_at_all_is_explained() -> None:
+    with pytest.raises(LookupError, match="no OpenCL platform or device"):
+        select_device(0, devices=[])
+
+
+def test_device_pickles_and_reopens(device: Device) -> None:
+    clone = pickle.loads(pickle.dumps(device))
+    assert clone == device
+    assert clone.open().name.strip() == device.info.device_name
+
+
+def test_device_key_is_stable_across_processes(device: Device) -> None:
+    code = f"from laytune.runners import select_device\nprint(select_device({device.spec!r}).key)\n"
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(2)
+    }
+    assert keys == {device.key}
