@@ -97,7 +97,12 @@ class DeviceInfo:
             vendor=device.vendor.strip(),
             driver_version=device.driver_version.strip(),
             opencl_version=device.version.strip(),
-            device_type=cl.device_type.to_string(device.type),
+            device_type=" | ".join(
+                kind
+                for kind in ("GPU", "CPU", "ACCELERATOR", "CUSTOM")
+                if device.type & getattr(cl.device_type, kind)
+            )
+            or "DEFAULT",
             compute_units=int(device.max_compute_units),
             global_mem_size=int(device.global_mem_size),
             max_mem_alloc_size=int(device.max_mem_alloc_size),
