@@ -1,0 +1,755 @@
+"""Intrinsic constraints: what an access instruction needs from a layout.
+
+A constraint is a frozen, hashable, JSON-serialisable value. ``check(layout,
+logical_shape, dtype, device)`` decides it *exactly* on the concrete shape:
+every logical element's flat physical offset is computed at once
+(``IndexMap.flat_offsets``) and the rule is evaluated with numpy slicing over
+the whole index grid, never by sampling and never by a Python loop over
+elements. A rejection names where the rule breaks ("row 2 of tile (0, 0)
+starts at offset 132, expected 128").
+
+Offsets are in elements of the flat physical buffer (for a layout with an axis
+separator, the row-major position in its ``flat_shape`` array); byte
+quantities multiply by the dtype's size.
+
+Hard constraints give ``Verdict(ok=False, ...)`` on rejection; the soft one
+(:class:`BankConflicts`) always accepts unless given a ``max_degree`` and
+reports its measure as ``Verdict.score`` (lower is better).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from laytune.device_info import DeviceInfo
+from laytune.exceptions import LayoutError, ShapeMismatchError
+from laytune.layout import Layout
+from laytune.space._workload import BUFFER_ROLES, VECTOR_WIDTHS, dtype_bytes
+
+__all__ = [
+    "BankConflicts",
+    "Constraint",
+    "ContiguousTileCopy",
+    "Image2DRead",
+    "LocalMemoryBudget",
+    "PaddingBudget",
+    "RowPointerTileLoad",
+    "StridedTileCopy",
+    "VectorAccess",
+    "Verdict",
+    "constraint_from_json",
+]
+
+# How many located reasons a rejection lists before summarising the rest.
+MAX_REASONS = 3
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of a check: ``ok``, the ``reasons`` for a rejection (or
+    notes for an acceptance), and for a soft constraint its ``score``.
+
+    ``bool(verdict)`` is ``verdict.ok``. ``constraint`` names what decided.
+    """
+
+    ok: bool
+    reasons: tuple[str, ...] = ()
+    score: float | None = None
+    constraint: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @classmethod
+    def accept(cls, constraint: str = "", score: float | None = None, *notes: str) -> Verdict:
+        return cls(True, tuple(notes), score, constraint)
+
+    @classmethod
+    def reject(cls, constraint: str, *reasons: str) -> Verdict:
+        if not reasons:
+            raise ValueError("a rejection needs at least one reason")
+        return cls(False, tuple(reasons), None, constraint)
+
+    @classmethod
+    def combine(cls, verdicts: Iterable[Verdict], constraint: str = "") -> Verdict:
+        """All must accept; reasons of the rejecting ones are kept, prefixed by
+        their constraint; the score is the sum of the scores present."""
+        verdicts = list(verdicts)
+        ok = all(v.ok for v in verdicts)
+        reasons = tuple(
+            f"{v.constraint}: {r}" if v.constraint else r
+            for v in verdicts
+            if not v.ok
+            for r in v.reasons
+        )
+        scores = [v.score for v in verdicts if v.score is not None]
+        return cls(ok, reasons, sum(scores) if scores else None, constraint)
+
+    def __str__(self) -> str:
+        head = "accepted" if self.ok else "rejected"
+        if self.constraint:
+            head = f"{self.constraint} {head}"
+        if self.score is not None:
+            head += f" (score {self.score:g})"
+        return head + "".join(f"\n  - {r}" for r in self.reasons)
+
+
+_REGISTRY: dict[str, type[Constraint]] = {}
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Base of every constraint: a declarative value with an exact ``check``.
+
+    Contract: ``check`` is pure (the same arguments give the same verdict),
+    exact on ``logical_shape`` (every element considered), and raises only for
+    misuse (``ShapeMismatchError`` when ``logical_shape`` is not the layout's
+    shape); a layout the instruction cannot accept is a rejected Verdict.
+    ``str(c)`` is how it is written: ``VectorAccess(axis=1, width=4)``.
+    """
+
+    soft: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.__name__] = cls
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return f"{self.kind}({args})"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind}
+        for f in fields(self):
+            data[f.name] = _to_plain(getattr(self, f.name))
+        return data
+
+    # helpers for subclasses
+    def _reject(self, *reasons: str) -> Verdict:
+        return Verdict.reject(str(self), *reasons)
+
+    def _accept(self, score: float | None = None, *notes: str) -> Verdict:
+        return Verdict.accept(str(self), score, *notes)
+
+
+def _to_plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+def _to_tuple(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_to_tuple(v) for v in value)
+    return value
+
+
+def constraint_from_json(data: Mapping[str, Any]) -> Constraint:
+    """Rebuild a constraint from ``Constraint.to_json()`` (by registered kind name)."""
+    if not isinstance(data, Mapping) or "kind" not in data:
+        raise LayoutError(f"constraint JSON needs a 'kind' field, got {data!r}")
+    cls = _REGISTRY.get(data["kind"])
+    if cls is None:
+        raise LayoutError(f"unknown constraint kind {data['kind']!r} (known: {sorted(_REGISTRY)})")
+    args = {k: _to_tuple(v) for k, v in data.items() if k != "kind"}
+    try:
+        return cls(**args)
+    except TypeError as err:
+        raise LayoutError(
+            f"malformed {data['kind']} constraint JSON {dict(data)!r}: {err}"
+        ) from None
+
+
+# -- shared numpy helpers -----------------------------------------------------
+
+
+def _offsets(layout: Layout, logical_shape: Sequence[int]) -> np.ndarray:
+    shape = tuple(int(s) for s in logical_shape)
+    if shape != layout.shape:
+        raise ShapeMismatchError(
+            f"constraint checked on shape {shape} but the layout {layout.describe()} is built "
+            f"on {layout.shape}"
+        )
+    return layout.index_map.flat_offsets(shape).reshape(shape)
+
+
+def _fmt(index: Iterable[int]) -> str:
+    return "(" + ", ".join(str(int(i)) for i in index) + ")"
+
+
+def _more(count: int) -> tuple[str, ...]:
+    return (f"... and {count - MAX_REASONS} more",) if count > MAX_REASONS else ()
+
+
+def _positive_int(owner: str, name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise LayoutError(f"{owner}: {name} must be a positive integer, got {value!r}")
+
+
+def _tiles(
+    owner: str, offsets: np.ndarray, tile: tuple[int, ...]
+) -> tuple[np.ndarray, tuple[int, ...], str | None]:
+    """Offsets grouped by tile: an array (tiles, rows, cols) where rows run over
+    all but the last tile axis (row-major) and cols over the last; plus the
+    shape of the tile grid (leading axes + tile counts) for naming tiles.
+    Returns an error text instead when the tile does not divide the shape."""
+    shape = offsets.shape
+    if len(tile) > len(shape):
+        return offsets, (), f"tile {_fmt(tile)} has more axes than the buffer shape {_fmt(shape)}"
+    lead = len(shape) - len(tile)
+    for k, t in enumerate(tile):
+        if shape[lead + k] % t:
+            return (
+                offsets,
+                (),
+                f"axis {lead + k} extent {shape[lead + k]} is not a multiple of the tile extent {t} "
+                f"(tile {_fmt(tile)} on shape {_fmt(shape)})",
+            )
+    split: list[int] = list(shape[:lead])
+    for k, t in enumerate(tile):
+        split += [shape[lead + k] // t, t]
+    arr = offsets.reshape(split)
+    outer = [lead + 2 * k for k in range(len(tile))]
+    inner = [lead + 2 * k + 1 for k in range(len(tile))]
+    arr = arr.transpose([*range(lead), *outer, *inner])
+    grid = tuple(shape[:lead]) + tuple(shape[lead + k] // t for k, t in enumerate(tile))
+    rows = math.prod(tile[:-1])
+    return arr.reshape(-1, rows, tile[-1]), grid, None
+
+
+def _tile_start(tile_no: int, grid: tuple[int, ...], tile: tuple[int, ...]) -> tuple[int, ...]:
+    """Logical index of the first element of tile ``tile_no``."""
+    where = np.unravel_index(tile_no, grid)
+    lead = len(grid) - len(tile)
+    return tuple(int(w) for w in where[:lead]) + tuple(
+        int(where[lead + k]) * t for k, t in enumerate(tile)
+    )
+
+
+def _row_start(row: int, tile: tuple[int, ...]) -> tuple[int, ...]:
+    """Position inside a tile of the first element of its row ``row``."""
+    if len(tile) == 1:
+        return (0,)
+    return (*(int(w) for w in np.unravel_index(row, tile[:-1])), 0)
+
+
+# -- the constraints ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VectorAccess(Constraint):
+    """vloadN / vstoreN of ``width`` elements along logical ``axis``.
+
+    Accepts when the axis extent is a multiple of ``width`` and, for every
+    group of ``width`` logical elements ``x + 0 .. x + width-1`` along the
+    axis starting at a multiple of ``width``, their physical offsets are
+    ``o, o + 1, ..., o + width-1`` with ``o`` a multiple of ``width`` (vloadN
+    needs an address aligned to the vector). ``width`` is one of 2, 4, 8, 16.
+    """
+
+    axis: int
+    width: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.axis, bool) or not isinstance(self.axis, int):
+            raise LayoutError(f"VectorAccess: axis must be an int, got {self.axis!r}")
+        if self.width not in VECTOR_WIDTHS[1:]:
+            raise LayoutError(
+                f"VectorAccess: width must be one of {VECTOR_WIDTHS[1:]}, got {self.width!r}"
+            )
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        offsets = _offsets(layout, logical_shape)
+        shape, n = offsets.shape, self.width
+        if not -len(shape) <= self.axis < len(shape):
+            raise ShapeMismatchError(f"{self}: axis {self.axis} is out of range for {_fmt(shape)}")
+        axis = self.axis % len(shape)
+        extent = shape[axis]
+        if extent % n:
+            return self._reject(
+                f"axis {axis} has extent {extent}, not a multiple of the vector width {n}"
+            )
+        moved = np.moveaxis(offsets, axis, -1)
+        groups = moved.reshape(*moved.shape[:-1], extent // n, n)
+        first = groups[..., 0]
+        consecutive = np.all(np.diff(groups, axis=-1) == 1, axis=-1)
+        aligned = first % n == 0
+        bad = ~(consecutive & aligned)
+        count = int(np.count_nonzero(bad))
+        if not count:
+            return self._accept()
+        reasons = []
+        for flat in np.flatnonzero(bad)[:MAX_REASONS]:
+            where = np.unravel_index(int(flat), bad.shape)
+            logical = list(where[:-1])
+            logical.insert(axis, int(where[-1]) * n)
+            found = groups[where].tolist()
+            if not consecutive[where]:
+                breaks = int(np.flatnonzero(np.diff(groups[where]) != 1)[0])
+                reasons.append(
+                    f"the {n} elements along axis {axis} from logical {_fmt(logical)} lie at "
+                    f"physical offsets {found}, not consecutive (break after element {breaks})"
+                )
+            else:
+                reasons.append(
+                    f"the {n} elements along axis {axis} from logical {_fmt(logical)} start at "
+                    f"physical offset {found[0]}, not a multiple of {n}"
+                )
+        reasons += _more(count)
+        if layout.has_padding:
+            reasons.append(
+                f"the layout {layout.describe()} is padded (physical shape "
+                f"{_fmt(layout.physical_shape)} for logical {_fmt(layout.shape)})"
+            )
+        return self._reject(f"{count} of {bad.size} vector groups fail", *reasons)
+
+
+_IMAGE_DTYPES = ("float32", "float16")
+
+
+@dataclass(frozen=True)
+class Image2DRead(Constraint):
+    """``read_imagef`` / ``read_imageh`` from an ``image2d_t`` of RGBA texels.
+
+    Accepts when: ``role`` is "input" (kernels read ``read_only`` images; a
+    written buffer cannot be one), the device has image support, the dtype is
+    float32 (or float16 with ``cl_khr_fp16``), the layout has exactly one axis
+    separator (flat physical rank 2), its innermost physical extent is 4 (one
+    texel), and the image's width in texels (``flat_shape[1] // 4``) and its
+    height (``flat_shape[0]``) are within ``device.image2d_max_width`` and
+    ``device.image2d_max_height``.
+    """
+
+    role: str = "input"
+
+    def __post_init__(self) -> None:
+        if self.role not in BUFFER_ROLES:
+            raise LayoutError(f"Image2DRead: role {self.role!r} is not one of {BUFFER_ROLES}")
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        _offsets(layout, logical_shape)
+        reasons = []
+        if self.role != "input":
+            reasons.append(
+                f"the buffer's role is {self.role!r}: the kernel writes it, and image2d reads "
+                f"need a read-only input"
+            )
+        if not device.image_support:
+            reasons.append(f"device {device.name} has no image support")
+        if dtype not in _IMAGE_DTYPES:
+            reasons.append(f"dtype {dtype} has no image channel type (float32 or float16)")
+        elif dtype == "float16" and not device.supports_fp16:
+            reasons.append(f"dtype float16 needs cl_khr_fp16, which device {device.name} lacks")
+        if layout.image_rank != 2:
+            reasons.append(
+                f"the layout {layout.describe()} has flat physical rank {layout.image_rank}, "
+                f"an image2d needs 2 (one axis separator)"
+            )
+        elif layout.physical_shape[-1] != 4:
+            reasons.append(
+                f"the innermost physical extent is {layout.physical_shape[-1]}, an RGBA texel "
+                f"needs 4"
+            )
+        else:
+            height, elems = layout.flat_shape
+            width = elems // 4
+            if width > device.image2d_max_width:
+                reasons.append(
+                    f"the image is {width} texels wide, over the device's image2d_max_width "
+                    f"{device.image2d_max_width}"
+                )
+            if height > device.image2d_max_height:
+                reasons.append(
+                    f"the image is {height} texels high, over the device's image2d_max_height "
+                    f"{device.image2d_max_height}"
+                )
+        return self._reject(*reasons) if reasons else self._accept()
+
+
+@dataclass(frozen=True)
+class ContiguousTileCopy(Constraint):
+    """``async_work_group_copy`` of each tile: every tile of shape ``tile``
+    (over the last ``len(tile)`` axes, tiles aligned to multiples of ``tile``)
+    occupies one contiguous physical range of ``prod(tile)`` offsets."""
+
+    tile: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tile", tuple(self.tile))
+        if not self.tile:
+            raise LayoutError("ContiguousTileCopy: tile needs at least one extent")
+        for t in self.tile:
+            _positive_int(str(self), "tile extent", t)
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        arr, grid, error = _tiles(str(self), _offsets(layout, logical_shape), self.tile)
+        if error:
+            return self._reject(error)
+        flat = arr.reshape(arr.shape[0], -1)
+        low, high = flat.min(axis=1), flat.max(axis=1)
+        size = flat.shape[1]
+        bad = np.flatnonzero(high - low + 1 != size)
+        if not bad.size:
+            return self._accept()
+        reasons = [
+            f"tile {_fmt(_tile_start(int(t), grid, self.tile))} spans offsets {int(low[t])}.."
+            f"{int(high[t])} ({int(high[t] - low[t] + 1)} positions for {size} elements)"
+            for t in bad[:MAX_REASONS]
+        ]
+        return self._reject(
+            f"{bad.size} of {flat.shape[0]} tiles are not contiguous", *reasons, *_more(bad.size)
+        )
+
+
+@dataclass(frozen=True)
+class StridedTileCopy(Constraint):
+    """``async_work_group_strided_copy`` / wmma ``load_matrix_sync(ptr, ldm)``:
+    within every tile of shape ``tile`` (rows = all but the last tile axis,
+    row-major), ``offset(row, col) == base + row * stride + col`` with one
+    positive constant ``stride`` per tile."""
+
+    tile: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tile", tuple(self.tile))
+        if not self.tile:
+            raise LayoutError("StridedTileCopy: tile needs at least one extent")
+        for t in self.tile:
+            _positive_int(str(self), "tile extent", t)
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        arr, grid, error = _tiles(str(self), _offsets(layout, logical_shape), self.tile)
+        if error:
+            return self._reject(error)
+        ntiles, rows, _ = arr.shape
+        row_ok = np.all(np.diff(arr, axis=2) == 1, axis=2)  # (tiles, rows)
+        starts = arr[:, :, 0]
+        if rows > 1:
+            stride = starts[:, 1] - starts[:, 0]
+            expected = starts[:, :1] + np.arange(rows) * stride[:, None]
+            stride_ok = (starts == expected) & (stride > 0)[:, None]
+        else:
+            stride = np.zeros(ntiles, dtype=np.int64)
+            expected = starts
+            stride_ok = np.ones_like(row_ok)
+        bad_tiles = np.flatnonzero(~np.all(row_ok & stride_ok, axis=1))
+        if not bad_tiles.size:
+            return self._accept()
+        reasons = []
+        for t in bad_tiles[:MAX_REASONS]:
+            name = _fmt(_tile_start(int(t), grid, self.tile))
+            if not row_ok[t].all():
+                r = int(np.flatnonzero(~row_ok[t])[0])
+                c = int(np.flatnonzero(np.diff(arr[t, r]) != 1)[0]) + 1
+                reasons.append(
+                    f"row {r} of tile {name} is not contiguous: column {c} is at offset "
+                    f"{int(arr[t, r, c])}, expected {int(arr[t, r, c - 1]) + 1}"
+                )
+            elif stride[t] <= 0:
+                reasons.append(
+                    f"tile {name} has row stride {int(stride[t])}; a strided copy needs a "
+                    f"positive one"
+                )
+            else:
+                r = int(np.flatnonzero(~stride_ok[t])[0])
+                s = int(stride[t])
+                step = int(starts[t, r] - starts[t, r - 1])
+                reasons.append(
+                    f"the stride breaks in tile {name} at row {r}: it starts at offset "
+                    f"{int(starts[t, r])}, expected {int(expected[t, r])} = {int(starts[t, 0])} + "
+                    f"{r} * {s} (rows {r - 1} -> {r} step {step}, not the stride {s} of rows 0 -> 1)"
+                )
+        return self._reject(
+            f"{bad_tiles.size} of {ntiles} tiles have no constant row stride",
+            *reasons,
+            *_more(bad_tiles.size),
+        )
+
+
+@dataclass(frozen=True)
+class RowPointerTileLoad(Constraint):
+    """ldmatrix-style load: one pointer per row. Each row segment of the
+    tile (``row_elements`` logical elements along the last axis, or
+    ``row_bytes`` worth of the dtype) is contiguous and its first element's
+    byte address is a multiple of ``alignment_bytes``; rows may lie anywhere.
+    ``rows`` is the number of rows per tile (the tile is ``(rows, row
+    length)`` over the last two axes; a 1-D buffer takes ``rows=1``).
+
+    ldmatrix .m8n8 .b16 is ``RowPointerTileLoad(rows=8, row_bytes=16)``.
+    """
+
+    rows: int
+    row_elements: int | None = None
+    row_bytes: int | None = None
+    alignment_bytes: int = 16
+
+    def __post_init__(self) -> None:
+        _positive_int("RowPointerTileLoad", "rows", self.rows)
+        if (self.row_elements is None) == (self.row_bytes is None):
+            raise LayoutError(
+                f"RowPointerTileLoad: give exactly one of row_elements and row_bytes, got "
+                f"row_elements={self.row_elements!r}, row_bytes={self.row_bytes!r}"
+            )
+        if self.row_elements is not None:
+            _positive_int("RowPointerTileLoad", "row_elements", self.row_elements)
+        if self.row_bytes is not None:
+            _positive_int("RowPointerTileLoad", "row_bytes", self.row_bytes)
+        _positive_int("RowPointerTileLoad", "alignment_bytes", self.alignment_bytes)
+
+    def row_length(self, dtype: str) -> int:
+        """Row length in elements for ``dtype``."""
+        if self.row_elements is not None:
+            return self.row_elements
+        size = dtype_bytes(dtype)
+        if self.row_bytes % size:  # type: ignore[operator]
+            raise LayoutError(f"{self}: row_bytes is not a multiple of the {dtype} size {size}")
+        return self.row_bytes // size  # type: ignore[operator]
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        offsets = _offsets(layout, logical_shape)
+        length = self.row_length(dtype)
+        tile = (self.rows, length) if offsets.ndim >= 2 else (length,)
+        if offsets.ndim < 2 and self.rows != 1:
+            return self._reject(
+                f"a 1-D buffer {_fmt(offsets.shape)} has no tiles of {self.rows} rows"
+            )
+        arr, grid, error = _tiles(str(self), offsets, tile)
+        if error:
+            return self._reject(error)
+        size = dtype_bytes(dtype)
+        contiguous = np.all(np.diff(arr, axis=2) == 1, axis=2)
+        aligned = (arr[:, :, 0] * size) % self.alignment_bytes == 0
+        bad = ~(contiguous & aligned)
+        count = int(np.count_nonzero(bad))
+        if not count:
+            return self._accept()
+        reasons = []
+        for flat in np.flatnonzero(bad)[:MAX_REASONS]:
+            t, r = divmod(int(flat), arr.shape[1])
+            name = _fmt(_tile_start(t, grid, tile))
+            row = arr[t, r]
+            if not contiguous[t, r]:
+                c = int(np.flatnonzero(np.diff(row) != 1)[0]) + 1
+                reasons.append(
+                    f"row {r} of tile {name} is not contiguous: its {length} elements lie at "
+                    f"offsets {row.tolist()} (column {c} at {int(row[c])}, expected "
+                    f"{int(row[c - 1]) + 1})"
+                )
+            else:
+                reasons.append(
+                    f"row {r} of tile {name} starts at offset {int(row[0])} ({int(row[0]) * size} "
+                    f"bytes), not aligned to {self.alignment_bytes} bytes"
+                )
+        return self._reject(
+            f"{count} of {bad.size} rows of {length} elements fail", *reasons, *_more(count)
+        )
+
+
+@dataclass(frozen=True)
+class PaddingBudget(Constraint):
+    """Padding is at most ``max_fraction`` of the physical buffer (0 <= f < 1)."""
+
+    max_fraction: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.max_fraction) < 1.0:
+            raise LayoutError(
+                f"PaddingBudget: max_fraction must be in [0, 1), got {self.max_fraction!r}"
+            )
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        _offsets(layout, logical_shape)
+        fraction = layout.padding_fraction
+        if fraction <= self.max_fraction:
+            return self._accept()
+        return self._reject(
+            f"padding is {fraction:.1%} of the physical buffer ({layout.padding_count} of "
+            f"{layout.physical_size} elements), over the budget of {self.max_fraction:.1%}"
+        )
+
+
+@dataclass(frozen=True)
+class LocalMemoryBudget(Constraint):
+    """``__local`` buffers fit: their physical bytes sum to at most
+    ``max_bytes`` (default: ``device.local_mem_size``). ``check`` tests one
+    buffer; :meth:`check_buffers` the sum over all local buffers of a kernel."""
+
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes is not None:
+            _positive_int("LocalMemoryBudget", "max_bytes", self.max_bytes)
+
+    def budget(self, device: DeviceInfo) -> int:
+        return self.max_bytes if self.max_bytes is not None else device.local_mem_size
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        _offsets(layout, logical_shape)
+        return self.check_buffers([("buffer", layout, dtype)], device)
+
+    def check_buffers(
+        self, buffers: Sequence[tuple[str, Layout, str]], device: DeviceInfo
+    ) -> Verdict:
+        """``buffers``: (name, layout, dtype) of every local buffer of one kernel."""
+        sizes = [
+            (name, layout.physical_size * dtype_bytes(dtype)) for name, layout, dtype in buffers
+        ]
+        total, budget = sum(s for _, s in sizes), self.budget(device)
+        if total <= budget:
+            return self._accept()
+        parts = " + ".join(f"{name} {size}" for name, size in sizes)
+        return self._reject(
+            f"local buffers need {total} bytes ({parts}), over the budget of {budget} bytes"
+        )
+
+
+@dataclass(frozen=True)
+class BankConflicts(Constraint):
+    """Soft: the worst bank-conflict degree of a sub-group access over a
+    ``__local`` buffer.
+
+    ``lanes[l]`` lists the logical indices lane ``l`` accesses in one
+    instruction. Each element's byte address ``offset * itemsize`` lies in
+    word ``address // bank_bytes`` and bank ``word % banks``. The degree of a
+    placement is the largest number of *distinct* words that fall in one bank
+    (lanes reading the same word are a broadcast, not a conflict); 1 means
+    conflict-free. With ``tiled`` the pattern is evaluated at every
+    translation by multiples of its own extent (its bounding box) that keeps
+    it inside the buffer and the score is the worst one; otherwise only at
+    the indices given. The score is the degree; ``max_degree`` makes a
+    higher degree a rejection.
+    """
+
+    soft: ClassVar[bool] = True
+
+    lanes: tuple[tuple[tuple[int, ...], ...], ...]
+    banks: int = 32
+    bank_bytes: int = 4
+    tiled: bool = True
+    max_degree: int | None = None
+
+    def __post_init__(self) -> None:
+        lanes = tuple(tuple(tuple(int(i) for i in idx) for idx in lane) for lane in self.lanes)
+        object.__setattr__(self, "lanes", lanes)
+        if not lanes or any(not lane for lane in lanes):
+            raise LayoutError("BankConflicts: every lane needs at least one index")
+        ranks = {len(idx) for lane in lanes for idx in lane}
+        if len(ranks) != 1:
+            raise LayoutError(f"BankConflicts: indices of mixed ranks {sorted(ranks)}")
+        _positive_int("BankConflicts", "banks", self.banks)
+        _positive_int("BankConflicts", "bank_bytes", self.bank_bytes)
+        if self.max_degree is not None:
+            _positive_int("BankConflicts", "max_degree", self.max_degree)
+
+    def __str__(self) -> str:
+        return (
+            f"BankConflicts({len(self.lanes)} lanes x {len(self.lanes[0])} elements, "
+            f"{self.banks} banks of {self.bank_bytes} bytes)"
+        )
+
+    # -- common patterns ------------------------------------------------------
+    @classmethod
+    def row_segments(
+        cls, lanes: int, elements: int, *, column: int = 0, rank: int = 2, **kwargs: Any
+    ) -> BankConflicts:
+        """Lane ``l`` reads ``elements`` consecutive elements of row ``l`` from
+        ``column`` (ldmatrix: 8 lanes, 16-byte rows)."""
+        lead = (0,) * (rank - 2)
+        pattern = tuple(
+            tuple((*lead, lane, column + e) for e in range(elements)) for lane in range(lanes)
+        )
+        return cls(pattern, **kwargs)
+
+    @classmethod
+    def column(cls, lanes: int, *, column: int = 0, rank: int = 2, **kwargs: Any) -> BankConflicts:
+        """Lane ``l`` reads element ``(l, column)``: a read down a column."""
+        lead = (0,) * (rank - 2)
+        return cls(tuple(((*lead, lane, column),) for lane in range(lanes)), **kwargs)
+
+    @classmethod
+    def row(cls, lanes: int, *, rank: int = 2, **kwargs: Any) -> BankConflicts:
+        """Lane ``l`` reads element ``(0, l)``: a read along a row."""
+        lead = (0,) * (rank - 2)
+        return cls(tuple(((*lead, 0, lane),) for lane in range(lanes)), **kwargs)
+
+    def degree(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str
+    ) -> tuple[int, tuple[int, ...], int]:
+        """(worst degree, translation where it occurs, the bank)."""
+        offsets = _offsets(layout, logical_shape)
+        shape = offsets.shape
+        pattern = np.array(self.lanes, dtype=np.int64)  # (lanes, elems, rank)
+        if pattern.shape[-1] != len(shape):
+            raise ShapeMismatchError(
+                f"{self}: pattern indices have rank {pattern.shape[-1]}, the buffer {_fmt(shape)}"
+            )
+        low, high = pattern.reshape(-1, len(shape)).min(0), pattern.reshape(-1, len(shape)).max(0)
+        if np.any(low < 0) or np.any(high >= np.array(shape)):
+            raise ShapeMismatchError(
+                f"{self}: pattern indices fall outside the buffer {_fmt(shape)}"
+            )
+        if self.tiled:
+            span = high - low + 1
+            counts = [(shape[d] - high[d] - 1) // span[d] + 1 for d in range(len(shape))]
+            steps = np.stack(
+                np.meshgrid(*[np.arange(c) * span[d] for d, c in enumerate(counts)], indexing="ij"),
+                axis=-1,
+            ).reshape(-1, len(shape))
+        else:
+            steps = np.zeros((1, len(shape)), dtype=np.int64)
+        points = pattern.reshape(1, -1, len(shape)) + steps[:, None, :]  # (P, L*E, rank)
+        flat = np.ravel_multi_index(tuple(np.moveaxis(points, -1, 0)), shape)
+        words = offsets.reshape(-1)[flat] * dtype_bytes(dtype) // self.bank_bytes
+        n_place = words.shape[0]
+        words = np.sort(words, axis=1)
+        distinct = np.ones(words.shape, dtype=bool)
+        distinct[:, 1:] = words[:, 1:] != words[:, :-1]
+        slots = np.arange(n_place, dtype=np.int64)[:, None] * self.banks + words % self.banks
+        per_bank = np.bincount(slots[distinct], minlength=n_place * self.banks)
+        worst = int(per_bank.argmax())
+        p, bank = divmod(worst, self.banks)
+        return int(per_bank[worst]), tuple(int(s) for s in steps[p]), bank
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        worst, shift, bank = self.degree(layout, logical_shape, dtype)
+        note = (
+            f"{worst}-way: {worst} distinct words in bank {bank} with the pattern shifted by "
+            f"{_fmt(shift)}"
+            if worst > 1
+            else "conflict-free"
+        )
+        if self.max_degree is not None and worst > self.max_degree:
+            return Verdict(
+                False, (f"{note}, over the allowed {self.max_degree}-way",), worst, str(self)
+            )
+        return Verdict(True, (note,), float(worst), str(self))

@@ -1,0 +1,282 @@
+"""Candidate layouts per buffer: each family's parameters enumerated for a shape.
+
+:class:`SpaceOptions` holds every choice a user may make about the size of a
+space (which families, which parameters, the padding budget, extra
+constraints). :func:`global_layouts` and :func:`local_layouts` list the
+layouts of one buffer, deduplicated: two layouts that put every logical
+element at the same flat physical offset with the same flat shape are one
+(the first generated is kept), so that permuting a unit axis or blocking the
+innermost axis by a divisor never counts twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from laytune.exceptions import LayoutError
+from laytune.layout import (
+    Layout,
+    block,
+    identity,
+    pad_every,
+    pad_rows,
+    permute,
+    row_xor,
+    swizzle,
+    texture,
+    tile,
+)
+from laytune.space._constraints import Constraint
+
+__all__ = [
+    "GLOBAL_FAMILIES",
+    "LOCAL_FAMILIES",
+    "SpaceOptions",
+    "global_layouts",
+    "layout_fingerprint",
+    "local_layouts",
+]
+
+GLOBAL_FAMILIES = (
+    "identity",
+    "permute",
+    "block",
+    "pad_rows",
+    "pad_every",
+    "tile",
+    "swizzle",
+    "row_xor",
+    "texture",
+)
+"""Family names a global buffer's layouts are drawn from (``swizzle`` is CuTe's
+flat ``Sw<bits,base,shift>``; ``row_xor`` the row/column-chunk XOR)."""
+
+LOCAL_FAMILIES = ("identity", "pad_rows", "row_xor")
+"""Family names a ``__local`` tile buffer's layouts are drawn from."""
+
+_FLOAT_DTYPES = ("float32", "float16")
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class SpaceOptions:
+    """How large a space is. Every field has a sane default.
+
+    ``families``: the families of every global buffer (identity is always
+    kept, as the baseline). ``families_per_buffer``: per buffer name, a
+    narrower (or wider) family list that replaces ``families`` for it.
+    ``padding_budget``: the largest padding fraction of a global layout.
+    ``constraints``: per buffer name, extra constraints every layout of that
+    buffer must pass (soft ones only add a score), e.g. a
+    ``RowPointerTileLoad`` for a tile that feeds ldmatrix.
+    ``max_layouts_per_buffer``: keep at most this many layouts per buffer
+    (identity first, then in generation order). The remaining fields are the
+    parameter values the families and knobs are enumerated with.
+    """
+
+    families: tuple[str, ...] = GLOBAL_FAMILIES
+    families_per_buffer: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    padding_budget: float = 0.25
+    constraints: tuple[tuple[str, tuple[Constraint, ...]], ...] = ()
+    max_layouts_per_buffer: int | None = None
+    block_factors: tuple[int, ...] = (2, 4, 8, 3)
+    pad_amounts: tuple[int, ...] = (1, 4, 8)
+    pad_every_rows: tuple[int, ...] = (2, 8)
+    tile_sizes: tuple[int, ...] = (4, 8, 16)
+    swizzle_bits: tuple[int, ...] = (2, 3)
+    swizzle_bases: tuple[int, ...] = (0, 2, 3)
+    xor_periods: tuple[int, ...] = (8,)
+    xor_chunks: tuple[int, ...] = (1, 4, 8)
+    local_families: tuple[str, ...] = LOCAL_FAMILIES
+    local_pad_amounts: tuple[int, ...] = (1, 2, 4, 8)
+    local_xor_periods: tuple[int, ...] = (4, 8, 16, 32)
+    local_xor_chunks: tuple[int, ...] = (1, 2, 4, 8)
+    per_items: tuple[int, ...] = (1, 2, 4, 8)
+    work_groups: tuple[int, ...] = (0, 32, 64, 128, 256)
+    unrolls: tuple[int, ...] = (1, 2, 4, 8)
+    banks: int = 32
+    bank_bytes: int = 4
+
+    def __post_init__(self) -> None:
+        for name in (
+            "families",
+            "block_factors",
+            "pad_amounts",
+            "pad_every_rows",
+            "tile_sizes",
+            "swizzle_bits",
+            "swizzle_bases",
+            "xor_periods",
+            "xor_chunks",
+            "local_families",
+            "local_pad_amounts",
+            "local_xor_periods",
+            "local_xor_chunks",
+            "per_items",
+            "work_groups",
+            "unrolls",
+        ):
+            object.__setattr__(self, name, _tuple(getattr(self, name)))
+        per_buffer = self.families_per_buffer
+        if isinstance(per_buffer, Mapping):
+            per_buffer = per_buffer.items()
+        object.__setattr__(
+            self, "families_per_buffer", tuple(sorted((k, tuple(v)) for k, v in per_buffer))
+        )
+        constraints = self.constraints
+        if isinstance(constraints, Mapping):
+            constraints = constraints.items()
+        object.__setattr__(
+            self, "constraints", tuple(sorted((k, tuple(v)) for k, v in constraints))
+        )
+        for fam in (*self.families, *(f for _, fs in self.families_per_buffer for f in fs)):
+            if fam not in GLOBAL_FAMILIES:
+                raise LayoutError(f"unknown layout family {fam!r} (known: {GLOBAL_FAMILIES})")
+        for fam in self.local_families:
+            if fam not in LOCAL_FAMILIES:
+                raise LayoutError(f"unknown local layout family {fam!r} (known: {LOCAL_FAMILIES})")
+        if not 0.0 <= self.padding_budget < 1.0:
+            raise LayoutError(f"padding_budget must be in [0, 1), got {self.padding_budget!r}")
+        if self.max_layouts_per_buffer is not None and self.max_layouts_per_buffer < 1:
+            raise LayoutError(
+                f"max_layouts_per_buffer must be at least 1, got {self.max_layouts_per_buffer!r}"
+            )
+        for name, values in (
+            ("per_items", self.per_items),
+            ("unrolls", self.unrolls),
+            ("work_groups", self.work_groups),
+        ):
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
+                raise LayoutError(f"{name} must be non-negative ints, got {values!r}")
+
+    def families_for(self, buffer: str) -> tuple[str, ...]:
+        return dict(self.families_per_buffer).get(buffer, self.families)
+
+    def constraints_for(self, buffer: str) -> tuple[Constraint, ...]:
+        return dict(self.constraints).get(buffer, ())
+
+
+def layout_fingerprint(layout: Layout) -> tuple[tuple[int, ...], str]:
+    """(flat shape, digest of every flat offset): equal iff the layouts store
+    every logical element at the same place in the same physical array."""
+    offsets = layout.index_map.flat_offsets(layout.shape)
+    return layout.flat_shape, hashlib.sha1(offsets.tobytes()).hexdigest()
+
+
+def _try(make: Callable[[], Layout]) -> Layout | None:
+    try:
+        return make()
+    except LayoutError:
+        return None
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _global_makers(
+    shape: tuple[int, ...], dtype: str, families: Sequence[str], opts: SpaceOptions
+) -> Iterator[Callable[[], Layout]]:
+    rank = len(shape)
+    for fam in families:
+        if fam == "permute" and rank >= 2:
+            for k in range(rank - 1):
+                order = (*(a for a in range(rank) if a != k), k)
+                yield lambda order=order: permute(shape, order)
+        elif fam == "block":
+            for axis in range(rank - 1):
+                for f in opts.block_factors:
+                    if shape[axis] > f:
+                        yield lambda axis=axis, f=f: block(shape, axis, f)
+        elif fam == "pad_rows" and rank >= 2:
+            for pad in opts.pad_amounts:
+                yield lambda pad=pad: pad_rows(shape, pad)
+        elif fam == "pad_every" and rank >= 2:
+            rows = math.prod(shape[:-1])
+            for n in opts.pad_every_rows:
+                if n < rows:
+                    for pad in opts.pad_amounts:
+                        yield lambda n=n, pad=pad: pad_every(shape, n, pad)
+        elif fam == "tile" and rank >= 2:
+            for t in opts.tile_sizes:
+                if shape[-1] % t == 0 and shape[-2] % t == 0 and t < shape[-1] and t < shape[-2]:
+                    yield lambda t=t: tile(shape, (t, t))
+        elif fam == "swizzle" and rank >= 2 and _is_pow2(shape[-1]):
+            size, log_cols = math.prod(shape), shape[-1].bit_length() - 1
+            for bits in opts.swizzle_bits:
+                for base in opts.swizzle_bases:
+                    shift = max(bits, log_cols - base)
+                    if size % (1 << (base + shift + bits)) == 0:
+                        yield lambda bits=bits, base=base, shift=shift: swizzle(
+                            shape, bits, base, shift
+                        )
+        elif fam == "row_xor" and rank >= 2:
+            for period in opts.xor_periods:
+                for chunk in opts.xor_chunks:
+                    if period < shape[-2] and shape[-1] % (chunk * period) == 0:
+                        yield lambda period=period, chunk=chunk: row_xor(shape, period, chunk)
+        elif fam == "texture" and rank >= 2 and dtype in _FLOAT_DTYPES:
+            for axis in range(rank):
+                if shape[axis] % 4 == 0:
+                    yield lambda axis=axis: texture(shape, axis)
+
+
+def _dedupe(makers: Iterator[Callable[[], Layout]], limit: int | None) -> list[Layout]:
+    seen: set[tuple[tuple[int, ...], str]] = set()
+    out: list[Layout] = []
+    for make in makers:
+        layout = _try(make)
+        if layout is None:
+            continue
+        fingerprint = layout_fingerprint(layout)
+        if fingerprint in seen:
+            continue
+        seen.add(fingerprint)
+        out.append(layout)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def global_layouts(
+    shape: Sequence[int], dtype: str, families: Sequence[str], opts: SpaceOptions
+) -> list[Layout]:
+    """Identity first, then every family's layouts on ``shape`` in the order
+    of ``families``, deduplicated; unchecked (the space applies constraints)."""
+    shape = tuple(int(s) for s in shape)
+
+    def makers() -> Iterator[Callable[[], Layout]]:
+        yield lambda: identity(shape)
+        yield from _global_makers(shape, dtype, [f for f in families if f != "identity"], opts)
+
+    return _dedupe(makers(), opts.max_layouts_per_buffer)
+
+
+def local_layouts(shape: Sequence[int], opts: SpaceOptions) -> list[Layout]:
+    """Layouts of a ``__local`` tile: identity, ``pad_rows`` and bijective
+    (unpadded) ``row_xor``, deduplicated."""
+    shape = tuple(int(s) for s in shape)
+
+    def makers() -> Iterator[Callable[[], Layout]]:
+        yield lambda: identity(shape)
+        if len(shape) < 2:
+            return
+        if "pad_rows" in opts.local_families:
+            for pad in opts.local_pad_amounts:
+                yield lambda pad=pad: pad_rows(shape, pad)
+        if "row_xor" in opts.local_families:
+            for period in opts.local_xor_periods:
+                for chunk in opts.local_xor_chunks:
+                    if period <= shape[-2] and shape[-1] % (chunk * period) == 0:
+                        yield lambda period=period, chunk=chunk: row_xor(shape, period, chunk)
+
+    return [
+        lay for lay in _dedupe(makers(), None) if lay.family != "swizzle" or not lay.has_padding
+    ]

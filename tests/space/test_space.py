@@ -1,0 +1,379 @@
+"""SearchSpace: sizes, enumeration, suggestion, rejections, check_candidate."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import optuna
+import pytest
+
+from laytune.exceptions import LayoutRejectedError
+from laytune.layout import UNDEF, Var, block, identity, pad_rows, permute
+from laytune.space import (
+    JOINT_RULES,
+    KNOBS,
+    Axis,
+    Buffer,
+    Candidate,
+    RowPointerTileLoad,
+    SearchSpace,
+    SpaceOptions,
+    VectorAccess,
+    WorkloadLike,
+    WorkloadSpec,
+    check_candidate,
+    implied_constraints,
+    vector_access_requirements,
+)
+from tests.space.conftest import make_add, make_conv2d, make_device, make_matmul
+
+SMALL = SpaceOptions(
+    families=("identity", "permute", "block", "pad_rows"),
+    block_factors=(4, 3),
+    pad_amounts=(1,),
+    per_items=(1, 4),
+    work_groups=(0, 64),
+    unrolls=(1, 4),
+    local_pad_amounts=(1,),
+    local_xor_periods=(16,),
+    local_xor_chunks=(1,),
+)
+
+
+@pytest.fixture
+def small_matmul_space(device):
+    return SearchSpace(make_matmul(16, 16, 16), device, SMALL)
+
+
+def test_workload_spec_satisfies_the_protocol():
+    assert isinstance(make_matmul(), WorkloadLike)
+    assert vector_access_requirements(make_matmul()) == {"B": 1, "C": 1}
+    assert vector_access_requirements(make_conv2d()) == {"input": None, "output": 3}
+
+
+def test_enumerate_matches_len_and_every_candidate_passes(small_matmul_space, device):
+    space = small_matmul_space
+    candidates = list(space.enumerate())
+    assert len(candidates) == len(space) > 0
+    assert len({c.key for c in candidates}) == len(candidates)
+    workload = space.workload
+    for candidate in candidates:
+        verdict = check_candidate(workload, candidate, device)
+        assert verdict.ok, (candidate.describe(), str(verdict))
+        assert space.check(candidate).ok
+        assert set(candidate.knob_map) == set(KNOBS)
+
+
+def test_enumeration_order_is_deterministic(device):
+    keys = [c.key for c in itertools.islice(SearchSpace(make_matmul(), device).enumerate(), 300)]
+    again = [c.key for c in itertools.islice(SearchSpace(make_matmul(), device).enumerate(), 300)]
+    assert keys == again
+
+
+def test_staging_adds_local_layouts_ranked_by_bank_conflicts(small_matmul_space):
+    scores = small_matmul_space.local_scores()
+    assert set(scores) == {"A.local", "B.local"}
+    values = [s for _, s in scores["A.local"]]
+    assert values == sorted(values)
+    assert dict(scores["A.local"])["identity()"] > values[0]
+    staged = [c for c in small_matmul_space.enumerate() if c.knob("local_stage")]
+    assert staged
+    assert all({"A.local", "B.local"} <= set(c.layout_map) for c in staged)
+    assert all(c.knob("work_group") != 0 for c in staged)
+
+
+def test_suggest_yields_only_valid_members(small_matmul_space, device):
+    space = small_matmul_space
+    members = {c.key for c in space.enumerate()}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    seen = set()
+    for _ in range(60):
+        trial = study.ask()
+        candidate = space.suggest(trial)
+        assert check_candidate(space.workload, candidate, device).ok
+        assert candidate.key in members
+        assert Candidate.from_json(trial.user_attrs["candidate"]) == candidate
+        study.tell(trial, 1.0)
+        seen.add(candidate.key)
+    assert len(seen) > 30
+
+
+def test_suggest_with_tpe_on_a_conv_space(device):
+    space = SearchSpace(make_conv2d(16, 16, 8), device, SMALL)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0, n_startup_trials=5))
+    for _ in range(15):
+        trial = study.ask()
+        candidate = space.suggest(trial)
+        assert check_candidate(space.workload, candidate, device).ok
+        study.tell(trial, float(len(candidate.canonical_json())))
+
+
+def test_identity_is_the_safe_baseline(small_matmul_space, device):
+    base = small_matmul_space.identity()
+    assert all(layout.is_identity for _, layout in base.layouts)
+    assert base.knob_map == {
+        "order": "logical",
+        "vector": 1,
+        "per_item": 1,
+        "work_group": 0,
+        "unroll": 1,
+        "local_stage": False,
+        "pad_mode": "guard",
+    }
+    assert check_candidate(small_matmul_space.workload, base, device).ok
+    assert base.key == next(iter(small_matmul_space.enumerate())).key
+
+
+def test_conv2d_space_is_counted_without_materialising(device):
+    workload = make_conv2d()
+    space = SearchSpace(workload, device)
+    size = len(space)
+    assert size > 100_000
+    # vectors along ow are forbidden by the input's ow + kw index
+    first = list(itertools.islice(space.enumerate(), 2000))
+    assert all(c.knob("vector") == 1 for c in first)
+    for candidate in first[::50]:
+        assert check_candidate(workload, candidate, device).ok
+
+
+def test_len_equals_enumeration_on_a_product_of_small_buffers(device):
+    space = SearchSpace(make_add((4, 8)), device, SMALL)
+    assert len(list(space.enumerate())) == len(space)
+
+
+def test_rejections_report_counts_and_examples(device):
+    workload = make_conv2d(16, 16, 8)
+    space = SearchSpace(workload, device, SpaceOptions(padding_budget=0.05))
+    report = {r.constraint: r for r in space.rejections()}
+    budget = report["PaddingBudget(max_fraction=0.05)"]
+    assert budget.scope == "layout" and budget.removed > 0
+    assert "over the budget of 5.0%" in budget.example
+    image = report["Image2DRead(role='output')"]
+    assert image.removed > 0 and "buffer 'output'" in image.example
+    vector = report["vector_access"]
+    assert vector.scope == "joint" and vector.removed > 0
+    assert "buffer 'input' is indexed [n, c, oh + kh, ow + kw]" in vector.example
+    assert set(JOINT_RULES) <= set(report)
+    assert report["local_memory_budget"].removed == 0
+
+
+def test_joint_rule_counts_are_what_lifting_the_rule_adds(device):
+    space = SearchSpace(make_add((4, 8)), device, SMALL)
+    report = {r.constraint: r for r in space.rejections()}
+    vector_removed = report["vector_access"].removed
+    assert vector_removed > 0
+    assert "permute(order=(1, 0))" in report["vector_access"].example
+
+
+def test_local_memory_budget_limits_staging(device):
+    tiny = make_device(local_mem_size=1000)  # one 16 x 16 float tile is 1024 bytes
+    space = SearchSpace(make_matmul(16, 16, 16), tiny, SMALL)
+    report = {r.constraint: r for r in space.rejections()}
+    assert report["LocalMemoryBudget(max_bytes=None)"].removed > 0
+    assert "over the budget of 1000 bytes" in report["LocalMemoryBudget(max_bytes=None)"].example
+    assert not any(c.knob("local_stage") for c in space.enumerate())
+    pair = make_device(local_mem_size=1500)  # each tile fits, the two together do not
+    space = SearchSpace(make_matmul(16, 16, 16), pair, SMALL)
+    assert not any(c.knob("local_stage") for c in space.enumerate())
+    joint = {r.constraint: r for r in space.rejections()}["local_memory_budget"]
+    assert joint.removed > 0 and "over the budget of 1500 bytes" in joint.example
+    roomy = make_device(local_mem_size=2048 + 60)  # identity pair plus a little
+    space = SearchSpace(make_matmul(16, 16, 16), roomy, SMALL)
+    staged = [c for c in space.enumerate() if c.knob("local_stage")]
+    assert staged
+    sizes = {sum(c.layout(n).physical_size * 4 for n in ("A.local", "B.local")) for c in staged}
+    assert max(sizes) <= 2048 + 60
+    assert {r.constraint: r for r in space.rejections()}["local_memory_budget"].removed > 0
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(40):
+        candidate = space.suggest(study.ask())
+        assert check_candidate(space.workload, candidate, roomy).ok
+
+
+def test_work_group_respects_the_device(device):
+    small = make_device(max_work_group_size=32, max_work_item_sizes=(32, 32, 32))
+    space = SearchSpace(make_matmul(16, 16, 16), small, SMALL)
+    assert {c.knob("work_group") for c in space.enumerate()} == {0}
+    report = {r.constraint: r for r in space.rejections()}
+    assert report["work_group_device_limit"].removed > 0
+
+
+def test_families_option_limits_the_space(device):
+    workload = make_matmul()
+    full = SearchSpace(workload, device)
+    narrow = SearchSpace(
+        workload, device, SpaceOptions(families_per_buffer={"A": ("identity",), "B": ("identity",)})
+    )
+    assert len(narrow.layouts("A")) == 1
+    assert len(narrow) < len(full)
+    capped = SearchSpace(workload, device, SpaceOptions(max_layouts_per_buffer=3))
+    assert all(len(capped.layouts(b)) <= 3 for b in capped.buffers)
+
+
+def test_extra_constraints_filter_a_buffers_layouts(device):
+    workload = make_matmul(32, 32, 32)
+    options = SpaceOptions(constraints={"A": (RowPointerTileLoad(8, row_elements=8),)})
+    space = SearchSpace(workload, device, options)
+    for layout in space.layouts("A"):
+        assert RowPointerTileLoad(8, row_elements=8).check(layout, (32, 32), "float32", device).ok
+    report = {r.constraint: r for r in space.rejections()}
+    assert any(k.startswith("RowPointerTileLoad") and r.removed for k, r in report.items())
+
+
+def test_no_image_support_removes_textures():
+    device = make_device(image_support=False, image2d_max_width=0, image2d_max_height=0)
+    space = SearchSpace(make_matmul(), device)
+    assert all(lay.image_rank == 1 for b in space.buffers for lay in space.layouts(b))
+    report = {r.constraint: r for r in space.rejections()}
+    assert "has no image support" in report["Image2DRead(role='input')"].example
+
+
+# -- check_candidate: what codegen relies on -------------------------------------
+
+
+def _base(space: SearchSpace, **changes) -> Candidate:
+    base = space.identity()
+    knobs = {**base.knob_map, **changes.pop("knobs", {})}
+    layouts = {**base.layout_map, **changes.pop("layouts", {})}
+    return Candidate.make(layouts, knobs, changes.pop("pad_values", {}))
+
+
+def test_check_candidate_rejects_a_vector_a_layout_cannot_serve(device):
+    workload = make_matmul(32, 32, 32)
+    space = SearchSpace(workload, device, SMALL)
+    good = _base(space, knobs={"vector": 4, "per_item": 4})
+    assert check_candidate(workload, good, device).ok
+    assert implied_constraints(workload, good) == {
+        "B": (VectorAccess(1, 4),),
+        "C": (VectorAccess(1, 4),),
+    }
+    bad = _base(space, knobs={"vector": 4, "per_item": 4}, layouts={"C": permute((32, 32), (1, 0))})
+    verdict = check_candidate(workload, bad, device)
+    assert not verdict.ok
+    assert any("buffer 'C': VectorAccess(axis=1, width=4)" in r for r in verdict.reasons)
+    not_multiple = _base(space, knobs={"vector": 4, "per_item": 2})
+    assert "per_item 2 is not a multiple of vector 4" in str(
+        check_candidate(workload, not_multiple, device)
+    )
+
+
+def test_check_candidate_rejects_vectors_on_shifted_indices(device):
+    workload = make_conv2d(8, 8, 8)
+    space = SearchSpace(workload, device, SMALL)
+    verdict = check_candidate(workload, _base(space, knobs={"vector": 2, "per_item": 2}), device)
+    assert not verdict.ok and "buffer 'input' is indexed by the innermost spatial axis" in str(
+        verdict
+    )
+
+
+def test_check_candidate_pad_mode_rules(device):
+    workload = make_conv2d(8, 8, 8)
+    space = SearchSpace(workload, device, SMALL)
+    blocked = block(workload.buffers[0].shape, 1, 3)
+    layouts = {"input": blocked}
+    guard = _base(space, layouts=layouts)
+    assert check_candidate(workload, guard, device).ok
+    no_value = _base(space, layouts=layouts, knobs={"pad_mode": "overcompute"})
+    verdict = check_candidate(workload, no_value, device)
+    assert not verdict.ok and "not the neutral element 0.0" in str(verdict)
+    wrong = _base(
+        space, layouts=layouts, knobs={"pad_mode": "overcompute"}, pad_values={"input": 1.0}
+    )
+    assert not check_candidate(workload, wrong, device).ok
+    right = _base(
+        space, layouts=layouts, knobs={"pad_mode": "overcompute"}, pad_values={"input": 0.0}
+    )
+    assert check_candidate(workload, right, device).ok
+    undef = _base(
+        space, layouts=layouts, knobs={"pad_mode": "overcompute"}, pad_values={"input": UNDEF}
+    )
+    assert not check_candidate(workload, undef, device).ok
+
+
+def test_overcompute_for_max_and_elementwise(device):
+    i, j = Var(0), Var(1)
+    pool = WorkloadSpec(
+        "rowmax",
+        (Axis("i", 8), Axis("j", 12, "reduce")),
+        (Buffer("x", (8, 12), indices=(i, j)), Buffer("y", (8,), role="output", indices=(i,))),
+        "max",
+    )
+    padded = {"x": pad_rows((8, 12), 4)}
+    space = SearchSpace(pool, device, SMALL)
+    over = {"pad_mode": "overcompute"}
+    assert check_candidate(
+        pool, _base(space, layouts=padded, knobs=over, pad_values={"x": -math.inf}), device
+    ).ok
+    assert not check_candidate(
+        pool, _base(space, layouts=padded, knobs=over, pad_values={"x": 0.0}), device
+    ).ok
+    produced = [c for c in space.enumerate() if c.knob("pad_mode") == "overcompute"]
+    assert produced and all(c.pad_value("x") == -math.inf for c in produced)
+    add = make_add((8, 12))
+    space = SearchSpace(add, device, SMALL)
+    padded = {"x": pad_rows((8, 12), 4)}
+    assert check_candidate(
+        add, _base(space, layouts=padded, knobs=over, pad_values={"x": UNDEF}), device
+    ).ok
+    assert not check_candidate(add, _base(space, layouts=padded, knobs=over), device).ok
+
+
+def test_check_candidate_order_work_group_and_staging(device):
+    workload = make_matmul(32, 32, 32)
+    space = SearchSpace(workload, device, SMALL)
+    assert not check_candidate(workload, _base(space, knobs={"order": "A"}), device).ok
+    assert check_candidate(workload, _base(space, knobs={"order": "C"}), device).ok
+    verdict = check_candidate(workload, _base(space, knobs={"order": "C", "per_item": 2}), device)
+    assert "needs per_item 1 and vector 1" in str(verdict)
+    verdict = check_candidate(workload, _base(space, knobs={"work_group": 512}), device)
+    assert "over the device's limit 256" in str(verdict)
+    verdict = check_candidate(workload, _base(space, knobs={"work_group": 48}), device)
+    assert "does not divide the 1024 work-items" in str(verdict)
+    verdict = check_candidate(workload, _base(space, knobs={"local_stage": True}), device)
+    assert "needs a nonzero work_group" in str(verdict)
+    assert "no layout for 'A.local'" in str(verdict)
+    staged = _base(
+        space,
+        knobs={"local_stage": True, "work_group": 64},
+        layouts={"A.local": pad_rows((16, 16), 1), "B.local": identity((16, 16))},
+    )
+    assert check_candidate(workload, staged, device).ok
+    missing = Candidate.make(space.identity().layout_map, {"vector": 1})
+    assert "are missing" in str(check_candidate(workload, missing, device))
+    wrong_shape = _base(space, layouts={"A": identity((16, 32))})
+    assert "built on (16, 32)" in str(check_candidate(workload, wrong_shape, device))
+
+
+def test_identity_raises_when_extra_constraints_refuse_it(device):
+    options = SpaceOptions(constraints={"C": (VectorAccess(0, 4),)})
+    space = SearchSpace(make_matmul(32, 32, 32), device, options)
+    with pytest.raises(LayoutRejectedError):
+        space.identity()
+    impossible = SpaceOptions(families=("identity",), constraints={"C": (VectorAccess(0, 4),)})
+    with pytest.raises(LayoutRejectedError, match="no layout of buffer 'C'"):
+        SearchSpace(make_matmul(32, 32, 32), device, impossible)
+
+
+def test_suggest_replays_from_its_params(small_matmul_space):
+    """trial.params describe the candidate completely: a FixedTrial with the
+    same params gives the same candidate. A domain narrowed by earlier
+    choices is asked under a name that lists its choices."""
+    space = small_matmul_space
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
+    for _ in range(20):
+        trial = study.ask()
+        candidate = space.suggest(trial)
+        assert space.suggest(optuna.trial.FixedTrial(trial.params)) == candidate
+        study.tell(trial, 0.0)
+    identity_params = {
+        "layout:A": "identity()",
+        "layout:B": "identity()",
+        "layout:C": "identity()",
+    }
+    fixed = optuna.trial.FixedTrial(
+        identity_params
+        | {"order|logical": "logical", "vector": 1, "per_item|1,4": 1, "work_group": 0}
+        | {"unroll": 1, "local_stage|False": False, "pad_mode|guard": "guard"}
+    )
+    assert space.suggest(fixed) == space.identity()
