@@ -1,7 +1,23 @@
-"""Lowering a (workload, candidate) to OpenCL source: the KernelProgram."""
+"""Lowering a (workload, candidate) to OpenCL source: the KernelProgram.
+
+Pipeline stage after :mod:`laytune.space`: :func:`lower` turns a workload of
+:mod:`laytune.ops` and a :class:`~laytune.space.Candidate` into the compute
+kernel (every access through the candidate's layouts) and the pack/unpack
+kernels between logical and physical layouts. Nothing here touches a device.
+"""
 
 from __future__ import annotations
 
+from laytune.codegen._lower import DEFAULT_KNOBS, GENERIC_DEVICE, lower, lower_conversion
 from laytune.codegen._program import ArgRef, BufferSpec, KernelProgram, Launch
 
-__all__ = ["ArgRef", "BufferSpec", "KernelProgram", "Launch"]
+__all__ = [
+    "DEFAULT_KNOBS",
+    "GENERIC_DEVICE",
+    "ArgRef",
+    "BufferSpec",
+    "KernelProgram",
+    "Launch",
+    "lower",
+    "lower_conversion",
+]

@@ -1,0 +1,239 @@
+"""Emitting C: kernel variables with ranges, and buffer accesses through layouts.
+
+Every index the generated code computes is a :class:`laytune.layout.Expr`
+over the kernel's variables (a :class:`Scope`), simplified with their ranges
+and printed by ``laytune.layout._expr.to_opencl``. A buffer access substitutes
+the access's index expressions into the layout's flat offset expressions, so
+an identity layout prints as ``A[i * K + k]`` (shifts for powers of two).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from laytune.layout import Const, Expr, Layout, Var
+from laytune.layout._expr import bounds, fits_int32, simplify, substitute, to_opencl
+
+__all__ = ["BufferAccess", "Scope", "c_float", "contiguous_along", "ctype_of", "paren", "pointer"]
+
+_C_RESERVED = frozenset(
+    [
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "half",
+        "bool",
+        "kernel",
+        "global",
+        "local",
+        "private",
+        "constant",
+        "image2d_t",
+        "sampler_t",
+        "read_only",
+        "write_only",
+        "uint",
+        "ulong",
+        "uchar",
+        "ushort",
+        "size_t",
+        "smp",
+        "texel_lane",
+    ]
+)
+
+
+def ctype_of(dtype: str) -> str:
+    if dtype == "float32":
+        return "float"
+    if dtype == "float16":
+        return "half"
+    raise ValueError(f"dtype {dtype!r} has no OpenCL type in this codegen (float32, float16)")
+
+
+def c_float(value: float, dtype: str) -> str:
+    """A C literal of ``value`` in ``dtype`` (infinities as ``INFINITY``, NaN as ``NAN``)."""
+    if math.isnan(value):
+        text = "NAN"
+    elif math.isinf(value):
+        text = "INFINITY" if value > 0 else "-INFINITY"
+    else:
+        text = repr(float(value)) + "f"
+        if "e" in text and "." not in text.split("e")[0]:
+            text = text.replace("e", ".0e", 1)
+    return text if dtype == "float32" else f"(half)({text})"
+
+
+class Scope:
+    """The integer variables of a kernel: C name and inclusive range per ``Var``."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.ranges: list[tuple[int, int]] = []
+
+    def var(self, name: str, lo: int, hi: int) -> Var:
+        base = name if name.isidentifier() else "v"
+        unique = base if base not in _C_RESERVED else f"{base}_"
+        n = 1
+        while unique in self.names:
+            unique = f"{base}{n}"
+            n += 1
+        self.names.append(unique)
+        self.ranges.append((lo, hi))
+        return Var(len(self.names) - 1, unique)
+
+    def name(self, v: Var) -> str:
+        return self.names[v.index]
+
+    def set_range(self, v: Var, lo: int, hi: int) -> None:
+        self.ranges[v.index] = (lo, hi)
+
+    def simplify(self, e: Expr) -> Expr:
+        return simplify(e, self.ranges)
+
+    def c(self, e: Expr) -> str:
+        return to_opencl(simplify(e, self.ranges), self.names, self.ranges)
+
+    def bounds(self, e: Expr) -> tuple[int, int]:
+        return bounds(e, self.ranges)
+
+    def fits_int(self, e: Expr) -> bool:
+        return fits_int32(simplify(e, self.ranges), self.ranges)
+
+
+@dataclass(frozen=True)
+class BufferAccess:
+    """How a kernel reaches one buffer: its C name, layout on ``shape``, and
+    whether it lives in an image (``image2d``), global or local memory."""
+
+    name: str
+    c_name: str
+    layout: Layout
+    dtype: str
+    memory: str  # "global", "image2d" or "local"
+    offset_shape: tuple[int, ...] | None = None  # shape whose ranges simplified the offsets
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.layout.shape
+
+    def offset_exprs(self) -> tuple[Expr, ...]:
+        """Flat offset per physical axis, as expressions of the logical indices."""
+        shape = self.offset_shape or self.layout.shape
+        return self.layout.index_map.flat_offset_exprs(shape)
+
+    def flat_offset(self, indices: Sequence[Expr]) -> Expr:
+        """One flat offset (groups flattened row-major): global and local buffers."""
+        exprs = self.offset_exprs()
+        flat_shape = self.layout.flat_shape
+        total: Expr = Const(0)
+        for e, extent in zip(exprs, flat_shape, strict=True):
+            total = total * extent + e
+        return substitute(total, list(indices))
+
+    def texel(self, indices: Sequence[Expr], scope: Scope) -> tuple[Expr, Expr, Expr]:
+        """(x, y, component) of an image2d access: texel column, row, lane."""
+        row, col = (substitute(e, list(indices)) for e in self.offset_exprs())
+        return scope.simplify(col // 4), scope.simplify(row), scope.simplify(col % 4)
+
+    def load(self, indices: Sequence[Expr], scope: Scope, width: int = 1) -> str:
+        """C expression reading the element at logical ``indices`` (``width``
+        consecutive elements along the physical innermost axis when > 1)."""
+        if self.memory == "image2d":
+            x, y, comp = self.texel(indices, scope)
+            if width >= 4:  # whole texels, consecutive along the row
+                texels = [
+                    f"read_imagef({self.c_name}, smp, (int2)({scope.c(x + t)}, {scope.c(y)}))"
+                    for t in range(width // 4)
+                ]
+                return texels[0] if width == 4 else f"(float{width})({', '.join(texels)})"
+            texel = f"read_imagef({self.c_name}, smp, (int2)({scope.c(x)}, {scope.c(y)}))"
+            lo, hi = scope.bounds(comp)
+            if width == 2:
+                if lo == hi:
+                    return f"{texel}.s{lo}{lo + 1}"
+                return f"texel_pair({texel}, {scope.c(comp)})"
+            if lo == hi:
+                return f"{texel}.s{lo}"
+            return f"texel_lane({texel}, {scope.c(comp)})"
+        offset = scope.c(self.flat_offset(indices))
+        if width == 1:
+            return f"{self.c_name}[{offset}]"
+        return f"vload{width}(0, {pointer(self.c_name, offset)})"
+
+    def store(self, indices: Sequence[Expr], value: str, scope: Scope, width: int = 1) -> str:
+        offset = scope.c(self.flat_offset(indices))
+        if width == 1:
+            return f"{self.c_name}[{offset}] = {value};"
+        return f"vstore{width}({value}, 0, {pointer(self.c_name, offset)});"
+
+
+def pointer(base: str, offset: str) -> str:
+    """``base + offset`` as a pointer expression, parenthesised when the
+    offset's top operator binds looser than ``+`` (shifts, masks, XOR)."""
+    if offset == "0":
+        return base
+    loose = any(op in offset for op in ("<<", ">>", "&", "^", "|", "?"))
+    return f"{base} + ({offset})" if loose else f"{base} + {offset}"
+
+
+def paren(text: str) -> str:
+    """``text`` ready to be an operand of a comparison or ``&&``."""
+    return text if text.replace("_", "a").isalnum() else f"({text})"
+
+
+def contiguous_along(layout: Layout, dim: int, width: int) -> str | None:
+    """None when every run of ``width`` logical elements along ``dim`` that
+    starts at a multiple of ``width`` is ``width`` consecutive physical
+    elements starting at a multiple of ``width``; else why not."""
+    if width == 1:
+        return None
+    shape = layout.shape
+    if shape[dim] % width:
+        return f"extent {shape[dim]} of dimension {dim} is not a multiple of {width}"
+    offsets = np.asarray(layout.index_map.flat_offsets(shape)).reshape(shape)
+    runs = np.moveaxis(offsets, dim, -1).reshape(-1, shape[dim] // width, width)
+    first = runs[..., :1]
+    bad = np.flatnonzero((runs != first + np.arange(width)).any(axis=-1).reshape(-1))
+    if bad.size:
+        return f"{width} elements along dimension {dim} are not consecutive in {layout.index_map}"
+    misaligned = np.flatnonzero((first % width).reshape(-1))
+    if misaligned.size:
+        start = int(first.reshape(-1)[misaligned[0]])
+        return f"a run along dimension {dim} starts at offset {start}, not a multiple of {width}"
+    return None

@@ -1,0 +1,38 @@
+"""Workloads: buffers with logical shapes, one statement in index notation,
+a numpy reference, flop and byte counts.
+
+Pipeline stage before :mod:`laytune.space`. Only identity layouts are known
+here: every other layout is a candidate the search chooses.
+"""
+
+from __future__ import annotations
+
+from laytune.ops._library import (
+    bias_add,
+    conv2d,
+    copy,
+    matmul,
+    max_pool2d,
+    relu,
+    sum,
+    transpose,
+)
+from laytune.ops._statement import Statement, StatementError, parse_statement
+from laytune.ops._workload import Axis, BufferDecl, Workload
+
+__all__ = [
+    "Axis",
+    "BufferDecl",
+    "Statement",
+    "StatementError",
+    "Workload",
+    "bias_add",
+    "conv2d",
+    "copy",
+    "matmul",
+    "max_pool2d",
+    "parse_statement",
+    "relu",
+    "sum",
+    "transpose",
+]

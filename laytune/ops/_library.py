@@ -1,0 +1,219 @@
+"""The built-in workloads: each a statement of a few lines.
+
+Axis order is loop-nest order: the last spatial axis is the innermost (the
+one that vectors and register tiles run along), so every constructor lists
+the output's axes in the output's row-major order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from laytune.ops._statement import StatementError
+from laytune.ops._workload import Workload
+
+__all__ = [
+    "bias_add",
+    "conv2d",
+    "copy",
+    "matmul",
+    "max_pool2d",
+    "relu",
+    "sum",
+    "transpose",
+]
+
+_LETTERS = "ijklmnopqrstuvwxyz"
+
+
+def _shape(shape: Sequence[int]) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in shape)
+    if not shape or any(s <= 0 for s in shape):
+        raise StatementError(f"shape {shape} needs at least one axis and positive extents")
+    return shape
+
+
+def _names(n: int) -> list[str]:
+    if n <= len(_LETTERS):
+        return list(_LETTERS[:n])
+    return [f"i{k}" for k in range(n)]
+
+
+def _offset(axis: str, stride: int, window: str, shift: int) -> str:
+    text = f"{axis} * {stride} + {window}" if stride != 1 else f"{axis} + {window}"
+    if shift:
+        text += f" - {shift}"
+    return text
+
+
+def copy(shape: Sequence[int], dtype: str = "float32") -> Workload:
+    """``Y = X``."""
+    shape = _shape(shape)
+    names = _names(len(shape))
+    idx = ", ".join(names)
+    return Workload.define(
+        "copy",
+        f"Y[{idx}] = X[{idx}]",
+        dict(zip(names, shape, strict=True)),
+        {"X": shape},
+        dtype,
+        params={"shape": shape},
+    )
+
+
+def transpose(shape: Sequence[int], perm: Sequence[int], dtype: str = "float32") -> Workload:
+    """``Y = X.transpose(perm)`` for any permutation of the axes of ``shape``."""
+    shape = _shape(shape)
+    perm = tuple(int(p) for p in perm)
+    if sorted(perm) != list(range(len(shape))):
+        raise StatementError(
+            f"perm {perm} is not a permutation of the {len(shape)} axes of {shape}"
+        )
+    names = _names(len(shape))  # output axes, in output order
+    x_index = [""] * len(shape)
+    for k, p in enumerate(perm):
+        x_index[p] = names[k]
+    out_shape = tuple(shape[p] for p in perm)
+    return Workload.define(
+        "transpose",
+        f"Y[{', '.join(names)}] = X[{', '.join(x_index)}]",
+        dict(zip(names, out_shape, strict=True)),
+        {"X": shape},
+        dtype,
+        params={"shape": shape, "perm": perm},
+    )
+
+
+def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Workload:
+    """``Y = X + B`` with ``B`` of shape ``(shape[axis],)`` broadcast along the other axes."""
+    shape = _shape(shape)
+    if not -len(shape) <= axis < len(shape):
+        raise StatementError(f"axis {axis} is out of range for shape {shape}")
+    axis %= len(shape)
+    names = _names(len(shape))
+    idx = ", ".join(names)
+    return Workload.define(
+        "bias_add",
+        f"Y[{idx}] = X[{idx}] + B[{names[axis]}]",
+        dict(zip(names, shape, strict=True)),
+        {"X": shape, "B": (shape[axis],)},
+        dtype,
+        params={"shape": shape, "axis": axis},
+    )
+
+
+def relu(shape: Sequence[int], dtype: str = "float32") -> Workload:
+    """``Y = max(X, 0)``."""
+    shape = _shape(shape)
+    names = _names(len(shape))
+    idx = ", ".join(names)
+    return Workload.define(
+        "relu",
+        f"Y[{idx}] = max(X[{idx}], 0.0)",
+        dict(zip(names, shape, strict=True)),
+        {"X": shape},
+        dtype,
+        params={"shape": shape},
+    )
+
+
+def sum(shape: Sequence[int], axes: Sequence[int], dtype: str = "float32") -> Workload:
+    """``Y = X.sum(axis=axes)``; at least one axis must remain."""
+    shape = _shape(shape)
+    reduced = sorted({int(a) % len(shape) for a in axes})
+    if not reduced:
+        raise StatementError("sum needs at least one axis to reduce")
+    if len(reduced) == len(shape):
+        raise StatementError(f"sum over every axis of {shape}: keep at least one axis")
+    names = _names(len(shape))
+    kept = [names[k] for k in range(len(shape)) if k not in reduced]
+    order = kept + [names[k] for k in reduced]  # spatial first, then the reduce loops
+    return Workload.define(
+        "sum",
+        f"Y[{', '.join(kept)}] += X[{', '.join(names)}]",
+        {n: shape[names.index(n)] for n in order},
+        {"X": shape},
+        dtype,
+        params={"shape": shape, "axes": tuple(reduced)},
+    )
+
+
+def max_pool2d(
+    n: int, c: int, h: int, w: int, kernel: int, stride: int, dtype: str = "float32"
+) -> Workload:
+    """NCHW max pooling with a ``kernel`` x ``kernel`` window, no padding."""
+    if kernel <= 0 or stride <= 0 or kernel > h or kernel > w:
+        raise StatementError(f"max_pool2d: kernel {kernel}, stride {stride} on {h}x{w}")
+    oh, ow = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+    return Workload.define(
+        "max_pool2d",
+        f"Y[n, c, oh, ow] = max(X[n, c, {_offset('oh', stride, 'kh', 0)}, "
+        f"{_offset('ow', stride, 'kw', 0)}])",
+        {"n": n, "c": c, "oh": oh, "ow": ow, "kh": kernel, "kw": kernel},
+        {"X": (n, c, h, w)},
+        dtype,
+        params={"n": n, "c": c, "h": h, "w": w, "kernel": kernel, "stride": stride},
+    )
+
+
+def matmul(m: int, n: int, k: int, dtype: str = "float32") -> Workload:
+    """``C[i, j] += A[i, k] * B[k, j]``; offers 16 x 16 (or the largest of 8, 4
+    dividing every extent) tiles of A and B for ``__local`` staging."""
+    tile = next((t for t in (16, 8, 4) if m % t == 0 and n % t == 0 and k % t == 0), None)
+    tiles = {"A": (tile, tile), "B": (tile, tile)} if tile else None
+    return Workload.define(
+        "matmul",
+        "C[i, j] += A[i, k] * B[k, j]",
+        {"i": m, "j": n, "k": k},
+        {"A": (m, k), "B": (k, n)},
+        dtype,
+        params={"M": m, "N": n, "K": k},
+        local_tiles=tiles,
+    )
+
+
+def conv2d(
+    batch: int,
+    in_channels: int,
+    height: int,
+    width: int,
+    filters: int,
+    kernel: int,
+    stride: int = 1,
+    padding: int = 0,
+    dtype: str = "float32",
+) -> Workload:
+    """2-D convolution on NCHW input ``X`` and OIHW weights ``W``, zero padding."""
+    oh = (height + 2 * padding - kernel) // stride + 1
+    ow = (width + 2 * padding - kernel) // stride + 1
+    if kernel <= 0 or stride <= 0 or padding < 0 or oh <= 0 or ow <= 0:
+        raise StatementError(
+            f"conv2d: kernel {kernel}, stride {stride}, padding {padding} on {height}x{width}"
+        )
+    x_h = _offset("oh", stride, "kh", padding)
+    x_w = _offset("ow", stride, "kw", padding)
+    return Workload.define(
+        "conv2d",
+        f"Y[n, f, oh, ow] += X[n, c, {x_h}, {x_w}] * W[f, c, kh, kw]",
+        {
+            "n": batch,
+            "f": filters,
+            "oh": oh,
+            "ow": ow,
+            "c": in_channels,
+            "kh": kernel,
+            "kw": kernel,
+        },
+        {"X": (batch, in_channels, height, width), "W": (filters, in_channels, kernel, kernel)},
+        dtype,
+        params={
+            "batch": batch,
+            "in_channels": in_channels,
+            "height": height,
+            "width": width,
+            "filters": filters,
+            "kernel": kernel,
+            "stride": stride,
+            "padding": padding,
+        },
+    )

@@ -1,0 +1,229 @@
+"""One statement in index notation, parsed with :mod:`ast` (never evaluated).
+
+Grammar (Python syntax, so ``ast.parse`` does the tokenising)::
+
+    statement := target "=" value
+               | target "+=" value            # sum over the reduce axes
+               | target "=" "sum" "(" value ")"
+               | target "=" "max" "(" value ")"   # one argument: max over the reduce axes
+    target    := NAME "[" index ("," index)* "]"
+    value     := value ("+" | "-" | "*" | "/") value | "-" value | NUMBER
+               | NAME "[" index ("," index)* "]"     # a load
+               | ("max" | "min") "(" value "," value ")"   # element-wise
+    index     := NAME | INTEGER | index ("+" | "-" | "*" | "//" | "%") index | "(" index ")"
+
+Index names are axis names; an index expression becomes a
+:class:`laytune.layout.Expr` with ``Var(k)`` for the k-th axis. A load whose
+index can leave the buffer's shape reads zero there (the zero padding of a
+convolution).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Union
+
+from laytune.exceptions import LaytuneError
+from laytune.layout import Const, Expr, Var
+
+__all__ = [
+    "BinaryOp",
+    "Literal",
+    "Load",
+    "Negate",
+    "Statement",
+    "StatementError",
+    "Value",
+    "loads",
+    "parse_statement",
+    "value_text",
+]
+
+
+class StatementError(LaytuneError, ValueError):
+    """A statement outside the index-notation grammar; the message says where."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """Read of ``buffer`` at ``indices`` (one index expression per dimension)."""
+
+    buffer: str
+    indices: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: float
+
+
+@dataclass(frozen=True)
+class BinaryOp:
+    """``op`` is one of ``+ - * /`` or the element-wise functions ``max``, ``min``."""
+
+    op: str
+    lhs: Value
+    rhs: Value
+
+
+@dataclass(frozen=True)
+class Negate:
+    operand: Value
+
+
+Value = Union[Load, Literal, BinaryOp, Negate]  # noqa: UP007 - used at runtime
+
+
+@dataclass(frozen=True)
+class Statement:
+    """``target[target_indices] (=|reduce=) value``; ``reduction`` is None, "sum" or "max"."""
+
+    target: str
+    target_indices: tuple[Expr, ...]
+    value: Value
+    reduction: str | None
+    text: str
+
+
+_VALUE_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_INDEX_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
+
+
+def parse_statement(text: str, axes: Sequence[str]) -> Statement:
+    """Parse ``text`` over the axis names ``axes`` (their order gives ``Var(k)``)."""
+    try:
+        tree = ast.parse(text.strip(), mode="exec")
+    except SyntaxError as err:
+        raise StatementError(f"statement {text!r} is not valid syntax: {err.msg}") from None
+    if len(tree.body) != 1:
+        raise StatementError(f"expected exactly one statement, got {len(tree.body)} in {text!r}")
+    node = tree.body[0]
+    parser = _Parser(text, tuple(axes))
+    if isinstance(node, ast.AugAssign):
+        if not isinstance(node.op, ast.Add):
+            raise parser.error(node, "the only augmented assignment is '+=' (a sum)")
+        target, value, reduction = node.target, node.value, "sum"
+    elif isinstance(node, ast.Assign):
+        if len(node.targets) != 1:
+            raise parser.error(node, "assign to exactly one buffer")
+        target, value, reduction = node.targets[0], node.value, None
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id in ("sum", "max")
+            and len(value.args) == 1
+            and not value.keywords
+        ):
+            reduction, value = value.func.id, value.args[0]
+    else:
+        raise parser.error(node, "expected 'Y[...] = value' or 'Y[...] += value'")
+    if not isinstance(target, ast.Subscript) or not isinstance(target.value, ast.Name):
+        raise parser.error(target, "the target must be a buffer access such as Y[i, j]")
+    name = target.value.id
+    indices = parser.indices(target)
+    return Statement(name, indices, parser.value(value), reduction, text.strip())
+
+
+class _Parser:
+    def __init__(self, text: str, axes: tuple[str, ...]):
+        self.text = text
+        self.axes = axes
+
+    def error(self, node: ast.AST, why: str) -> StatementError:
+        col = getattr(node, "col_offset", 0)
+        return StatementError(f"{why}\n  {self.text.strip()}\n  {' ' * col}^")
+
+    def indices(self, node: ast.Subscript) -> tuple[Expr, ...]:
+        sl = node.slice
+        items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        return tuple(self.index(item) for item in items)
+
+    def index(self, node: ast.AST) -> Expr:
+        if isinstance(node, ast.Name):
+            if node.id not in self.axes:
+                raise self.error(node, f"unknown axis {node.id!r} (axes: {', '.join(self.axes)})")
+            k = self.axes.index(node.id)
+            return Var(k, node.id)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, int):
+                raise self.error(node, f"index constants are integers, got {node.value!r}")
+            return Const(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return Const(0) - self.index(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _INDEX_OPS:
+            lhs, rhs = self.index(node.left), self.index(node.right)
+            op = _INDEX_OPS[type(node.op)]
+            try:
+                if op == "+":
+                    return lhs + rhs
+                if op == "-":
+                    return lhs - rhs
+                if op == "*":
+                    return lhs * rhs
+                if op == "//":
+                    return lhs // rhs
+                return lhs % rhs
+            except LaytuneError as err:
+                raise self.error(node, str(err)) from None
+        raise self.error(node, "an index is an axis name, an integer, or + - * // % of indices")
+
+    def value(self, node: ast.AST) -> Value:
+        if isinstance(node, ast.Subscript):
+            if not isinstance(node.value, ast.Name):
+                raise self.error(node, "a load reads a named buffer: X[i, j]")
+            return Load(node.value.id, self.indices(node))
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise self.error(node, f"constants are numbers, got {node.value!r}")
+            return Literal(float(node.value))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = self.value(node.operand)
+            if isinstance(inner, Literal):
+                return Literal(-inner.value)
+            return Negate(inner)
+        if isinstance(node, ast.BinOp) and type(node.op) in _VALUE_OPS:
+            return BinaryOp(
+                _VALUE_OPS[type(node.op)], self.value(node.left), self.value(node.right)
+            )
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            fn = node.func.id
+            if fn in ("max", "min") and len(node.args) == 2 and not node.keywords:
+                return BinaryOp(fn, self.value(node.args[0]), self.value(node.args[1]))
+            if fn in ("sum", "max"):
+                raise self.error(node, f"a one-argument {fn}(...) must be the whole right side")
+            raise self.error(node, f"unknown function {fn!r} (element-wise: max(a, b), min(a, b))")
+        if isinstance(node, ast.Name):
+            raise self.error(
+                node, f"{node.id!r} alone is not a value; read a buffer: {node.id}[...]"
+            )
+        raise self.error(
+            node, "a value is a load, a number, + - * / of values, max(a, b) or min(a, b)"
+        )
+
+
+def loads(value: Value) -> list[Load]:
+    """Every load of ``value``, left to right."""
+    if isinstance(value, Load):
+        return [value]
+    if isinstance(value, BinaryOp):
+        return loads(value.lhs) + loads(value.rhs)
+    if isinstance(value, Negate):
+        return loads(value.operand)
+    return []
+
+
+def value_text(value: Value, names: Sequence[str]) -> str:
+    """Readable text of a value (index expressions with ``names``)."""
+    from laytune.layout._expr import to_text
+
+    if isinstance(value, Load):
+        return f"{value.buffer}[{', '.join(to_text(i, names) for i in value.indices)}]"
+    if isinstance(value, Literal):
+        return repr(value.value)
+    if isinstance(value, Negate):
+        return f"-({value_text(value.operand, names)})"
+    if value.op in ("max", "min"):
+        return f"{value.op}({value_text(value.lhs, names)}, {value_text(value.rhs, names)})"
+    return f"({value_text(value.lhs, names)} {value.op} {value_text(value.rhs, names)})"

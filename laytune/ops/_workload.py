@@ -1,0 +1,336 @@
+"""Workload: buffers, axes and one statement in index notation.
+
+A workload is a loop nest over its axes: the *spatial* axes are those the
+target buffer is indexed by (each output element is written by exactly one
+spatial point), the *reduce* axes are the others, combined by the statement's
+reduction (``+=`` or ``sum(...)``: sum; one-argument ``max(...)``: max).
+Every buffer is accessed once, at index expressions of the axis variables
+(``Var(k)`` is ``axes[k]``); an input index that can leave the buffer's shape
+reads zero there. Only identity (logical, row-major) layouts are known here;
+other layouts are the search space's business.
+
+A workload satisfies ``laytune.space.WorkloadLike`` and the runners'
+``VerifiableWorkload`` structurally.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from laytune.layout import Expr, Var
+from laytune.layout._expr import bounds, evaluate, to_text
+from laytune.ops._statement import (
+    BinaryOp,
+    Literal,
+    Load,
+    Negate,
+    Statement,
+    StatementError,
+    Value,
+    loads,
+    parse_statement,
+)
+
+__all__ = ["Axis", "BufferDecl", "Workload"]
+
+DTYPES = ("float32", "float16")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One loop of the nest: ``kind`` is "spatial" or "reduce"."""
+
+    name: str
+    extent: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class BufferDecl:
+    """One global buffer: logical ``shape``, numpy ``dtype`` name, ``role``
+    ("input" or "output") and the index expression of its access per dimension."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
+    indices: tuple[Expr, ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+    def in_bounds(self, ranges: Sequence[tuple[int, int]]) -> bool:
+        """Whether the access stays inside ``shape`` over the axis ``ranges``."""
+        for index, extent in zip(self.indices, self.shape, strict=True):
+            lo, hi = bounds(index, ranges)
+            if lo < 0 or hi > extent - 1:
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A compute definition; build one with :meth:`define` or the constructors
+    of :mod:`laytune.ops` (``matmul``, ``conv2d``, ...).
+
+    ``key`` identifies operator, shapes and dtype, and is stable across
+    processes. ``local_tiles`` names the 2-D inputs the lowering may stage
+    in ``__local`` memory, with their tile shapes.
+    """
+
+    name: str
+    axes: tuple[Axis, ...]
+    buffers: tuple[BufferDecl, ...]
+    statement: Statement
+    dtype: str
+    key: str
+    local_tiles: tuple[tuple[str, tuple[int, ...]], ...] = field(default=())
+
+    # -- construction ---------------------------------------------------------
+    @classmethod
+    def define(
+        cls,
+        name: str,
+        statement: str,
+        axes: Mapping[str, int],
+        inputs: Mapping[str, Sequence[int]],
+        dtype: str = "float32",
+        params: Mapping[str, Any] | None = None,
+        local_tiles: Mapping[str, Sequence[int]] | None = None,
+    ) -> Workload:
+        """``Workload.define("matmul", "C[i, j] += A[i, k] * B[k, j]",
+        axes={"i": M, "j": N, "k": K}, inputs={"A": (M, K), "B": (K, N)})``.
+
+        ``axes`` in loop-nest order (the last spatial axis is the innermost);
+        the output's shape follows from the extents of its index axes.
+        ``params`` (with ``dtype``) make the key; without them the key lists
+        the buffer shapes.
+        """
+        if dtype not in DTYPES:
+            raise StatementError(f"dtype {dtype!r} is not supported (one of {DTYPES})")
+        names = tuple(axes)
+        if not names:
+            raise StatementError(f"workload {name!r} has no axes")
+        for axis_name, extent in axes.items():
+            if isinstance(extent, bool) or not isinstance(extent, int) or extent <= 0:
+                raise StatementError(
+                    f"axis {axis_name!r} needs a positive int extent, got {extent!r}"
+                )
+        stmt = parse_statement(statement, names)
+        spatial: list[int] = []
+        for index in stmt.target_indices:
+            if not isinstance(index, Var) or index.index in spatial:
+                raise StatementError(
+                    f"the target {stmt.target}[...] must be indexed by distinct axis names, "
+                    f"got {to_text(index, names)} in {statement!r}"
+                )
+            spatial.append(index.index)
+        kinds = ["spatial" if k in spatial else "reduce" for k in range(len(names))]
+        has_reduce = "reduce" in kinds
+        if has_reduce and stmt.reduction is None:
+            unused = [names[k] for k in range(len(names)) if kinds[k] == "reduce"]
+            raise StatementError(
+                f"axes {unused} do not index the target {stmt.target}: write '+=', "
+                f"sum(...) or max(...) to reduce over them ({statement!r})"
+            )
+        if stmt.reduction is not None and not has_reduce:
+            raise StatementError(f"{statement!r} reduces but every axis indexes the target")
+        axis_list = tuple(Axis(n, int(axes[n]), kind) for n, kind in zip(names, kinds, strict=True))
+        buffers: list[BufferDecl] = []
+        seen: set[str] = set()
+        for load in loads(stmt.value):
+            if load.buffer in seen:
+                raise StatementError(f"buffer {load.buffer!r} is read twice in {statement!r}")
+            if load.buffer == stmt.target:
+                raise StatementError(f"{stmt.target!r} is both read and written in {statement!r}")
+            seen.add(load.buffer)
+            if load.buffer not in inputs:
+                raise StatementError(
+                    f"no shape given for input {load.buffer!r} (inputs: {sorted(inputs)})"
+                )
+            shape = tuple(int(s) for s in inputs[load.buffer])
+            if len(shape) != len(load.indices):
+                raise StatementError(
+                    f"{load.buffer} has shape {shape} but is read with {len(load.indices)} indices"
+                )
+            buffers.append(BufferDecl(load.buffer, shape, dtype, "input", load.indices))
+        extra = set(inputs) - seen
+        if extra:
+            raise StatementError(f"inputs {sorted(extra)} are not read by {statement!r}")
+        out_shape = tuple(axis_list[k].extent for k in spatial)
+        buffers.append(BufferDecl(stmt.target, out_shape, dtype, "output", stmt.target_indices))
+        if params is None:
+            shapes = ",".join(f"{b.name}{list(b.shape)}" for b in buffers)
+            key = f"{name}({shapes};{dtype})"
+        else:
+            args = ",".join(f"{k}={_key_value(v)}" for k, v in params.items())
+            key = f"{name}({args};{dtype})"
+        tiles = tuple(
+            sorted((str(b), tuple(int(t) for t in s)) for b, s in (local_tiles or {}).items())
+        )
+        for tile_buffer, _ in tiles:
+            if tile_buffer not in seen:
+                raise StatementError(f"local tile for {tile_buffer!r}, which is not an input")
+        return cls(name, axis_list, tuple(buffers), stmt, dtype, key, tiles)
+
+    # -- queries --------------------------------------------------------------
+    @property
+    def reduction(self) -> str | None:
+        return self.statement.reduction
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    @property
+    def spatial_axes(self) -> tuple[int, ...]:
+        return tuple(k for k, a in enumerate(self.axes) if a.kind == "spatial")
+
+    @property
+    def reduce_axes(self) -> tuple[int, ...]:
+        return tuple(k for k, a in enumerate(self.axes) if a.kind == "reduce")
+
+    @property
+    def inputs(self) -> tuple[BufferDecl, ...]:
+        return tuple(b for b in self.buffers if b.role == "input")
+
+    @property
+    def output(self) -> BufferDecl:
+        return next(b for b in self.buffers if b.role == "output")
+
+    def buffer(self, name: str) -> BufferDecl:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(f"workload {self.name!r} has no buffer {name!r}")
+
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        return [(0, a.extent - 1) for a in self.axes]
+
+    @property
+    def reduction_length(self) -> int:
+        """Terms combined into each output element (1 when element-wise)."""
+        return math.prod(self.axes[k].extent for k in self.reduce_axes)
+
+    @property
+    def points(self) -> int:
+        return math.prod(a.extent for a in self.axes)
+
+    @property
+    def flops(self) -> int:
+        """Arithmetic operations: those of the value per point of the nest,
+        plus one per combined term for a reduction (a multiply-add is two)."""
+        per_point = _count_ops(self.statement.value) + (1 if self.reduction else 0)
+        return per_point * self.points
+
+    @property
+    def bytes(self) -> int:
+        """Compulsory traffic: every buffer read or written once."""
+        return sum(b.nbytes for b in self.buffers)
+
+    def describe(self) -> str:
+        axes = ", ".join(
+            f"{a.name}:{a.extent}{'r' if a.kind == 'reduce' else ''}" for a in self.axes
+        )
+        return f"{self.statement.text}  over {axes}  ({self.dtype})"
+
+    # -- data ------------------------------------------------------------------
+    def make_inputs(self, seed: int) -> dict[str, np.ndarray]:
+        """Logical arrays of every input, uniform in [-1, 1); the same for the same seed."""
+        rng = np.random.default_rng(seed)
+        return {b.name: rng.uniform(-1.0, 1.0, size=b.shape).astype(b.dtype) for b in self.inputs}
+
+    def reference(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """numpy result of the statement (accumulated in float64)."""
+        out = self.output
+        spatial = self.spatial_axes
+        # spatial axis k as a broadcast grid over the output's dimensions
+        grid: dict[int, np.ndarray] = {}
+        for d, index in enumerate(out.indices):
+            k = index.index  # type: ignore[union-attr]
+            shape = [1] * len(out.shape)
+            shape[d] = out.shape[d]
+            grid[k] = np.arange(out.shape[d], dtype=np.int64).reshape(shape)
+        arrays = {name: np.asarray(a, dtype=np.float64) for name, a in inputs.items()}
+        for b in self.inputs:
+            if arrays[b.name].shape != b.shape:
+                raise StatementError(
+                    f"input {b.name} has shape {arrays[b.name].shape}, expected {b.shape}"
+                )
+        reduce_axes = self.reduce_axes
+        acc: np.ndarray | None = None
+        for combo in itertools.product(*(range(self.axes[k].extent) for k in reduce_axes)):
+            args: list[Any] = [0] * len(self.axes)
+            for k in spatial:
+                args[k] = grid[k]
+            for k, v in zip(reduce_axes, combo, strict=True):
+                args[k] = v
+            term = np.broadcast_to(_eval_value(self.statement.value, args, arrays, self), out.shape)
+            if acc is None:
+                acc = np.array(term, dtype=np.float64)
+            elif self.reduction == "sum":
+                acc += term
+            else:
+                np.maximum(acc, term, out=acc)
+        assert acc is not None
+        return {out.name: acc.astype(out.dtype)}
+
+
+def _key_value(v: Any) -> str:
+    if isinstance(v, (tuple, list)):
+        return "x".join(str(x) for x in v)
+    return str(v)
+
+
+def _count_ops(value: Value) -> int:
+    if isinstance(value, BinaryOp):
+        return 1 + _count_ops(value.lhs) + _count_ops(value.rhs)
+    if isinstance(value, Negate):
+        return 1 + _count_ops(value.operand)
+    return 0
+
+
+def _eval_value(
+    value: Value, args: list[Any], arrays: Mapping[str, np.ndarray], workload: Workload
+) -> Any:
+    if isinstance(value, Literal):
+        return value.value
+    if isinstance(value, Negate):
+        return -_eval_value(value.operand, args, arrays, workload)
+    if isinstance(value, Load):
+        decl = workload.buffer(value.buffer)
+        data = arrays[value.buffer]
+        idx = [np.asarray(evaluate(i, args), dtype=np.int64) for i in decl.indices]
+        idx = list(np.broadcast_arrays(*idx))
+        inside = np.ones(idx[0].shape, dtype=bool)
+        for d, extent in enumerate(decl.shape):
+            inside &= (idx[d] >= 0) & (idx[d] < extent)
+        if inside.all():
+            return data[tuple(idx)]
+        clipped = tuple(np.clip(i, 0, e - 1) for i, e in zip(idx, decl.shape, strict=True))
+        return np.where(inside, data[clipped], 0.0)
+    lhs = _eval_value(value.lhs, args, arrays, workload)
+    rhs = _eval_value(value.rhs, args, arrays, workload)
+    if value.op == "+":
+        return lhs + rhs
+    if value.op == "-":
+        return lhs - rhs
+    if value.op == "*":
+        return lhs * rhs
+    if value.op == "/":
+        return lhs / rhs
+    if value.op == "max":
+        return np.maximum(lhs, rhs)
+    return np.minimum(lhs, rhs)

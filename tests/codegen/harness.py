@@ -1,0 +1,151 @@
+"""Running KernelPrograms on the test device, and drawing random candidates."""
+
+from __future__ import annotations
+
+import random
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+import laytune  # noqa: F401  (registers the OpenCL runtimes before pyopencl looks)
+from laytune.codegen import KernelProgram
+from laytune.device_info import DeviceInfo
+
+_PROBE = "__kernel void probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
+
+
+@dataclass
+class Env:
+    device: cl.Device
+    context: cl.Context
+    queue: cl.CommandQueue
+    info: DeviceInfo
+
+
+def _builds(device: cl.Device) -> bool:
+    try:
+        context = cl.Context([device])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cl.Program(context, _PROBE).build()
+    except cl.Error:
+        return False
+    return True
+
+
+def open_env() -> Env:
+    """PoCL's CPU device when it can compile here, else the first device that can
+    (PoCL 3.0's LLVM 14 refuses CPUs newer than it)."""
+    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    devices.sort(key=lambda d: "Portable Computing Language" not in d.platform.name)
+    for device in devices:
+        if _builds(device):
+            context = cl.Context([device])
+            return Env(device, context, cl.CommandQueue(context), DeviceInfo.from_cl_device(device))
+    raise RuntimeError(f"no OpenCL device here builds a kernel: {devices}")
+
+
+def build(env: Env, program: KernelProgram) -> cl.Program:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return cl.Program(env.context, program.source).build(
+                options=list(program.build_options)
+            )
+        except cl.Error as err:
+            raise AssertionError(f"build failed: {err}\n{program.source}") from None
+
+
+def _physical(env: Env, spec: Any, fill: float = np.nan) -> Any:
+    mf = cl.mem_flags
+    dtype = np.dtype(spec.dtype)
+    if spec.memory == "image2d":
+        fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+        return cl.create_image(env.context, mf.READ_WRITE, fmt, shape=spec.image_shape)
+    host = np.full(int(np.prod(spec.physical_shape)), fill, dtype=dtype)
+    return cl.Buffer(env.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=host)
+
+
+def read_physical(env: Env, spec: Any, mem: Any) -> np.ndarray:
+    if spec.memory == "image2d":
+        width, height = spec.image_shape
+        out = np.empty((height, width, 4), np.float32)
+        cl.enqueue_copy(env.queue, out, mem, origin=(0, 0), region=(width, height))
+        return out.reshape(-1)
+    out = np.empty(int(np.prod(spec.physical_shape)), np.dtype(spec.dtype))
+    cl.enqueue_copy(env.queue, out, mem)
+    return out
+
+
+def run(
+    env: Env, program: KernelProgram, inputs: dict[str, np.ndarray], built: cl.Program | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Pack the inputs, run compute, unpack the outputs: (logical outputs, physical of all)."""
+    prg = built or build(env, program)
+    mf = cl.mem_flags
+    logical: dict[str, Any] = {}
+    physical: dict[str, Any] = {}
+    for spec in program.buffers:
+        if spec.role == "input":
+            data = np.ascontiguousarray(inputs[spec.name], dtype=spec.dtype)
+            logical[spec.name] = cl.Buffer(
+                env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data
+            )
+        else:
+            size = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
+            logical[spec.name] = cl.Buffer(env.context, mf.READ_WRITE, size=size)
+        physical[spec.name] = _physical(env, spec)
+    views = {"logical": logical, "physical": physical}
+    for launch in (*program.pack, *program.compute, *program.unpack):
+        kernel = getattr(prg, launch.kernel)
+        args = [views[a.view][a.buffer] for a in launch.args]
+        kernel(env.queue, launch.global_size, launch.local_size, *args)
+    outputs = {}
+    for spec in program.buffers:
+        if spec.role == "output":
+            out = np.empty(spec.shape, np.dtype(spec.dtype))
+            cl.enqueue_copy(env.queue, out, logical[spec.name])
+            outputs[spec.name] = out
+    phys = {s.name: read_physical(env, s, physical[s.name]) for s in program.buffers}
+    env.queue.finish()
+    return outputs, phys
+
+
+class RandomTrial:
+    """An optuna-like trial that picks every categorical at random."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        return self.rng.choice(list(choices))
+
+
+class StagingTrial(RandomTrial):
+    """A random trial steered to local staging: the work-group then covers the
+    block of outputs the local tiles feed (work_group * per_item == block)."""
+
+    def __init__(self, seed: int, block: int) -> None:
+        super().__init__(seed)
+        self.block = block
+        self.per_item = 1
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        choices = list(choices)
+        knob = name.split("|")[0]
+        if knob == "order" and "logical" in choices:
+            return "logical"
+        if knob == "per_item":
+            fits = [
+                c for c in choices if self.block % c == 0 and self.block // c in (32, 64, 128, 256)
+            ]
+            self.per_item = self.rng.choice(fits or choices)
+            return self.per_item
+        if knob == "work_group" and self.block // self.per_item in choices:
+            return self.block // self.per_item
+        if knob == "local_stage" and True in choices:
+            return True
+        return super().suggest_categorical(name, choices)

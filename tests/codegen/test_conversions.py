@@ -1,0 +1,98 @@
+"""Pack then unpack on the device gives the input back bit for bit, and the
+padding holds the pad value (NaN where the pad value is None)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from laytune import layout as L
+from laytune.codegen import lower_conversion
+from tests.codegen.harness import Env, build, read_physical
+
+SHAPE4 = (2, 6, 5, 8)
+LAYOUTS = [
+    ("transpose", L.permute((48, 40), (1, 0)), None, "global"),
+    ("nchw_to_nhwc", L.permute(SHAPE4, (0, 2, 3, 1)), None, "global"),
+    ("nchw4c_padded", L.block(SHAPE4, 1, 4), 0.0, "global"),
+    ("nchw3c_padded", L.block(SHAPE4, 1, 3), None, "global"),
+    ("row_blocks", L.block((16, 14), 1, 4), -math.inf, "global"),
+    ("pad_rows", L.pad_rows((16, 14), 3), 1.5, "global"),
+    ("pad_every", L.pad_every((32, 16), 2, 4), None, "global"),
+    ("swizzle_flat", L.swizzle((32, 32), 3, 0, 3), None, "global"),
+    ("swizzle_rows", L.row_xor((32, 32), 8, 4), None, "global"),
+    ("tile", L.tile((32, 48), (8, 16)), None, "global"),
+    ("texture", L.texture((2, 8, 6, 8), 1), None, "image2d"),
+    ("texture_padded", L.texture(SHAPE4, 1), 0.0, "image2d"),
+    (
+        "nhwc_then_block",
+        L.compose(L.block((2, 5, 8, 6), 3, 4), L.permute(SHAPE4, (0, 2, 3, 1))),
+        0.0,
+        "global",
+    ),
+]
+
+
+# image packs always write whole texels: no naive variant for them
+CASES = [(c, False) for c in LAYOUTS] + [(c, True) for c in LAYOUTS if c[3] == "global"]
+
+
+@pytest.mark.parametrize(
+    ("case", "naive"),
+    CASES,
+    ids=lambda c: c[0] if isinstance(c, tuple) else ("naive" if c else "fast"),
+)
+def test_pack_then_unpack_round_trips(env: Env, case: tuple, naive: bool) -> None:
+    _, layout, pad, memory = case
+    program = lower_conversion(
+        "X", layout, "float32", pad, memory, elements_per_item=1 if naive else None
+    )
+    x = np.random.default_rng(3).standard_normal(layout.shape).astype(np.float32)
+    prg = build(env, program)
+    outputs, physical = _round_trip(env, program, prg, x)
+    np.testing.assert_array_equal(outputs.view(np.uint32), x.view(np.uint32))
+    want = L.pack(x, layout.index_map, pad).reshape(-1)
+    got = physical
+    mask = layout.index_map.padding_mask(layout.shape).reshape(-1)
+    np.testing.assert_array_equal(got[~mask].view(np.uint32), want[~mask].view(np.uint32))
+    if pad is None:
+        assert np.isnan(got[mask]).all()
+    else:
+        assert (got[mask] == pad).all()
+
+
+def _round_trip(env: Env, program, prg, x):
+    import pyopencl as cl
+
+    spec = program.buffers[0]
+    mf = cl.mem_flags
+    src = cl.Buffer(env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    dst = cl.Buffer(env.context, mf.READ_WRITE, size=x.nbytes)
+    if spec.memory == "image2d":
+        fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+        phys = cl.create_image(env.context, mf.READ_WRITE, fmt, shape=spec.image_shape)
+    else:
+        phys = cl.Buffer(env.context, mf.READ_WRITE, size=int(np.prod(spec.physical_shape)) * 4)
+    (pack,), (unpack,) = program.pack, program.unpack
+    getattr(prg, pack.kernel)(env.queue, pack.global_size, None, src, phys)
+    getattr(prg, unpack.kernel)(env.queue, unpack.global_size, None, phys, dst)
+    out = np.empty_like(x)
+    cl.enqueue_copy(env.queue, out, dst)
+    physical = read_physical(env, spec, phys)
+    env.queue.finish()
+    return out, physical
+
+
+def test_transpose_pack_is_tiled() -> None:
+    program = lower_conversion("X", L.permute((64, 64), (1, 0)))
+    assert "tile 16 x 8" in program.source and "vload16" in program.source
+    naive = lower_conversion("X", L.permute((64, 64), (1, 0)), elements_per_item=1)
+    assert "vload" not in naive.source
+
+
+def test_blocked_unpack_reads_whole_blocks() -> None:
+    program = lower_conversion("X", L.block((1, 8, 6, 16), 1, 4))
+    unpack = program.source.split("__kernel void X_unpack")[1]
+    assert "vload4" in unpack and "tile 4 x 8" in program.source

@@ -1,0 +1,114 @@
+"""What lower emits: plain indexing for identity layouts, refusals with reasons,
+readable sources, output padding, fp16."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from laytune import layout as L
+from laytune import ops
+from laytune.codegen import GENERIC_DEVICE, lower
+from laytune.exceptions import LayoutRejectedError
+from laytune.space import Candidate
+from tests.codegen.harness import Env, run
+
+
+def identity(workload: ops.Workload, **knobs: object) -> Candidate:
+    return Candidate.make({b.name: L.identity(b.shape) for b in workload.buffers}, knobs)
+
+
+def test_identity_layouts_give_the_indexing_a_person_writes() -> None:
+    workload = ops.matmul(20, 24, 12)
+    source = lower(workload, identity(workload)).source
+    assert "A[i * 12 + k]" in source
+    assert "B[k * 24 + j]" in source
+    assert "C[i * 24 + j] = acc;" in source
+    conv = ops.conv2d(1, 3, 10, 10, 6, 3, stride=1, padding=1)
+    text = lower(conv, identity(conv)).source
+    assert "W[f * 27 + c * 9 + kh * 3 + kw]" in text
+    assert "((oh + kh - 1) >= 0 && (oh + kh - 1) < 10" in text  # the convolution's zero padding
+
+
+def test_layouts_and_knobs_are_written_as_comments() -> None:
+    workload = ops.transpose((16, 8), (1, 0))
+    candidate = Candidate.make(
+        {"X": L.block((16, 8), 0, 4), "Y": L.row_xor((8, 16), 8)}, {"per_item": 2}
+    )
+    source = lower(workload, candidate).source
+    assert "X[16, 8]: lambda i, j: [i // 4, j, i % 4]" in source
+    assert "Y[8, 16]: lambda i, j: [i, j ^ (i % 8)]" in source
+    assert "per_item=2" in source
+    assert "__kernel void transpose_compute(" in source
+    assert "__kernel void X_pack(" in source and "__kernel void Y_unpack(" in source
+
+
+def test_a_rejected_candidate_is_refused_with_the_reason() -> None:
+    workload = ops.bias_add((2, 6, 4, 8), axis=1)
+    layouts = {
+        "X": L.block((2, 6, 4, 8), 3, 3),  # padded along the vector axis
+        "B": L.identity((6,)),
+        "Y": L.identity((2, 6, 4, 8)),
+    }
+    with pytest.raises(LayoutRejectedError, match=r"'X'.*vector"):
+        lower(workload, Candidate.make(layouts, {"vector": 4, "per_item": 4}))
+    with pytest.raises(LayoutRejectedError, match="does not divide"):
+        lower(workload, identity(workload, vector=1, per_item=3))
+    with pytest.raises(LayoutRejectedError, match="work_group 7"):
+        lower(workload, identity(workload, work_group=7))
+
+
+def test_a_written_image_is_refused() -> None:
+    workload = ops.copy((2, 8, 4, 4))
+    layouts = {"X": L.identity((2, 8, 4, 4)), "Y": L.texture((2, 8, 4, 4), 1)}
+    with pytest.raises(LayoutRejectedError, match="Y"):
+        lower(workload, Candidate.make(layouts))
+
+
+def test_missing_knobs_take_the_defaults(env: Env) -> None:
+    workload = ops.relu((8, 12))
+    program = lower(
+        workload, Candidate.make({"X": L.identity((8, 12)), "Y": L.permute((8, 12), (1, 0))})
+    )
+    assert program.compute[0].local_size is None
+    inputs = workload.make_inputs(0)
+    outputs, _ = run(env, program, inputs)
+    np.testing.assert_array_equal(outputs["Y"], workload.reference(inputs)["Y"])
+
+
+@pytest.mark.parametrize("order", ["logical", "Y"])
+def test_an_output_pad_value_is_written_into_its_padding(env: Env, order: str) -> None:
+    workload = ops.relu((6, 10))
+    layout = L.block((6, 10), 1, 4)
+    candidate = Candidate.make(
+        {"X": L.identity((6, 10)), "Y": layout}, {"order": order}, {"Y": -1.0}
+    )
+    program = lower(workload, candidate, env.info)
+    inputs = workload.make_inputs(0)
+    outputs, physical = run(env, program, inputs)
+    np.testing.assert_array_equal(outputs["Y"], workload.reference(inputs)["Y"])
+    mask = layout.index_map.padding_mask(layout.shape).reshape(-1)
+    assert (physical["Y"][mask] == -1.0).all()
+
+
+def test_float16_enables_the_extension_and_needs_it() -> None:
+    workload = ops.matmul(8, 8, 8, dtype="float16")
+    source = lower(workload, identity(workload), GENERIC_DEVICE).source
+    assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in source
+    assert "__global const half* restrict A" in source
+    plain = GENERIC_DEVICE.__class__(platform_name="p", device_name="no fp16")
+    with pytest.raises(LayoutRejectedError, match="cl_khr_fp16"):
+        lower(workload, identity(workload), plain)
+    assert "cl_khr_fp16" not in lower(ops.matmul(8, 8, 8), identity(ops.matmul(8, 8, 8))).source
+
+
+def test_following_a_buffer_walks_its_physical_order(env: Env) -> None:
+    workload = ops.transpose((12, 20), (1, 0))
+    layout = L.tile((12, 20), (4, 8))  # padded: 20 -> 24
+    candidate = Candidate.make({"X": layout, "Y": L.identity((20, 12))}, {"order": "X"})
+    program = lower(workload, candidate, env.info)
+    assert program.compute[0].global_size == (layout.physical_size,)
+    assert "return;" in program.source
+    inputs = workload.make_inputs(0)
+    outputs, _ = run(env, program, inputs)
+    np.testing.assert_array_equal(outputs["Y"], workload.reference(inputs)["Y"])

@@ -1,0 +1,104 @@
+"""Workloads: the statement parser, references against plain numpy, counts, keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from laytune import ops
+from laytune.layout import Var
+from laytune.ops import StatementError, Workload
+
+
+def test_matmul_is_one_line_and_matches_numpy() -> None:
+    w = Workload.define(
+        "mm", "C[i, j] += A[i, k] * B[k, j]", {"i": 4, "j": 5, "k": 3}, {"A": (4, 3), "B": (3, 5)}
+    )
+    assert [a.kind for a in w.axes] == ["spatial", "spatial", "reduce"]
+    assert w.reduction == "sum" and w.output.shape == (4, 5)
+    assert w.buffer("A").indices == (Var(0), Var(2))
+    x = w.make_inputs(1)
+    np.testing.assert_allclose(w.reference(x)["C"], x["A"] @ x["B"], rtol=1e-5)
+    assert w.flops == 2 * 4 * 5 * 3
+    assert w.bytes == 4 * (12 + 15 + 20)
+
+
+def test_constructors_match_numpy() -> None:
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    t = ops.transpose(x.shape, (3, 1, 0, 2))
+    np.testing.assert_array_equal(t.reference({"X": x})["Y"], x.transpose(3, 1, 0, 2))
+    np.testing.assert_array_equal(ops.copy(x.shape).reference({"X": x})["Y"], x)
+    np.testing.assert_array_equal(ops.relu(x.shape).reference({"X": x})["Y"], np.maximum(x, 0))
+    b = np.arange(3, dtype=np.float32)
+    got = ops.bias_add(x.shape, 1).reference({"X": x, "B": b})["Y"]
+    np.testing.assert_allclose(got, x + b[None, :, None, None], rtol=1e-6)
+    s = ops.sum(x.shape, (0, 2)).reference({"X": x})["Y"]
+    np.testing.assert_allclose(s, x.sum(axis=(0, 2)), rtol=1e-5, atol=1e-6)
+    p = ops.max_pool2d(2, 3, 4, 5, 2, 2).reference({"X": x})["Y"]
+    np.testing.assert_array_equal(p, x[:, :, :4, :4].reshape(2, 3, 2, 2, 2, 2).max(axis=(3, 5)))
+
+
+def test_conv2d_zero_padding_and_stride_match_a_direct_loop() -> None:
+    w = ops.conv2d(1, 3, 7, 7, 4, 3, stride=2, padding=1)
+    x = w.make_inputs(3)
+    padded = np.pad(x["X"].astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 4, 4, 4))
+    for f in range(4):
+        for oh in range(4):
+            for ow in range(4):
+                window = padded[0, :, oh * 2 : oh * 2 + 3, ow * 2 : ow * 2 + 3]
+                want[0, f, oh, ow] = (window * x["W"][f]).sum()
+    np.testing.assert_allclose(w.reference(x)["Y"], want, rtol=1e-5, atol=1e-6)
+    assert w.reduction_length == 27
+
+
+def test_keys_are_stable_and_distinguish_shapes_and_dtypes() -> None:
+    assert ops.matmul(8, 8, 8).key == "matmul(M=8,N=8,K=8;float32)"
+    assert ops.matmul(8, 8, 8, dtype="float16").key != ops.matmul(8, 8, 8).key
+    assert ops.conv2d(1, 3, 8, 8, 4, 3, 1, 0).key != ops.conv2d(1, 3, 8, 8, 4, 3, 2, 0).key
+    assert ops.matmul(8, 8, 8) == ops.matmul(8, 8, 8)
+
+
+def test_inputs_are_seeded() -> None:
+    w = ops.bias_add((4, 6))
+    a, b, c = w.make_inputs(5), w.make_inputs(5), w.make_inputs(6)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["X"], c["X"])
+    assert (
+        a["X"].dtype == np.float32
+        and ops.relu((4,), dtype="float16").make_inputs(0)["X"].dtype == np.float16
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("Y[i] = X[i, j]", "reduce over them"),
+        ("Y[i] = X[q]", "unknown axis 'q'"),
+        ("Y[i] = __import__('os')", "unknown function"),
+        ("Y[i] -= X[i, j]", "augmented assignment"),
+        ("Y[i] += X[i, j] + X[i, j]", "read twice"),
+        ("Y[i, i] = X[i, j]", "distinct axis names"),
+        ("Y[i] = X[i // j]", "constant divisor"),
+    ],
+)
+def test_statements_outside_the_grammar_are_refused(statement: str, message: str) -> None:
+    with pytest.raises(StatementError, match=message):
+        Workload.define("bad", statement, {"i": 2, "j": 3}, {"X": (2, 3)})
+
+
+def test_max_reduction_and_elementwise_max_are_told_apart() -> None:
+    pool = Workload.define("m", "Y[i] = max(X[i, j])", {"i": 2, "j": 3}, {"X": (2, 3)})
+    relu = Workload.define("r", "Y[i] = max(X[i], 0.0)", {"i": 2}, {"X": (2,)})
+    assert pool.reduction == "max" and relu.reduction is None
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
+    np.testing.assert_array_equal(pool.reference({"X": x})["Y"], x.max(axis=1))
+
+
+def test_workloads_satisfy_the_space_and_runner_protocols() -> None:
+    from laytune.runners import VerifiableWorkload
+    from laytune.space import WorkloadLike
+
+    w = ops.matmul(16, 16, 16)
+    assert isinstance(w, WorkloadLike) and isinstance(w, VerifiableWorkload)
+    assert dict(w.local_tiles) == {"A": (16, 16), "B": (16, 16)}
