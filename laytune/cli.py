@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import LayoutRejectedError, LaytuneError
 
 __all__ = ["main"]
 
@@ -128,7 +128,20 @@ def _tune_one(workload: Any, device: Any, trials: int, seed: int, batch: int) ->
         return proposals
 
     def programs(proposals: list[tuple[Any, Any]]) -> list[Any]:
-        return [lower(workload, c, device=device.info) for _, c in proposals]
+        """Lower each proposal; one that lowering refuses is a failure, not an abort."""
+        kept, lowered = [], []
+        for trial, candidate in proposals:
+            try:
+                lowered.append(lower(workload, candidate, device=device.info))
+            except LayoutRejectedError as err:
+                failures["rejected"] += 1
+                outcomes.append(_Outcome(candidate, None, str(err)))
+                if trial is not None:
+                    study.tell(trial, float("inf"))
+                continue
+            kept.append((trial, candidate))
+        proposals[:] = kept
+        return lowered
 
     config = MeasureConfig(warmup=2, repeats=5)
     with Builder(device) as builder, Runner(device, config) as runner:
@@ -140,8 +153,9 @@ def _tune_one(workload: Any, device: Any, trials: int, seed: int, batch: int) ->
             built = future.result()
             remaining = trials - len(outcomes) - len(pending)
             following = propose(min(batch, remaining)) if remaining > 0 else []
-            if following:  # build the next batch while this one is measured
-                future = builder.submit(programs(following))
+            next_programs = programs(following)
+            if next_programs:  # build the next batch while this one is measured
+                future = builder.submit(next_programs)
             results = runner.run([RunInput(b, workload) for b in built])
             for (trial, candidate), result in zip(pending, results, strict=True):
                 ok = result.error_kind.value == "none"
@@ -152,7 +166,7 @@ def _tune_one(workload: Any, device: Any, trials: int, seed: int, batch: int) ->
                 if trial is not None:
                     study.tell(trial, value if ok else float("inf"))
             best = min((o.time_s for o in outcomes if o.time_s is not None), default=None)
-            base = outcomes[0].time_s
+            base = next((o.time_s for o in outcomes if o.candidate is baseline), None)
             speedup = f"{base / best:.2f}x over identity" if best and base else "n/a"
             failed = ", ".join(f"{k}: {v}" for k, v in failures.items()) or "none"
             print(
@@ -165,7 +179,7 @@ def _tune_one(workload: Any, device: Any, trials: int, seed: int, batch: int) ->
     if not ranked:
         print("  no candidate gave a verified result")
         return EXIT_NO_RESULT
-    base = outcomes[0].time_s
+    base = next((o.time_s for o in outcomes if o.candidate is baseline), None)
     print("  best layouts:")
     for outcome in ranked[:3]:
         ratio = f"{base / outcome.time_s:.2f}x" if base else "n/a"
