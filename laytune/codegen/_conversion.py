@@ -112,6 +112,49 @@ def _as_values(scope: Scope, values: Sequence[Expr]) -> list[Expr]:
     return full
 
 
+def _tile_transpose(
+    scope: Scope,
+    itype: str,
+    ctype: str,
+    index_vars: Sequence[Var],
+    dims: Sequence[int],
+    tile_axis: int,
+    va: int,
+    vb: int,
+    src_offset: Expr,
+) -> tuple[list[str], int]:
+    """Body of a register-tile transpose over the destination's row-major
+    ``dims``: each work-item loads ``vb`` vectors of ``va`` source elements
+    (``tile_axis`` steps by one in the source) and stores ``va`` vectors of
+    ``vb`` elements along the destination's innermost axis. Returns the body
+    and the number of work-items."""
+    steps = [1] * len(dims)
+    steps[tile_axis], steps[-1] = va, vb
+    extents = [e // s for e, s in zip(dims, steps, strict=True)]
+    gid_total = math.prod(extents)
+    gid = scope.var("gid", 0, gid_total - 1)
+    lines, base = decompose(
+        scope, itype, gid, extents, [f"{scope.name(v)}_" for v in index_vars], steps
+    )
+    body = [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines]
+    vec = f"{ctype}{va}" if va > 1 else ctype
+    last = len(dims) - 1
+    for b in range(vb):
+        at = [Var(v.index) + (b if t == last else 0) for t, v in enumerate(base)]
+        off = scope.c(substitute(src_offset, _as_values(scope, at)))
+        load = f"vload{va}(0, {pointer('src', off)})" if va > 1 else f"src[{off}]"
+        body.append(f"const {vec} r{b} = {load};")
+    for a in range(va):
+        at = [Var(v.index) + (a if t == tile_axis else 0) for t, v in enumerate(base)]
+        off = scope.c(_row_major(at, dims))
+        lanes = [f"r{b}.s{_LANES[a]}" if va > 1 else f"r{b}" for b in range(vb)]
+        if vb > 1:
+            body.append(f"vstore{vb}(({ctype}{vb})({', '.join(lanes)}), 0, {pointer('dst', off)});")
+        else:
+            body.append(f"dst[{off}] = {lanes[0]};")
+    return body, gid_total
+
+
 def _header(kind: str, name: str, layout: Layout, pad_value: object) -> list[str]:
     lines = [
         f"/* {kind} {name}: {layout.index_map}",
@@ -166,31 +209,10 @@ def pack_kernel(
     gid_total: int
     if tile_axis is not None:
         va, vb = _widest(pshape[tile_axis], 16), _widest(pshape[-1], 8)
-        steps = [1] * len(pshape)
-        steps[tile_axis], steps[-1] = va, vb
-        extents = [e // s for e, s in zip(pshape, steps, strict=True)]
-        gid_total = math.prod(extents)
-        gid = scope.var("gid", 0, gid_total - 1)
-        lines, base = decompose(
-            scope, itype, gid, extents, [f"{scope.name(p)}_" for p in phys], steps
+        tile_body, gid_total = _tile_transpose(
+            scope, itype, ctype, phys, pshape, tile_axis, va, vb, src_offset
         )
-        body += [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines]
-        vec = f"{ctype}{va}" if va > 1 else ctype
-        for b in range(vb):
-            at = [Var(v.index) + (b if t == len(pshape) - 1 else 0) for t, v in enumerate(base)]
-            off = scope.c(substitute(src_offset, _as_values(scope, at)))
-            load = f"vload{va}(0, {pointer('src', off)})" if va > 1 else f"src[{off}]"
-            body.append(f"const {vec} r{b} = {load};")
-        for a in range(va):
-            at = [Var(v.index) + (a if t == tile_axis else 0) for t, v in enumerate(base)]
-            off = scope.c(_row_major(at, pshape))
-            lanes = [f"r{b}.s{_LANES[a]}" if va > 1 else f"r{b}" for b in range(vb)]
-            if vb > 1:
-                body.append(
-                    f"vstore{vb}(({ctype}{vb})({', '.join(lanes)}), 0, {pointer('dst', off)});"
-                )
-            else:
-                body.append(f"dst[{off}] = {lanes[0]};")
+        body += tile_body
         note = f"   tile {va} x {vb}: physical axes {tile_axis} and {len(pshape) - 1}"
     else:
         width = 4 if image else (elements_per_item or _widest(pshape[-1], 4))
@@ -274,31 +296,18 @@ def unpack_kernel(
     body: list[str] = []
     if tile_axis is not None:
         vb = _widest(shape[-1], 8)
-        steps = [1] * len(shape)
-        steps[tile_axis], steps[-1] = va, vb
-        extents = [e // s for e, s in zip(shape, steps, strict=True)]
-        gid_total = math.prod(extents)
-        gid = scope.var("gid", 0, gid_total - 1)
-        lines, base = decompose(
-            scope, itype, gid, extents, [f"{scope.name(x)}_" for x in xs], steps
+        tile_body, gid_total = _tile_transpose(
+            scope,
+            itype,
+            ctype,
+            xs,
+            shape,
+            tile_axis,
+            va,
+            vb,
+            src_offset,  # type: ignore[arg-type]
         )
-        body += [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines]
-        vec = f"{ctype}{va}" if va > 1 else ctype
-        for b in range(vb):
-            at = [Var(v.index) + (b if d == len(shape) - 1 else 0) for d, v in enumerate(base)]
-            off = scope.c(substitute(src_offset, _as_values(scope, at)))  # type: ignore[arg-type]
-            load = f"vload{va}(0, {pointer('src', off)})" if va > 1 else f"src[{off}]"
-            body.append(f"const {vec} r{b} = {load};")
-        for a in range(va):
-            at = [Var(v.index) + (a if d == tile_axis else 0) for d, v in enumerate(base)]
-            off = scope.c(_row_major(at, shape))
-            lanes = [f"r{b}.s{_LANES[a]}" if va > 1 else f"r{b}" for b in range(vb)]
-            if vb > 1:
-                body.append(
-                    f"vstore{vb}(({ctype}{vb})({', '.join(lanes)}), 0, {pointer('dst', off)});"
-                )
-            else:
-                body.append(f"dst[{off}] = {lanes[0]};")
+        body += tile_body
         note = f"tile {va} x {vb}: logical axes {tile_axis} and {len(shape) - 1}"
     else:
         width = elements_per_item or _widest(shape[-1], 4)
