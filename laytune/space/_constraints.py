@@ -174,6 +174,15 @@ def constraint_from_json(data: Mapping[str, Any]) -> Constraint:
         ) from None
 
 
+def _freeze_tile(constraint: Any) -> None:
+    """Validate a tile-shaped constraint's ``tile`` and store it as a tuple."""
+    object.__setattr__(constraint, "tile", tuple(constraint.tile))
+    if not constraint.tile:
+        raise LayoutError(f"{constraint.kind}: tile needs at least one extent")
+    for t in constraint.tile:
+        _positive_int(str(constraint), "tile extent", t)
+
+
 # -- shared numpy helpers -----------------------------------------------------
 
 
@@ -393,11 +402,7 @@ class ContiguousTileCopy(Constraint):
     tile: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tile", tuple(self.tile))
-        if not self.tile:
-            raise LayoutError("ContiguousTileCopy: tile needs at least one extent")
-        for t in self.tile:
-            _positive_int(str(self), "tile extent", t)
+        _freeze_tile(self)
 
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
@@ -431,11 +436,7 @@ class StridedTileCopy(Constraint):
     tile: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tile", tuple(self.tile))
-        if not self.tile:
-            raise LayoutError("StridedTileCopy: tile needs at least one extent")
-        for t in self.tile:
-            _positive_int(str(self), "tile extent", t)
+        _freeze_tile(self)
 
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
