@@ -12,7 +12,6 @@ the row length, a flat swizzle needs the flat offset.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -24,6 +23,7 @@ from laytune.layout._expr import Const, Expr
 from laytune.layout._index_map import AXIS_SEPARATOR, IndexMap, Shape, default_names
 from laytune.layout._index_map import compose as compose_maps
 from laytune.layout._inverse import Inverse, inverse_from
+from laytune.layout._json import load_versioned
 
 __all__ = [
     "Layout",
@@ -148,19 +148,8 @@ class Layout:
     def from_json(cls, data: dict[str, Any] | str) -> Layout:
         """Rebuild through the family's constructor (never by executing text)
         and check that it gives the recorded index map."""
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except json.JSONDecodeError as err:
-                raise LayoutSyntaxError(f"layout JSON is not valid JSON: {err}") from None
-        if not isinstance(data, dict):
-            raise LayoutSyntaxError(f"layout JSON must be an object, got {data!r}")
+        data = load_versioned(data, "layout", JSON_VERSION)
         try:
-            version = data.get("version", JSON_VERSION)
-            if version != JSON_VERSION:
-                raise LayoutSyntaxError(
-                    f"layout JSON version {version} is not supported (this laytune reads {JSON_VERSION})"
-                )
             family = data["family"]
             shape = tuple(int(s) for s in data["shape"])
             recorded = IndexMap.parse(data["index_map"])

@@ -19,7 +19,6 @@ one scatter into an occupancy array of the physical size.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -32,13 +31,13 @@ import numpy as np
 
 from laytune.exceptions import (
     LayoutError,
-    LayoutSyntaxError,
     NegativeIndexError,
     NonInjectiveLayoutError,
     ShapeMismatchError,
 )
 from laytune.layout import _expr as ex
 from laytune.layout._expr import Const, Expr, Var
+from laytune.layout._json import load_versioned
 from laytune.layout._parse import SEPARATOR_TOKEN, parse_index_map
 
 __all__ = ["AXIS_SEPARATOR", "IndexMap", "Shape", "compose"]
@@ -312,18 +311,7 @@ class IndexMap:
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> IndexMap:
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except json.JSONDecodeError as err:
-                raise LayoutSyntaxError(f"index map JSON is not valid JSON: {err}") from None
-        if not isinstance(data, dict) or "index_map" not in data:
-            raise LayoutSyntaxError(f"index map JSON needs an 'index_map' field, got {data!r}")
-        version = data.get("version", JSON_VERSION)
-        if version != JSON_VERSION:
-            raise LayoutSyntaxError(
-                f"index map JSON version {version} is not supported (this laytune reads {JSON_VERSION})"
-            )
+        data = load_versioned(data, "index map", JSON_VERSION, ("index_map",))
         return cls.parse(data["index_map"])
 
     # -- identity ------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 from laytune.exceptions import LayoutSyntaxError
 from laytune.layout import Layout
+from laytune.layout._json import load_versioned
 from laytune.layout._pack import UNDEF
 
 __all__ = ["Candidate", "PadValue"]
@@ -124,18 +125,7 @@ class Candidate:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> Candidate:
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except json.JSONDecodeError as err:
-                raise LayoutSyntaxError(f"candidate JSON is not valid JSON: {err}") from None
-        if not isinstance(data, Mapping) or "layouts" not in data:
-            raise LayoutSyntaxError(f"candidate JSON needs a 'layouts' object, got {data!r}")
-        version = data.get("version", JSON_VERSION)
-        if version != JSON_VERSION:
-            raise LayoutSyntaxError(
-                f"candidate JSON version {version} is not supported (this laytune reads {JSON_VERSION})"
-            )
+        data = load_versioned(data, "candidate", JSON_VERSION, ("layouts",))
         return cls.make(
             {name: Layout.from_json(layout) for name, layout in data["layouts"].items()},
             dict(data.get("knobs", {})),

@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laytune.layout import UNDEF
+from laytune.layout import UNDEF, LayoutSyntaxError
 from laytune.space import Candidate, SearchSpace
 from tests.space.conftest import make_device, make_matmul
 
@@ -90,3 +91,18 @@ def test_key_of_a_candidate_built_in_another_process():
     space = SearchSpace(make_matmul(16, 16, 16), make_device())
     expected = [c.key for c in itertools.islice(space.enumerate(), 0, 20000, 500)]
     assert json.loads(result.stdout) == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("{", "candidate JSON is not valid JSON"),
+        ("3", "candidate JSON must be an object"),
+        ({"knobs": {}}, "candidate JSON needs the 'layouts' field"),
+        ({"version": 2, "layouts": {}}, "candidate JSON version 2 is not supported"),
+        ({"layouts": {}, "pad_values": {"X": "zero"}}, "unknown pad_value 'zero'"),
+    ],
+)
+def test_malformed_candidate_json_names_the_problem(data: object, message: str) -> None:
+    with pytest.raises(LayoutSyntaxError, match=message):
+        Candidate.from_json(data)  # type: ignore[arg-type]
