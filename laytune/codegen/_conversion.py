@@ -112,6 +112,22 @@ def _as_values(scope: Scope, values: Sequence[Expr]) -> list[Expr]:
     return full
 
 
+def _work_items(
+    scope: Scope, itype: str, dims: Sequence[int], index_vars: Sequence[Var], steps: Sequence[int]
+) -> tuple[list[str], list[Var], Var, int]:
+    """One work-item per block of ``steps`` elements of the row-major ``dims``:
+    the lines that read the global id and split it into the block's first
+    index (``base``, one variable per axis), the id variable, and the number
+    of work-items."""
+    extents = [e // s for e, s in zip(dims, steps, strict=True)]
+    gid_total = math.prod(extents)
+    gid = scope.var("gid", 0, gid_total - 1)
+    lines, base = decompose(
+        scope, itype, gid, extents, [f"{scope.name(v)}_" for v in index_vars], steps
+    )
+    return [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines], base, gid, gid_total
+
+
 def _tile_transpose(
     scope: Scope,
     itype: str,
@@ -130,13 +146,7 @@ def _tile_transpose(
     and the number of work-items."""
     steps = [1] * len(dims)
     steps[tile_axis], steps[-1] = va, vb
-    extents = [e // s for e, s in zip(dims, steps, strict=True)]
-    gid_total = math.prod(extents)
-    gid = scope.var("gid", 0, gid_total - 1)
-    lines, base = decompose(
-        scope, itype, gid, extents, [f"{scope.name(v)}_" for v in index_vars], steps
-    )
-    body = [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines]
+    body, base, _, gid_total = _work_items(scope, itype, dims, index_vars, steps)
     vec = f"{ctype}{va}" if va > 1 else ctype
     last = len(dims) - 1
     for b in range(vb):
@@ -221,13 +231,8 @@ def pack_kernel(
                 f"{width} elements per item do not divide the innermost extent {pshape[-1]}"
             )
         steps = [1] * (len(pshape) - 1) + [width]
-        extents = [e // s for e, s in zip(pshape, steps, strict=True)]
-        gid_total = math.prod(extents)
-        gid = scope.var("gid", 0, gid_total - 1)
-        lines, base = decompose(
-            scope, itype, gid, extents, [f"{scope.name(p)}_" for p in phys], steps
-        )
-        body += [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines]
+        prologue, base, gid, gid_total = _work_items(scope, itype, pshape, phys, steps)
+        body += prologue
         values = []
         contiguous = (
             not conditions and width > 1 and _steps_by_one(scope, src_offset, phys, len(pshape) - 1)
@@ -316,13 +321,8 @@ def unpack_kernel(
                 f"{width} elements per item do not divide the innermost extent {shape[-1]}"
             )
         steps = [1] * (len(shape) - 1) + [width]
-        extents = [e // s for e, s in zip(shape, steps, strict=True)]
-        gid_total = math.prod(extents)
-        gid = scope.var("gid", 0, gid_total - 1)
-        lines, base = decompose(
-            scope, itype, gid, extents, [f"{scope.name(x)}_" for x in xs], steps
-        )
-        body += [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines]
+        prologue, base, gid, gid_total = _work_items(scope, itype, shape, xs, steps)
+        body += prologue
         reads = []
         for lane in range(width):
             at = [Var(v.index) + (lane if d == len(shape) - 1 else 0) for d, v in enumerate(base)]
