@@ -172,9 +172,10 @@ def _output_range(expr: Expr, shape: Shape) -> tuple[int, int, Shape]:
         value = int(ex.evaluate(expr, [0] * len(shape)))
         return value, value, (0,) * len(shape)
     ranges = [(0, s - 1) for s in shape]
-    linear = ex._Simplifier(ranges).linear(expr)
+    simplifier = ex._Simplifier(ranges)
+    linear = simplifier.linear(expr)
     if all(isinstance(atom, Var) for atom in linear.terms):
-        low, high = ex.bounds(ex.simplify(expr, ranges), ranges)
+        low, high = simplifier.lin_bounds(linear)
         where = [0] * len(shape)
         for atom, coeff in linear.terms.items():
             where[atom.index] = shape[atom.index] - 1 if coeff < 0 else 0
