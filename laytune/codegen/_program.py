@@ -15,8 +15,9 @@ global buffer or an ``image2d_t``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = ["ArgRef", "BufferSpec", "KernelProgram", "Launch"]
 
@@ -91,3 +92,74 @@ class KernelProgram:
         """Hash of what the compiler sees: source and options."""
         blob = self.source + "\0" + " ".join(self.build_options)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    # -- persistence ----------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values: everything needed to build and launch the program."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "build_options": list(self.build_options),
+            "buffers": [
+                {
+                    "name": b.name,
+                    "dtype": b.dtype,
+                    "shape": list(b.shape),
+                    "physical_shape": list(b.physical_shape),
+                    "role": b.role,
+                    "memory": b.memory,
+                    "pad_value": b.pad_value,
+                }
+                for b in self.buffers
+            ],
+            "compute": [_launch_json(launch) for launch in self.compute],
+            "pack": [_launch_json(launch) for launch in self.pack],
+            "unpack": [_launch_json(launch) for launch in self.unpack],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KernelProgram:
+        """Inverse of :meth:`to_json`; a malformed object raises ``ValueError``
+        naming the missing or bad field."""
+        try:
+            return cls(
+                name=str(data["name"]),
+                source=str(data["source"]),
+                build_options=tuple(str(o) for o in data.get("build_options", ())),
+                buffers=tuple(
+                    BufferSpec(
+                        name=str(b["name"]),
+                        dtype=str(b["dtype"]),
+                        shape=tuple(int(s) for s in b["shape"]),
+                        physical_shape=tuple(int(s) for s in b["physical_shape"]),
+                        role=b["role"],
+                        memory=b.get("memory", "global"),
+                        pad_value=None if b.get("pad_value") is None else float(b["pad_value"]),
+                    )
+                    for b in data["buffers"]
+                ),
+                compute=tuple(_launch_from_json(x) for x in data["compute"]),
+                pack=tuple(_launch_from_json(x) for x in data.get("pack", ())),
+                unpack=tuple(_launch_from_json(x) for x in data.get("unpack", ())),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"malformed kernel program JSON: {err!r}") from None
+
+
+def _launch_json(launch: Launch) -> dict[str, Any]:
+    return {
+        "kernel": launch.kernel,
+        "args": [[ref.buffer, ref.view] for ref in launch.args],
+        "global_size": list(launch.global_size),
+        "local_size": None if launch.local_size is None else list(launch.local_size),
+    }
+
+
+def _launch_from_json(data: Mapping[str, Any]) -> Launch:
+    local = data.get("local_size")
+    return Launch(
+        kernel=str(data["kernel"]),
+        args=tuple(ArgRef(str(buffer), view) for buffer, view in data["args"]),
+        global_size=tuple(int(s) for s in data["global_size"]),
+        local_size=None if local is None else tuple(int(s) for s in local),
+    )

@@ -7,6 +7,7 @@ here: every other layout is a candidate the search chooses.
 
 from __future__ import annotations
 
+from laytune.ops._keys import UnknownWorkloadError, from_key, key_distance, parse_key
 from laytune.ops._library import (
     bias_add,
     conv2d,
@@ -25,12 +26,16 @@ __all__ = [
     "BufferDecl",
     "Statement",
     "StatementError",
+    "UnknownWorkloadError",
     "Workload",
     "bias_add",
     "conv2d",
     "copy",
+    "from_key",
+    "key_distance",
     "matmul",
     "max_pool2d",
+    "parse_key",
     "parse_statement",
     "relu",
     "sum",
