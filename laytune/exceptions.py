@@ -9,14 +9,18 @@ Every message names the offending value.
 from __future__ import annotations
 
 __all__ = [
+    "DatabaseError",
     "DeviceNotFoundError",
+    "FrozenFileError",
     "LayoutError",
     "LayoutRejectedError",
     "LayoutSyntaxError",
     "LaytuneError",
     "NegativeIndexError",
     "NonInjectiveLayoutError",
+    "RecordError",
     "ShapeMismatchError",
+    "TuningError",
 ]
 
 
@@ -66,3 +70,19 @@ class LayoutRejectedError(LaytuneError, ValueError):
 
 class DeviceNotFoundError(LaytuneError, LookupError):
     """No OpenCL device matches a selection; the message lists what exists."""
+
+
+class RecordError(LaytuneError, ValueError):
+    """A record that is malformed, corrupt or from an unknown schema version."""
+
+
+class DatabaseError(LaytuneError):
+    """A records database that cannot be opened or used; the URL is shown without password."""
+
+
+class FrozenFileError(LaytuneError, ValueError):
+    """A frozen-layouts file that is truncated, from a newer schema, or for another device."""
+
+
+class TuningError(LaytuneError):
+    """A tuning job that cannot start (bad strategy, budget, or workload)."""

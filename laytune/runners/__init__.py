@@ -21,6 +21,7 @@ from laytune.runners._devices import (
     list_devices,
     select_device,
 )
+from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context
 from laytune.runners._results import (
     BuildResult,
     ConversionTiming,
@@ -41,15 +42,18 @@ __all__ = [
     "Device",
     "DeviceInfo",
     "ErrorKind",
+    "ExecutionError",
     "LaunchCounts",
     "MeasureConfig",
     "OutputCheck",
+    "ProgramExecutor",
     "RunInput",
     "RunResult",
     "Runner",
     "Statistic",
     "Tolerance",
     "VerifiableWorkload",
+    "as_context",
     "default_device",
     "device_builds",
     "input_seed",

@@ -1,0 +1,581 @@
+"""The records database: every measurement, addressed by an SQLAlchemy URL.
+
+The embedded default is a SQLite file; any SQLAlchemy URL (PostgreSQL with
+``postgresql+psycopg://...``) lets several hosts tune one study together.
+Optuna's own RDB storage lives in the same database
+(:meth:`Database.optuna_storage`), so a study and its records resume
+together.
+
+Tables (prefixed ``laytune_``, beside optuna's):
+
+- ``laytune_records``: one row per record, the whole record as JSON in
+  ``body`` plus indexed columns to query by. A unique key on (workload,
+  device, candidate) makes "never measure a candidate twice" a property of
+  the database, not of one process.
+- ``laytune_claims``: a candidate being measured right now, and by whom
+  (``host:pid``). A worker claims before it measures and the claim goes
+  away in the transaction that writes the record, so two workers never
+  measure one candidate. Claims of dead processes are taken over.
+- ``laytune_meta``: the schema version of the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from laytune.exceptions import DatabaseError, RecordError
+from laytune.records._record import SCHEMA_VERSION, Record
+from laytune.space import Candidate
+
+__all__ = ["DEFAULT_URL", "Database", "open_database", "process_owner"]
+
+DEFAULT_URL = "sqlite:///laytune.db"
+
+#: PostgreSQL advisory lock held while tables are created ("laytune" in ASCII).
+_SCHEMA_LOCK_KEY = 0x6C61797475
+
+#: A claim older than this (seconds) is taken over even when its owner's
+#: liveness cannot be checked (another host).
+CLAIM_LEASE_S = 3600.0
+
+T = TypeVar("T")
+
+_metadata = sa.MetaData()
+_records = sa.Table(
+    "laytune_records",
+    _metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("schema_version", sa.Integer, nullable=False),
+    sa.Column("workload_key", sa.String(512), nullable=False, index=True),
+    sa.Column("op", sa.String(64), nullable=False, index=True),
+    sa.Column("device_key", sa.String(128), nullable=False, index=True),
+    sa.Column("candidate_key", sa.String(64), nullable=False),
+    sa.Column("status", sa.String(32), nullable=False, index=True),
+    sa.Column("value_s", sa.Float, nullable=True),
+    sa.Column("study", sa.String(512), nullable=False, index=True),
+    sa.Column("trial", sa.Integer, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.UniqueConstraint("workload_key", "device_key", "candidate_key", name="uq_laytune_record"),
+)
+_claims = sa.Table(
+    "laytune_claims",
+    _metadata,
+    sa.Column("workload_key", sa.String(512), primary_key=True),
+    sa.Column("device_key", sa.String(128), primary_key=True),
+    sa.Column("candidate_key", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.String(256), nullable=False),
+    sa.Column("claimed_at", sa.Float, nullable=False),
+)
+_meta = sa.Table(
+    "laytune_meta",
+    _metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.String(256), nullable=False),
+)
+
+
+def process_owner() -> str:
+    """``host:pid`` of this process, the owner name of its claims."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_alive(owner: str) -> bool | None:
+    """Whether a claim's owner process lives (None: on another host, unknown)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _normalise_url(url: str | os.PathLike[str]) -> str:
+    text = os.fspath(url)
+    if "://" in text:
+        return text
+    return f"sqlite:///{text}"  # a plain path is a SQLite file
+
+
+def _key(workload: Any) -> str:
+    return workload if isinstance(workload, str) else str(workload.key)
+
+
+class Database:
+    """A records database. Use :func:`open_database` to get one.
+
+    Every write is one transaction; reads return :class:`Record` objects (or
+    a pandas DataFrame). A record that cannot be read back raises
+    :class:`RecordError` naming its id. The URL's password is never shown:
+    ``str(db)`` and every error print :attr:`safe_url`.
+    """
+
+    def __init__(self, url: str | os.PathLike[str]) -> None:
+        self.url = _normalise_url(url)
+        try:
+            parsed = sa.engine.make_url(self.url)
+        except sa.exc.ArgumentError as err:
+            raise DatabaseError(f"not a database URL: {os.fspath(url)!r} ({err})") from None
+        self.safe_url = parsed.render_as_string(hide_password=True)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self._engine = self._create_engine(parsed)
+        self._optuna_storage: Any = None
+        self._setup()
+
+    # -- lifecycle ----------------------------------------------------------------
+    def _create_engine(self, parsed: sa.engine.URL) -> Engine:
+        kwargs: dict[str, Any] = {"future": True}
+        if self.is_sqlite:
+            path = parsed.database
+            if path and path != ":memory:":
+                parent = Path(path).expanduser().resolve().parent
+                if not parent.is_dir():
+                    raise DatabaseError(
+                        f"cannot open {self.safe_url}: folder {parent} does not exist"
+                    )
+            kwargs["connect_args"] = {"timeout": 60}
+        else:
+            kwargs["pool_pre_ping"] = True
+        try:
+            engine = sa.create_engine(parsed, **kwargs)
+        except (SQLAlchemyError, ImportError) as err:
+            raise DatabaseError(f"cannot open {self.safe_url}: {_reason(err)}") from None
+        if self.is_sqlite:
+            sa.event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+
+    @contextlib.contextmanager
+    def _schema_lock(self) -> Iterator[None]:
+        """Serialise creating tables across processes: PostgreSQL races on
+        concurrent ``CREATE TABLE`` (SQLite's file lock already serialises)."""
+        if self._engine.dialect.name != "postgresql":
+            yield  # SQLite: a racing CREATE fails and _retry runs it again
+            return
+        with self._engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+            try:
+                yield
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+                conn.commit()
+
+    def _setup(self) -> None:
+        try:
+            with self._schema_lock():
+                _retry(self._create_tables)
+        except DatabaseError:
+            raise
+        except SQLAlchemyError as err:
+            raise DatabaseError(f"cannot open {self.safe_url}: {_reason(err)}") from None
+
+    def _create_tables(self) -> None:
+        _metadata.create_all(self._engine)
+        with self._engine.begin() as conn:
+            row = conn.execute(
+                sa.select(_meta.c.value).where(_meta.c.name == "schema_version")
+            ).first()
+            if row is None:
+                with contextlib.suppress(IntegrityError), conn.begin_nested():
+                    conn.execute(
+                        _meta.insert().values(name="schema_version", value=str(SCHEMA_VERSION))
+                    )
+            elif int(row.value) > SCHEMA_VERSION:
+                raise DatabaseError(
+                    f"{self.safe_url} holds records of schema version {row.value}; "
+                    f"this laytune reads version {SCHEMA_VERSION} (upgrade laytune)"
+                )
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Database({self.safe_url!r})"
+
+    __str__ = __repr__
+
+    # -- optuna ---------------------------------------------------------------------
+    def optuna_storage(self) -> Any:
+        """Optuna's RDB storage on this same database (created once, shared)."""
+        if self._optuna_storage is None:
+            import optuna
+
+            engine_kwargs: dict[str, Any] = {}
+            if self.is_sqlite:
+                engine_kwargs["connect_args"] = {"timeout": 60}
+            else:
+                engine_kwargs["pool_pre_ping"] = True
+            try:
+                with self._schema_lock():
+                    self._optuna_storage = _retry(
+                        lambda: optuna.storages.RDBStorage(self.url, engine_kwargs=engine_kwargs)
+                    )
+            except Exception as err:
+                raise DatabaseError(
+                    f"cannot open optuna storage on {self.safe_url}: {_reason(err)}"
+                ) from None
+        return self._optuna_storage
+
+    # -- writing --------------------------------------------------------------------
+    def add(self, record: Record) -> Record:
+        """Store ``record`` whole in one transaction and drop its claim; returns it
+        with its id. If the candidate is already recorded for this workload and
+        device (another worker was first), the stored record is returned and
+        nothing is written."""
+        return self._insert(record)[0]
+
+    def _insert(self, record: Record) -> tuple[Record, bool]:
+        """(stored record, whether this call wrote it)."""
+        if record.id is not None:
+            raise RecordError(f"record {record.id} is already stored")
+        try:
+            with self._engine.begin() as conn:
+                row = conn.execute(
+                    _records.insert().values(
+                        schema_version=record.schema_version,
+                        workload_key=record.workload_key,
+                        op=record.op,
+                        device_key=record.device_key,
+                        candidate_key=record.candidate.key,
+                        status=record.status,
+                        value_s=record.value_s,
+                        study=record.study,
+                        trial=record.trial,
+                        created_at=record.created_at,
+                        body=record.dumps(),
+                    )
+                )
+                record_id = int(row.inserted_primary_key[0])
+                conn.execute(_claims.delete().where(*_claim_where(record)))
+        except IntegrityError:
+            existing = self.lookup(record.workload_key, record.device_key, record.candidate.key)
+            if existing is None:
+                raise
+            self.release(record.workload_key, record.device_key, record.candidate.key)
+            return existing, False
+        except SQLAlchemyError as err:
+            raise DatabaseError(f"writing a record to {self.safe_url}: {_reason(err)}") from None
+        return record.with_id(record_id), True
+
+    def claim(
+        self, workload_key: str, device_key: str, candidate_key: str, owner: str | None = None
+    ) -> bool:
+        """Reserve a candidate for measuring. False when it is recorded already
+        or a live worker holds it; a claim whose owner died (or whose lease
+        ran out) is taken over.
+
+        The claim is written first and the records are read after it commits:
+        a record and the removal of its claim commit together, so a claim that
+        got in means any record of the candidate is already visible.
+        """
+        owner = owner or process_owner()
+        where = (
+            _claims.c.workload_key == workload_key,
+            _claims.c.device_key == device_key,
+            _claims.c.candidate_key == candidate_key,
+        )
+        now = time.time()
+        try:
+            with self._engine.begin() as conn:
+                conn.execute(
+                    _claims.insert().values(
+                        workload_key=workload_key,
+                        device_key=device_key,
+                        candidate_key=candidate_key,
+                        owner=owner,
+                        claimed_at=now,
+                    )
+                )
+        except IntegrityError:
+            with self._engine.begin() as conn:
+                held = conn.execute(sa.select(_claims.c.owner, _claims.c.claimed_at).where(*where))
+                held = held.first()
+                if held is not None and held.owner != owner:
+                    alive = _owner_alive(held.owner)
+                    if alive is not False and now - held.claimed_at <= CLAIM_LEASE_S:
+                        return False
+                    taken = conn.execute(
+                        _claims.update()
+                        .where(*where, _claims.c.owner == held.owner)
+                        .values(owner=owner, claimed_at=now)
+                    )
+                    if taken.rowcount != 1:
+                        return False
+                elif held is None:  # released meanwhile: try again from the start
+                    return self.claim(workload_key, device_key, candidate_key, owner)
+        if self.lookup(workload_key, device_key, candidate_key) is not None:
+            self.release(workload_key, device_key, candidate_key, owner)
+            return False
+        return True
+
+    def release(
+        self, workload_key: str, device_key: str, candidate_key: str, owner: str | None = None
+    ) -> None:
+        """Drop a claim without a record (the candidate was not measured)."""
+        owner = owner or process_owner()
+        with self._engine.begin() as conn:
+            conn.execute(
+                _claims.delete().where(
+                    _claims.c.workload_key == workload_key,
+                    _claims.c.device_key == device_key,
+                    _claims.c.candidate_key == candidate_key,
+                    _claims.c.owner == owner,
+                )
+            )
+
+    def claims(self) -> list[dict[str, Any]]:
+        with self._engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(sa.select(_claims))]
+
+    # -- reading --------------------------------------------------------------------
+    def _select(
+        self,
+        *,
+        workload: Any = None,
+        device: Any = None,
+        status: str | Iterable[str] | None = None,
+        study: str | None = None,
+        op: str | None = None,
+    ) -> sa.Select:
+        query = sa.select(_records.c.id, _records.c.body)
+        if workload is not None:
+            query = query.where(_records.c.workload_key == _key(workload))
+        if device is not None:
+            query = query.where(_records.c.device_key == _key(device))
+        if status is not None:
+            statuses = [status] if isinstance(status, str) else list(status)
+            query = query.where(_records.c.status.in_(statuses))
+        if study is not None:
+            query = query.where(_records.c.study == study)
+        if op is not None:
+            query = query.where(_records.c.op == op)
+        return query
+
+    def _read(self, query: sa.Select) -> Iterator[Record]:
+        try:
+            with self._engine.connect() as conn:
+                rows = conn.execute(query).all()
+        except SQLAlchemyError as err:
+            raise DatabaseError(f"reading {self.safe_url}: {_reason(err)}") from None
+        for row in rows:
+            yield _decode(row.id, row.body)
+
+    def records(
+        self,
+        *,
+        workload: Any = None,
+        device: Any = None,
+        status: str | Iterable[str] | None = None,
+        study: str | None = None,
+        op: str | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Records in the order they were written, filtered by workload (a
+        Workload or its key), device (a Device, DeviceInfo or key), status,
+        study or operator name."""
+        query = self._select(workload=workload, device=device, status=status, study=study, op=op)
+        query = query.order_by(_records.c.id)
+        if limit is not None:
+            query = query.limit(limit)
+        return list(self._read(query))
+
+    def __len__(self) -> int:
+        with self._engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(_records)).scalar())
+
+    def get(self, record_id: int) -> Record:
+        query = sa.select(_records.c.id, _records.c.body).where(_records.c.id == record_id)
+        found = list(self._read(query))
+        if not found:
+            raise RecordError(f"no record {record_id} in {self.safe_url}")
+        return found[0]
+
+    def lookup(self, workload_key: str, device_key: str, candidate_key: str) -> Record | None:
+        """The record of one candidate, if measured."""
+        query = sa.select(_records.c.id, _records.c.body).where(
+            _records.c.workload_key == workload_key,
+            _records.c.device_key == device_key,
+            _records.c.candidate_key == candidate_key,
+        )
+        found = list(self._read(query))
+        return found[0] if found else None
+
+    def measured(self, workload: Any, device: Any) -> dict[str, float | None]:
+        """candidate key -> time (None for failures) of every recorded candidate."""
+        query = sa.select(_records.c.candidate_key, _records.c.value_s).where(
+            _records.c.workload_key == _key(workload), _records.c.device_key == _key(device)
+        )
+        with self._engine.connect() as conn:
+            return {row.candidate_key: row.value_s for row in conn.execute(query)}
+
+    def best(self, workload: Any, device: Any) -> Record | None:
+        """The fastest verified record of a workload on a device (None if none)."""
+        query = (
+            self._select(workload=workload, device=device, status="ok")
+            .order_by(_records.c.value_s, _records.c.id)
+            .limit(1)
+        )
+        found = list(self._read(query))
+        return found[0] if found else None
+
+    def best_candidate(self, workload_key: str, device_key: str) -> Candidate | None:
+        """The best record's candidate (what graph planning freezes)."""
+        best = self.best(workload_key, device_key)
+        return None if best is None else best.candidate
+
+    def best_records(
+        self, *, workload: Any = None, device: Any = None, op: str | None = None
+    ) -> list[Record]:
+        """The best verified record of every (workload, device) pair that matches."""
+        ranked = (
+            sa.select(
+                _records.c.id,
+                sa.func.row_number()
+                .over(
+                    partition_by=(_records.c.workload_key, _records.c.device_key),
+                    order_by=(_records.c.value_s, _records.c.id),
+                )
+                .label("rank"),
+            )
+            .where(_records.c.status == "ok")
+            .subquery()
+        )
+        query = self._select(workload=workload, device=device, op=op).join(
+            ranked, sa.and_(ranked.c.id == _records.c.id, ranked.c.rank == 1)
+        )
+        return list(self._read(query.order_by(_records.c.workload_key, _records.c.device_key)))
+
+    def workloads(self) -> list[tuple[str, str]]:
+        """Every (workload key, device key) pair with records."""
+        query = sa.select(_records.c.workload_key, _records.c.device_key).distinct()
+        with self._engine.connect() as conn:
+            return sorted((r.workload_key, r.device_key) for r in conn.execute(query))
+
+    # -- pandas ------------------------------------------------------------------------
+    def to_dataframe(self, **filters: Any) -> Any:
+        """One row per record (filters as :meth:`records`); see
+        :func:`laytune.records.records_dataframe` for the columns."""
+        from laytune.records._frame import records_dataframe
+
+        return records_dataframe(self.records(**filters))
+
+    # -- JSON Lines ---------------------------------------------------------------------
+    def export_jsonl(self, out: str | os.PathLike[str] | IO[str], **filters: Any) -> int:
+        """Write records (filters as :meth:`records`) as JSON Lines; returns the count."""
+        records = self.records(**filters)
+        with _text_out(out) as stream:
+            for record in records:
+                stream.write(record.dumps() + "\n")
+        return len(records)
+
+    def import_jsonl(self, source: str | os.PathLike[str] | IO[str]) -> tuple[int, int]:
+        """Add the records of a JSON Lines file; returns (added, already present).
+        Every line is checked before anything is written, so a corrupt file
+        (its line number is named) adds nothing."""
+        with _text_in(source) as stream:
+            lines = [(n, line) for n, line in enumerate(stream, 1) if line.strip()]
+        records = []
+        for number, line in lines:
+            try:
+                record = Record.from_json(line)
+            except RecordError as err:
+                raise RecordError(f"line {number}: {err}") from None
+            records.append(replace(record, id=None))
+        added = sum(self._insert(record)[1] for record in records)
+        return added, len(records) - added
+
+
+def _retry(create: Callable[[], T], attempts: int = 5) -> T:
+    """Run ``create`` (tables, optuna's storage) again when it fails: another
+    process may have created the same tables or version rows between our
+    check and our write (SQLite has no lock to take first). A real error
+    fails every attempt and is raised."""
+    for attempt in range(attempts):
+        try:
+            return create()
+        except (SQLAlchemyError, RuntimeError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _claim_where(record: Record) -> tuple[Any, ...]:
+    return (
+        _claims.c.workload_key == record.workload_key,
+        _claims.c.device_key == record.device_key,
+        _claims.c.candidate_key == record.candidate.key,
+    )
+
+
+def _decode(record_id: int, body: str) -> Record:
+    try:
+        record = Record.from_json(body)
+    except RecordError as err:
+        raise RecordError(f"record {record_id} is corrupt: {err}") from None
+    return record.with_id(record_id)
+
+
+def _reason(err: BaseException) -> str:
+    text = str(getattr(err, "orig", None) or err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+@contextlib.contextmanager
+def _text_out(out: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
+    if hasattr(out, "write"):
+        yield out  # type: ignore[misc]
+    else:
+        with open(out, "w", encoding="utf-8") as stream:
+            yield stream
+
+
+@contextlib.contextmanager
+def _text_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
+    if hasattr(source, "read"):
+        yield source  # type: ignore[misc]
+    else:
+        try:
+            with open(source, encoding="utf-8") as stream:
+                yield stream
+        except FileNotFoundError:
+            raise RecordError(f"no such file: {os.fspath(source)}") from None  # type: ignore[arg-type]
+
+
+def open_database(url: str | os.PathLike[str] | Database = DEFAULT_URL) -> Database:
+    """Open (creating when needed) a records database.
+
+    ``url`` is an SQLAlchemy URL (``sqlite:///laytune.db``,
+    ``postgresql+psycopg://user:pass@host/db``) or a plain file path (a
+    SQLite file). An open :class:`Database` is returned as is.
+    """
+    if isinstance(url, Database):
+        return url
+    return Database(url)

@@ -1,0 +1,279 @@
+"""Frozen layouts: the best verified record per (workload, device), replayable.
+
+A frozen file is small, versioned, indented JSON that a person can read:
+per entry the workload and device, the best time and its speed-up over
+identity layouts, each buffer's layout in canonical text, the candidate,
+and the generated program (source, buffers, launches). Loading it needs
+neither optuna nor a database: :func:`load_frozen` reads JSON, and
+:meth:`FrozenLayouts.kernel` builds the recorded source with pyopencl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from laytune import __version__
+from laytune.codegen import KernelProgram
+from laytune.device_info import DeviceInfo
+from laytune.exceptions import FrozenFileError, LaytuneError
+from laytune.runners import ProgramExecutor, as_context
+from laytune.space import Candidate
+
+__all__ = ["FROZEN_VERSION", "FrozenEntry", "FrozenLayouts", "export", "freeze", "load_frozen"]
+
+FROZEN_VERSION = 1
+_FORMAT = "laytune-frozen"
+
+
+@dataclass(frozen=True)
+class FrozenEntry:
+    """The frozen layouts of one workload on one device."""
+
+    workload_key: str
+    device_key: str
+    device_name: str
+    candidate: Candidate
+    program: KernelProgram
+    time_s: float
+    speedup: float | None
+    record_id: int | None
+
+    @property
+    def layouts(self) -> dict[str, str]:
+        """Buffer -> canonical index-map text."""
+        return {name: str(layout.index_map) for name, layout in self.candidate.layouts}
+
+    @property
+    def source(self) -> str:
+        return self.program.source
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload_key": self.workload_key,
+            "device_key": self.device_key,
+            "device_name": self.device_name,
+            "time_s": self.time_s,
+            "speedup_over_identity": self.speedup,
+            "record_id": self.record_id,
+            "layouts": self.layouts,
+            "knobs": dict(self.candidate.knobs),
+            "candidate": self.candidate.to_json(),
+            "program": self.program.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str) -> FrozenEntry:
+        try:
+            candidate = Candidate.from_json(data["candidate"])
+            program = KernelProgram.from_json(data["program"])
+            speedup = data.get("speedup_over_identity")
+            record_id = data.get("record_id")
+            return cls(
+                workload_key=str(data["workload_key"]),
+                device_key=str(data["device_key"]),
+                device_name=str(data.get("device_name", "")),
+                candidate=candidate,
+                program=program,
+                time_s=float(data["time_s"]),
+                speedup=None if speedup is None else float(speedup),
+                record_id=None if record_id is None else int(record_id),
+            )
+        except (KeyError, TypeError, ValueError, LaytuneError) as err:
+            raise FrozenFileError(f"{where}: malformed entry ({err})") from None
+
+
+def _device_key(target: Any) -> str:
+    """The device key of a key string, Device, DeviceInfo, cl.Device or cl.Context."""
+    if isinstance(target, str):
+        return target
+    if isinstance(target, DeviceInfo):
+        return target.key
+    if hasattr(target, "info") and isinstance(target.info, DeviceInfo):
+        return target.info.key
+    import pyopencl as cl
+
+    if isinstance(target, cl.Context):
+        target = target.devices[0]
+    if isinstance(target, cl.Device):
+        return DeviceInfo.from_cl_device(target).key
+    raise FrozenFileError(f"expected a device, device key or OpenCL context, got {target!r}")
+
+
+class FrozenLayouts:
+    """The entries of a frozen file, looked up by workload and device."""
+
+    def __init__(self, entries: Iterable[FrozenEntry], path: str = "<memory>") -> None:
+        self.path = path
+        self.entries = tuple(entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.entries)
+
+    def entry(self, workload: Any, device: Any) -> FrozenEntry:
+        """The entry of ``workload`` (a Workload or its key) on ``device`` (a
+        Device, DeviceInfo, ``cl.Device``, ``cl.Context`` or device key)."""
+        key = workload if isinstance(workload, str) else workload.key
+        device_key = _device_key(device)
+        for entry in self.entries:
+            if entry.workload_key == key and entry.device_key == device_key:
+                return entry
+        same_workload = [e for e in self.entries if e.workload_key == key]
+        if same_workload:
+            devices = ", ".join(f"{e.device_name} ({e.device_key})" for e in same_workload)
+            raise FrozenFileError(
+                f"{self.path} freezes {key} for another device: {devices}; "
+                f"not for device {device_key} (tune on this device, then freeze again)"
+            )
+        known = ", ".join(sorted({e.workload_key for e in self.entries})) or "none"
+        raise FrozenFileError(f"{self.path} has no layouts for {key} (it has: {known})")
+
+    def kernel(self, workload: Any, target: Any, *, queue: Any = None) -> ProgramExecutor:
+        """A ready kernel for ``workload`` on ``target`` (a ``cl.Context``,
+        ``cl.Device`` or laytune Device). Call it on logical numpy arrays (it
+        packs and unpacks), or bind device buffers already in the physical
+        layout with ``set_physical`` and call ``compute()``."""
+        context = as_context(target)
+        entry = self.entry(workload, context)
+        return ProgramExecutor(context, entry.program, queue=queue)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "version": FROZEN_VERSION,
+            "laytune_version": __version__,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "entries": [entry.to_json() for entry in self.entries],
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        out = Path(path)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n")
+        tmp.replace(out)  # never leaves a half-written frozen file behind
+        return out
+
+
+def load_frozen(path: str | os.PathLike[str]) -> FrozenLayouts:
+    """Read a frozen file. A truncated file, one from a newer laytune, or one
+    that is not a frozen file raises :class:`FrozenFileError` saying which."""
+    where = os.fspath(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FrozenFileError(f"no frozen file at {where}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise FrozenFileError(f"cannot read {where}: {err}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise FrozenFileError(
+            f"{where} is truncated or not JSON ({err.msg} at line {err.lineno}); "
+            "freeze again from the records database"
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        raise FrozenFileError(f"{where} is not a laytune frozen-layouts file")
+    version = data.get("version")
+    if not isinstance(version, int) or version > FROZEN_VERSION:
+        raise FrozenFileError(
+            f"{where} is frozen-layouts format {version!r}, written by laytune "
+            f"{data.get('laytune_version', '?')}; this laytune {__version__} reads format "
+            f"{FROZEN_VERSION} (upgrade laytune)"
+        )
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise FrozenFileError(f"{where}: 'entries' must be a list")
+    return FrozenLayouts(
+        (FrozenEntry.from_json(e, f"{where} entry {i}") for i, e in enumerate(entries)), where
+    )
+
+
+def freeze(
+    database: Any,
+    path: str | os.PathLike[str] = "laytune-frozen.json",
+    *,
+    workloads: Iterable[Any] | None = None,
+    device: Any = None,
+) -> Path:
+    """Write the best verified record per (workload, device) of ``database`` (a
+    Database or URL) to ``path``; optionally only some workloads (Workloads or
+    keys) or one device. Raises FrozenFileError when nothing matches."""
+    from laytune.records._database import open_database
+    from laytune.records._frame import is_baseline
+
+    db = open_database(database)
+    wanted = None if workloads is None else {w if isinstance(w, str) else w.key for w in workloads}
+    device_key = None if device is None else _device_key(device)
+    entries = []
+    for best in db.best_records(device=device_key):
+        if wanted is not None and best.workload_key not in wanted:
+            continue
+        baseline = [
+            r.value_s
+            for r in db.records(workload=best.workload_key, device=best.device_key, status="ok")
+            if is_baseline(r)
+        ]
+        assert best.value_s is not None
+        entries.append(
+            FrozenEntry(
+                workload_key=best.workload_key,
+                device_key=best.device_key,
+                device_name=best.device_name,
+                candidate=best.candidate,
+                program=best.kernel_program(),
+                time_s=best.value_s,
+                speedup=min(baseline) / best.value_s if baseline else None,
+                record_id=best.id,
+            )
+        )
+    if not entries:
+        raise FrozenFileError(
+            f"{db.safe_url} has no verified record"
+            + (f" for {sorted(wanted)}" if wanted else "")
+            + (f" on device {device_key}" if device_key else "")
+        )
+    return FrozenLayouts(entries, os.fspath(path)).save(path)
+
+
+def export(
+    frozen: FrozenLayouts | str | os.PathLike[str], out_dir: str | os.PathLike[str]
+) -> list[Path]:
+    """Write each frozen kernel's OpenCL source (``<name>.cl``) and a JSON
+    description (``<name>.json``: layouts, buffers with logical and physical
+    shapes, kernels in launch order with global/local sizes and argument
+    order, build options) for builds that are not in Python. Returns the
+    files written."""
+    if not isinstance(frozen, FrozenLayouts):
+        frozen = load_frozen(frozen)
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for index, entry in enumerate(frozen.entries):
+        stem = f"{entry.program.name}_{entry.device_key[:8]}_{index}"
+        source = folder / f"{stem}.cl"
+        source.write_text(entry.program.source)
+        program = entry.program.to_json()
+        program.pop("source")
+        description = {
+            "format": "laytune-export",
+            "version": FROZEN_VERSION,
+            "workload_key": entry.workload_key,
+            "device_key": entry.device_key,
+            "device_name": entry.device_name,
+            "source_file": source.name,
+            "layouts": entry.layouts,
+            "time_s": entry.time_s,
+            **program,
+        }
+        meta = folder / f"{stem}.json"
+        meta.write_text(json.dumps(description, indent=2) + "\n")
+        written += [source, meta]
+    return written

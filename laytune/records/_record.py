@@ -1,0 +1,248 @@
+"""The record: one measured (or failed) candidate, self-describing JSON.
+
+A record says what was measured (workload key, device key and name, the
+candidate's layouts and knobs, the generated program), how (the statistic,
+every repeat time, the verification error), with what outcome (``status``),
+by which job (study, trial, strategy), and with which laytune. It is written
+whole in one transaction and never updated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from laytune import __version__
+from laytune.codegen import KernelProgram
+from laytune.exceptions import LaytuneError, RecordError
+from laytune.runners import RunResult
+from laytune.space import Candidate
+
+__all__ = ["SCHEMA_VERSION", "STATUSES", "Record"]
+
+SCHEMA_VERSION = 1
+
+#: ``ok`` (verified, timed); ``rejected`` (lowering refused the candidate);
+#: the rest are :class:`laytune.runners.ErrorKind` values.
+STATUSES = (
+    "ok",
+    "rejected",
+    "build",
+    "run",
+    "timeout",
+    "wrong_result",
+    "device_lost",
+    "crash",
+)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One candidate of one workload on one device, measured once.
+
+    ``value_s`` is the ranking time (``statistic`` over ``event_times_s`` or
+    ``wall_times_s`` as ``result["clock"]`` says); ``None`` unless ``status``
+    is ``"ok"``. ``abandoned`` is true when the measurement stopped early
+    because the candidate was clearly slower than the best so far (its time
+    is then from the repeats it had). ``result`` holds the runner's whole
+    result (:meth:`laytune.runners.RunResult.to_json`) and ``program`` the
+    generated program (:meth:`laytune.codegen.KernelProgram.to_json`);
+    either is empty when the candidate never got that far. ``id`` is set by
+    the database.
+    """
+
+    workload_key: str
+    device_key: str
+    candidate: Candidate
+    status: str
+    value_s: float | None = None
+    statistic: str = "median"
+    event_times_s: tuple[float, ...] = ()
+    wall_times_s: tuple[float, ...] = ()
+    max_error: float | None = None
+    error_message: str = ""
+    abandoned: bool = False
+    source_hash: str = ""
+    program: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    result: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    device_name: str = ""
+    study: str = ""
+    trial: int | None = None
+    strategy: str = ""
+    laytune_version: str = __version__
+    created_at: float = field(default_factory=time.time)
+    schema_version: int = SCHEMA_VERSION
+    id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise RecordError(f"record status {self.status!r} is not one of {STATUSES}")
+        if (self.status == "ok") != (self.value_s is not None):
+            raise RecordError(
+                f"record status {self.status!r} with time {self.value_s!r}: "
+                "a time is given exactly when the status is 'ok'"
+            )
+
+    # -- building ---------------------------------------------------------------
+    @classmethod
+    def measured(
+        cls,
+        result: RunResult,
+        candidate: Candidate,
+        program: KernelProgram,
+        *,
+        device_name: str = "",
+        study: str = "",
+        trial: int | None = None,
+        strategy: str = "",
+    ) -> Record:
+        """The record of a runner's result (any outcome)."""
+        return cls(
+            workload_key=result.workload_key,
+            device_key=result.device_key,
+            candidate=candidate,
+            status="ok" if result.ok else result.error_kind.value,
+            value_s=result.value_s if result.ok else None,
+            statistic=result.statistic,
+            event_times_s=tuple(result.event_times_s),
+            wall_times_s=tuple(result.wall_times_s),
+            max_error=result.max_error,
+            error_message=result.error_message,
+            abandoned=bool(getattr(result, "abandoned", False)),
+            source_hash=result.source_hash,
+            program=program.to_json(),
+            result=result.to_json(),
+            device_name=device_name,
+            study=study,
+            trial=trial,
+            strategy=strategy,
+        )
+
+    @classmethod
+    def rejected(
+        cls,
+        workload_key: str,
+        device_key: str,
+        candidate: Candidate,
+        reason: str,
+        **job: Any,
+    ) -> Record:
+        """The record of a candidate that lowering refused (``reason`` says why)."""
+        return cls(workload_key, device_key, candidate, "rejected", error_message=reason, **job)
+
+    def with_id(self, record_id: int) -> Record:
+        return replace(self, id=record_id)
+
+    # -- queries ------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def op(self) -> str:
+        """The operator name, the workload key up to its parameters."""
+        return self.workload_key.split("(", 1)[0]
+
+    @property
+    def source(self) -> str:
+        return str(self.program.get("source", ""))
+
+    def kernel_program(self) -> KernelProgram:
+        """The program this record measured."""
+        if not self.program:
+            raise RecordError(f"record {self.id} ({self.status}) holds no program")
+        try:
+            return KernelProgram.from_json(self.program)
+        except ValueError as err:
+            raise RecordError(f"record {self.id}: {err}") from None
+
+    # -- persistence ---------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "id": self.id,
+            "workload_key": self.workload_key,
+            "device_key": self.device_key,
+            "device_name": self.device_name,
+            "candidate": self.candidate.to_json(),
+            "candidate_key": self.candidate.key,
+            "status": self.status,
+            "value_s": self.value_s,
+            "statistic": self.statistic,
+            "event_times_s": list(self.event_times_s),
+            "wall_times_s": list(self.wall_times_s),
+            "max_error": self.max_error,
+            "error_message": self.error_message,
+            "abandoned": self.abandoned,
+            "source_hash": self.source_hash,
+            "program": dict(self.program),
+            "result": dict(self.result),
+            "study": self.study,
+            "trial": self.trial,
+            "strategy": self.strategy,
+            "laytune_version": self.laytune_version,
+            "created_at": self.created_at,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> Record:
+        """Read a record back; anything malformed raises :class:`RecordError`
+        naming the field (never executes anything from the record)."""
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as err:
+                raise RecordError(f"record is not valid JSON: {err}") from None
+        if not isinstance(data, Mapping):
+            raise RecordError(f"record must be a JSON object, got {type(data).__name__}")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise RecordError(
+                f"record schema version {version!r} is not supported "
+                f"(this laytune {__version__} reads version {SCHEMA_VERSION})"
+            )
+        try:
+            candidate = Candidate.from_json(data["candidate"])
+            value = data.get("value_s")
+            record = cls(
+                workload_key=str(data["workload_key"]),
+                device_key=str(data["device_key"]),
+                candidate=candidate,
+                status=str(data["status"]),
+                value_s=None if value is None else float(value),
+                statistic=str(data.get("statistic", "median")),
+                event_times_s=tuple(float(t) for t in data.get("event_times_s", ())),
+                wall_times_s=tuple(float(t) for t in data.get("wall_times_s", ())),
+                max_error=None if data.get("max_error") is None else float(data["max_error"]),
+                error_message=str(data.get("error_message", "")),
+                abandoned=bool(data.get("abandoned", False)),
+                source_hash=str(data.get("source_hash", "")),
+                program=dict(data.get("program") or {}),
+                result=dict(data.get("result") or {}),
+                device_name=str(data.get("device_name", "")),
+                study=str(data.get("study", "")),
+                trial=None if data.get("trial") is None else int(data["trial"]),
+                strategy=str(data.get("strategy", "")),
+                laytune_version=str(data.get("laytune_version", "")),
+                created_at=float(data.get("created_at", 0.0)),
+                id=None if data.get("id") is None else int(data["id"]),
+            )
+        except RecordError:
+            raise
+        except LaytuneError as err:
+            raise RecordError(f"record holds a bad candidate: {err}") from None
+        except (KeyError, TypeError, ValueError) as err:
+            raise RecordError(f"malformed record ({err!r})") from None
+        key = data.get("candidate_key")
+        if key is not None and key != candidate.key:
+            raise RecordError(
+                f"record's candidate_key {key!r} does not match its candidate ({candidate.key!r}): "
+                "the record is corrupt"
+            )
+        return record

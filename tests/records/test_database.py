@@ -1,0 +1,225 @@
+"""The records database: one transaction per record, no duplicates, claims,
+queries, the DataFrame, JSON Lines, and clear errors for corrupt input."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from laytune import ops
+from laytune.exceptions import DatabaseError, RecordError
+from laytune.layout import identity, pad_rows, permute
+from laytune.records import FRAME_COLUMNS, Record, open_database
+from laytune.records._database import _records
+from laytune.space import Candidate
+
+WORKLOAD = ops.transpose((8, 8), (1, 0))
+DEVICE = "dev0"
+BASE_KNOBS = {
+    "order": "logical",
+    "vector": 1,
+    "per_item": 1,
+    "work_group": 0,
+    "unroll": 1,
+    "local_stage": False,
+    "pad_mode": "guard",
+}
+
+
+def candidate(x: str = "identity", per_item: int = 1) -> Candidate:
+    layouts = {
+        "identity": identity((8, 8)),
+        "permute": permute((8, 8), (1, 0)),
+        "pad": pad_rows((8, 8), 4),
+    }
+    return Candidate.make(
+        {"X": layouts[x], "Y": identity((8, 8))}, {**BASE_KNOBS, "per_item": per_item}
+    )
+
+
+def record(c: Candidate, value: float | None, status: str = "ok", **kw: object) -> Record:
+    return Record(
+        WORKLOAD.key,
+        kw.pop("device", DEVICE),
+        c,
+        status,
+        value_s=value,
+        event_times_s=(value,) * 3 if value else (),
+        study="s",
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def db(tmp_path: Path):
+    with open_database(f"sqlite:///{tmp_path / 'r.db'}") as database:
+        yield database
+
+
+def test_a_record_round_trips_through_the_database(db) -> None:
+    stored = db.add(record(candidate("pad"), 2e-6, trial=3))
+    assert stored.id == 1
+    back = db.get(stored.id)
+    assert back == stored
+    assert back.candidate.layout("X") == pad_rows((8, 8), 4)
+    assert back.trial == 3 and back.event_times_s == (2e-6,) * 3
+
+
+def test_the_same_candidate_is_never_recorded_twice(db) -> None:
+    first = db.add(record(candidate("permute"), 1e-6))
+    again = db.add(record(candidate("permute"), 5e-6))
+    assert again.id == first.id and again.value_s == 1e-6
+    assert len(db) == 1
+    # on another device it is a different record
+    assert db.add(record(candidate("permute"), 5e-6, device="dev1")).id != first.id
+
+
+def test_best_is_the_fastest_verified_record(db) -> None:
+    db.add(record(candidate("identity"), 4e-6))
+    db.add(record(candidate("permute"), None, status="wrong_result", max_error=3.0))
+    db.add(record(candidate("pad"), 2e-6))
+    db.add(record(candidate("pad", per_item=2), None, status="build"))
+    best = db.best(WORKLOAD, DEVICE)
+    assert best is not None and best.candidate == candidate("pad")
+    assert db.best_candidate(WORKLOAD.key, DEVICE) == candidate("pad")
+    assert db.best(WORKLOAD, "other-device") is None
+    assert [r.status for r in db.records(status=["build", "wrong_result"])] == [
+        "wrong_result",
+        "build",
+    ]
+    assert db.measured(WORKLOAD, DEVICE) == {
+        candidate("identity").key: 4e-6,
+        candidate("permute").key: None,
+        candidate("pad").key: 2e-6,
+        candidate("pad", per_item=2).key: None,
+    }
+
+
+def test_best_records_gives_one_per_workload_and_device(db) -> None:
+    db.add(record(candidate("identity"), 4e-6))
+    db.add(record(candidate("pad"), 3e-6))
+    db.add(record(candidate("identity"), 1e-6, device="dev1"))
+    db.add(record(candidate("pad"), 9e-6, device="dev1"))
+    best = {(r.workload_key, r.device_key): r.value_s for r in db.best_records()}
+    assert best == {(WORKLOAD.key, DEVICE): 3e-6, (WORKLOAD.key, "dev1"): 1e-6}
+
+
+def test_dataframe_has_a_column_per_layout_and_knob_and_speedups(db) -> None:
+    db.add(record(candidate("identity"), 4e-6))
+    db.add(record(candidate("pad"), 2e-6))
+    db.add(record(candidate("permute"), None, status="timeout"))
+    frame = db.to_dataframe()
+    assert list(frame.columns[: len(FRAME_COLUMNS)]) == list(FRAME_COLUMNS)
+    for column in ("layout.X", "layout.Y", "family.X", "pad.X", "knob.per_item", "knob.order"):
+        assert column in frame.columns
+    assert frame["is_identity"].tolist() == [True, False, False]
+    assert frame["speedup"].iloc[1] == pytest.approx(2.0)
+    assert pd.isna(frame["time_s"].iloc[2]) and pd.isna(frame["speedup"].iloc[2])
+    assert frame["family.X"].tolist() == ["identity", "pad_rows", "permute"]
+    # X pads 4 after every row but the last (the least padding that holds every element)
+    assert frame["physical_bytes"].iloc[1] == (7 * 12 + 8 + 8 * 8) * 4
+    assert frame["padding_overhead"].iloc[1] == pytest.approx((92 + 64) / 128 - 1)
+
+
+def test_jsonl_export_and_import(db, tmp_path: Path) -> None:
+    db.add(record(candidate("identity"), 4e-6))
+    db.add(record(candidate("pad"), 2e-6))
+    path = tmp_path / "out.jsonl"
+    assert db.export_jsonl(path) == 2
+    with open_database(tmp_path / "other.db") as other:
+        assert other.import_jsonl(path) == (2, 0)
+        assert other.import_jsonl(path) == (0, 2)  # already there: nothing duplicated
+        assert [r.candidate for r in other.records()] == [r.candidate for r in db.records()]
+
+
+def test_a_corrupt_jsonl_line_is_named_and_nothing_is_imported(db, tmp_path: Path) -> None:
+    good = record(candidate("identity"), 4e-6).dumps()
+    bad = json.loads(good)
+    bad["candidate_key"] = "0" * 20
+    stream = io.StringIO(good + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(RecordError, match=r"line 2: .*candidate_key.*corrupt"):
+        db.import_jsonl(stream)
+    assert len(db) == 0
+
+
+@pytest.mark.parametrize(
+    ("mangle", "message"),
+    [
+        (lambda d: d.update(schema_version=99), "schema version 99 is not supported"),
+        (lambda d: d.pop("workload_key"), "malformed record"),
+        (lambda d: d.update(status="fast"), "status 'fast' is not one of"),
+        (lambda d: d.update(value_s=None), "a time is given exactly when the status is 'ok'"),
+        (
+            lambda d: d["candidate"]["layouts"]["X"].update(index_map="lambda i, j: [0]"),
+            "bad candidate",
+        ),
+    ],
+)
+def test_malformed_records_raise_record_error(mangle, message: str) -> None:
+    data = json.loads(record(candidate("pad"), 2e-6).dumps())
+    mangle(data)
+    with pytest.raises(RecordError, match=message):
+        Record.from_json(data)
+
+
+def test_a_corrupt_row_in_the_database_names_its_id(db) -> None:
+    db.add(record(candidate("identity"), 4e-6))
+    with db._engine.begin() as conn:
+        conn.execute(sa.update(_records).values(body="{truncated"))
+    with pytest.raises(RecordError, match="record 1 is corrupt"):
+        db.records()
+
+
+def test_claims_keep_two_workers_off_one_candidate(db) -> None:
+    key = candidate("pad").key
+    assert db.claim(WORKLOAD.key, DEVICE, key, "hostA:1")
+    assert db.claim(WORKLOAD.key, DEVICE, key, "hostA:1")  # its own claim
+    assert not db.claim(WORKLOAD.key, DEVICE, key, "other-host:2")
+    db.add(record(candidate("pad"), 1e-6))  # the record's transaction drops the claim
+    assert db.claims() == []
+    assert not db.claim(WORKLOAD.key, DEVICE, key, "other-host:2")  # recorded already
+
+
+def test_a_dead_process_claim_is_taken_over(db) -> None:
+    import socket
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    owner = f"{socket.gethostname()}:{dead.stdout.strip()}"
+    key = candidate("permute").key
+    assert db.claim(WORKLOAD.key, DEVICE, key, owner)
+    assert db.claim(WORKLOAD.key, DEVICE, key, "me:1")
+    assert db.claims()[0]["owner"] == "me:1"
+
+
+def test_bad_urls_and_newer_databases_give_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseError, match=r"folder .* does not exist"):
+        open_database(f"sqlite:///{tmp_path / 'missing' / 'x.db'}")
+    with pytest.raises(DatabaseError, match="cannot open"):
+        open_database("nosuchdriver://user:secret@host/db")
+    path = tmp_path / "new.db"
+    open_database(path).close()
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE laytune_meta SET value = '7' WHERE name = 'schema_version'"))
+    engine.dispose()
+    with pytest.raises(DatabaseError, match="schema version 7; this laytune reads version 1"):
+        open_database(path)
+
+
+def test_a_password_is_never_shown() -> None:
+    with pytest.raises(DatabaseError) as info:
+        open_database("postgresql+psycopg://user:hunter2@127.0.0.1:1/none")
+    assert "hunter2" not in str(info.value)
+    assert "***" in str(info.value)
