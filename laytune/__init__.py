@@ -1,6 +1,14 @@
-"""laytune: auto-tuning of memory layouts for OpenCL compute kernels."""
+"""laytune: auto-tuning of memory layouts for OpenCL compute kernels.
+
+The entry points users meet first are re-exported here (imported on first
+use, so ``import laytune`` stays light): :func:`tune` (laytune.search),
+:func:`open_database`, :func:`freeze`, :func:`load_frozen` and
+:func:`export` (laytune.records).
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from laytune._opencl_runtime import configure_icd_loader
 
@@ -11,4 +19,29 @@ from laytune.exceptions import LaytuneError  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["DeviceInfo", "LaytuneError", "__version__"]
+__all__ = [
+    "DeviceInfo",
+    "LaytuneError",
+    "__version__",
+    "export",
+    "freeze",
+    "load_frozen",
+    "open_database",
+    "tune",
+]
+
+_LAZY = {
+    "tune": "laytune.search",
+    "open_database": "laytune.records",
+    "freeze": "laytune.records",
+    "load_frozen": "laytune.records",
+    "export": "laytune.records",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'laytune' has no attribute {name!r}")

@@ -1,0 +1,247 @@
+"""A tuning job's shared state, its result, and the callbacks that watch it."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from laytune.records import Record
+from laytune.space import SearchSpace
+
+__all__ = ["Job", "LogBatches", "Persist", "Progress", "TuneCallback", "TuneResult"]
+
+log = logging.getLogger("laytune.search")
+
+
+@dataclass
+class Job:
+    """What the loop and its callbacks share while a job runs.
+
+    ``records`` are the records this job wrote (in order); ``best`` and
+    ``baseline`` are the best verified record and the identity baseline of
+    the workload on the device, counting earlier jobs (records are shared).
+    """
+
+    workload: Any
+    device: Any
+    space: SearchSpace
+    database: Any
+    study: Any
+    study_name: str
+    strategy: str
+    trials: int
+    timeout: float | None = None
+    patience: int | None = None
+    started: float = field(default_factory=time.monotonic)
+    records: list[Record] = field(default_factory=list)
+    cached: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    best: Record | None = None
+    baseline: Record | None = None
+    since_improvement: int = 0
+    stop_reason: str | None = None
+
+    @property
+    def measured(self) -> int:
+        return len(self.records)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def time_left_s(self) -> float | None:
+        """Seconds left of the time budget; else an estimate from the pace so far."""
+        if self.timeout is not None:
+            return max(0.0, self.timeout - self.elapsed_s)
+        if not self.records:
+            return None
+        return self.elapsed_s / self.measured * max(0, self.trials - self.measured)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best is None or self.baseline is None or self.baseline.value_s is None:
+            return None
+        assert self.best.value_s is not None
+        return self.baseline.value_s / self.best.value_s
+
+    def out_of_budget(self) -> str | None:
+        """Why the job should stop proposing, or None."""
+        if self.stop_reason is not None:
+            return self.stop_reason
+        if self.measured >= self.trials:
+            return f"trial budget ({self.trials}) spent"
+        if self.timeout is not None and self.elapsed_s >= self.timeout:
+            return f"time budget ({self.timeout:g} s) spent"
+        if self.patience is not None and self.since_improvement >= self.patience:
+            return f"no improvement in {self.patience} trials"
+        return None
+
+    def note(self, record: Record) -> None:
+        """Update best, baseline, failures and patience with a new record."""
+        from laytune.records import is_baseline
+
+        self.records.append(record)
+        if not record.ok:
+            self.failures[record.status] += 1
+        if record.ok and is_baseline(record):
+            self.baseline = record
+        if record.ok and (self.best is None or record.value_s < self.best.value_s):  # type: ignore[operator]
+            self.best = record
+            self.since_improvement = 0
+        else:
+            self.since_improvement += 1
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The outcome of :func:`laytune.tune`.
+
+    ``best`` is the best verified record of the workload on the device in
+    the database (this job's or an earlier one's); ``speedup`` is the
+    identity baseline's time over the best time; ``trials`` is a DataFrame
+    of this study's records (columns: :data:`laytune.records.FRAME_COLUMNS`).
+    """
+
+    workload_key: str
+    device_key: str
+    device_name: str
+    study_name: str
+    strategy: str
+    database: str
+    best: Record | None
+    baseline: Record | None
+    measured: int
+    cached: int
+    failures: dict[str, int]
+    stop_reason: str
+    elapsed_s: float
+    trials: Any
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best is None or self.baseline is None:
+            return None
+        return self.baseline.value_s / self.best.value_s  # type: ignore[operator]
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.workload_key} on {self.device_name}: {self.measured} measured, "
+            f"{self.cached} from records, stopped: {self.stop_reason} ({self.elapsed_s:.1f} s)"
+        ]
+        if self.best is None:
+            lines.append("  no verified candidate")
+            return "\n".join(lines)
+        ratio = f"{self.speedup:.2f}x over identity" if self.speedup else "no identity baseline"
+        lines.append(f"  best {self.best.value_s * 1e3:.4f} ms ({ratio}), record {self.best.id}")
+        for name, layout in self.best.candidate.layouts:
+            lines.append(f"    {name}: {layout.index_map}")
+        knobs = ", ".join(f"{k}={v}" for k, v in self.best.candidate.knobs)
+        lines.append(f"    knobs: {knobs}")
+        return "\n".join(lines)
+
+
+class TuneCallback:
+    """Watches a job: ``on_start``, ``on_batch`` after each measured batch (the
+    records in candidate order), ``on_end`` once (also after Ctrl-C)."""
+
+    def on_start(self, job: Job) -> None:
+        pass
+
+    def on_batch(self, job: Job, records: list[Record]) -> None:
+        pass
+
+    def on_end(self, job: Job) -> None:
+        pass
+
+
+class Persist(TuneCallback):
+    """Writes each record whole, in its own transaction. The loop runs it
+    before anything else looks at a batch, so everyone sees records with ids."""
+
+    def on_batch(self, job: Job, records: list[Record]) -> None:
+        for index, record in enumerate(records):
+            records[index] = job.database.add(record)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value * 1e3:.4f} ms"
+
+
+def status_line(job: Job) -> str:
+    best = job.best.value_s if job.best is not None else None
+    speedup = f"{job.speedup:.2f}x" if job.speedup else "-"
+    failed = ", ".join(f"{k} {v}" for k, v in sorted(job.failures.items())) or "none"
+    left = job.time_left_s
+    left_text = "-" if left is None else f"{left:.0f} s"
+    return (
+        f"{job.measured}/{job.trials} measured ({job.cached} cached)  best {_ms(best)}  "
+        f"speed-up {speedup}  failures: {failed}  left {left_text}"
+    )
+
+
+class Progress(TuneCallback):
+    """Progress on the terminal: a live bar on a terminal, one line per batch
+    otherwise (logs, notebooks)."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.console = console if console is not None else Console(stderr=True, soft_wrap=True)
+        self._bar: Any = None
+        self._task: Any = None
+
+    def on_start(self, job: Job) -> None:
+        self.console.print(
+            f"[bold]{job.workload.key}[/] on {job.device.name}: {len(job.space)} valid "
+            f"candidates, strategy {job.strategy}, study {job.study_name!r}",
+            highlight=False,
+        )
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                BarColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(status_line(job), total=job.trials)
+
+    def on_batch(self, job: Job, records: list[Record]) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=job.measured, description=status_line(job))
+        else:
+            self.console.print("  " + status_line(job), highlight=False)
+
+    def on_end(self, job: Job) -> None:
+        if self._bar is not None:  # the bar goes away: say where it ended
+            self._bar.stop()
+            self._bar = None
+            self.console.print("  " + status_line(job), highlight=False)
+        self.console.print(f"  stopped: {job.stop_reason}", highlight=False)
+
+
+class LogBatches(TuneCallback):
+    """Logs every record at DEBUG and each batch at INFO (logger ``laytune.search``)."""
+
+    def on_batch(self, job: Job, records: list[Record]) -> None:
+        for record in records:
+            log.debug(
+                "record %s trial %s %s %s %s",
+                record.id,
+                record.trial,
+                record.status,
+                _ms(record.value_s),
+                record.candidate.describe(),
+            )
+        log.info("%s: %s", job.study_name, status_line(job))
+
+    def on_end(self, job: Job) -> None:
+        log.info("%s stopped: %s", job.study_name, job.stop_reason)

@@ -1,0 +1,107 @@
+"""Strategies: which candidate to try next, as optuna samplers over the space.
+
+Every strategy asks optuna for a trial and lets :meth:`SearchSpace.suggest`
+turn it into a candidate, so the study in the database sees every trial the
+same way. Candidates chosen outside the sampler (the identity baseline, warm
+starts, the exhaustive order) become trials with fixed parameters
+(:func:`params_of`), so the sampler learns from them too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from laytune.exceptions import TuningError
+from laytune.space import Candidate, SearchSpace
+from laytune.space._space import _unique_keys
+
+__all__ = ["STRATEGIES", "make_sampler", "params_of"]
+
+
+def _tpe(seed: int) -> Any:
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8)
+
+
+def _random(seed: int) -> Any:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _nsga2(seed: int) -> Any:
+    import optuna
+
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=16)
+
+
+#: name -> sampler factory. ``exhaustive`` walks ``SearchSpace.enumerate()``
+#: in order (for small spaces), the others are optuna samplers that handle
+#: categorical, conditional spaces.
+STRATEGIES: dict[str, Callable[[int], Any]] = {
+    "tpe": _tpe,
+    "random": _random,
+    "exhaustive": _random,  # unused: every trial has fixed parameters
+    "nsga2": _nsga2,
+}
+
+
+def make_sampler(strategy: str, seed: int) -> Any:
+    if strategy not in STRATEGIES:
+        raise TuningError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+    return STRATEGIES[strategy](seed)
+
+
+class _NotInSpace(Exception):
+    pass
+
+
+class _Replay:
+    """Answers ``suggest_categorical`` so that ``space.suggest`` rebuilds a
+    candidate (layouts by equality, knobs by value), recording the params."""
+
+    def __init__(self, space: SearchSpace, candidate: Candidate) -> None:
+        self.space = space
+        self.candidate = candidate
+        self.params: dict[str, Any] = {}
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        base = name.split("|", 1)[0]
+        if base.startswith("layout:"):
+            buffer = base[len("layout:") :]
+            layouts = self.space.layouts(buffer)
+            try:
+                index = layouts.index(self.candidate.layout(buffer))
+            except (KeyError, ValueError):
+                raise _NotInSpace from None
+            value = _unique_keys(layouts)[index]
+        else:
+            value = self.candidate.knob(base)
+        if value not in list(choices):
+            raise _NotInSpace
+        self.params[name] = value
+        return value
+
+
+def params_of(space: SearchSpace, candidate: Candidate) -> tuple[dict[str, Any], Candidate] | None:
+    """The optuna params under which ``space.suggest`` gives ``candidate`` (its
+    layouts and knobs; pad values follow the space), and the candidate the
+    space derives; None when the space does not hold it."""
+    replay = _Replay(space, candidate)
+    try:
+        found = space.suggest(replay)
+    except _NotInSpace:
+        return None
+    return replay.params, found
+
+
+def exhaustive_order(space: SearchSpace) -> Iterator[Candidate]:
+    """The exhaustive strategy's order: the space's own enumeration."""
+    return iter(space.enumerate())
+
+
+def take(iterator: Iterator[Candidate], count: int) -> list[Candidate]:
+    return list(itertools.islice(iterator, count))

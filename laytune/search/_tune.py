@@ -1,0 +1,381 @@
+"""The tuning loop: propose a batch, build it while the last one is measured,
+record, repeat until a budget is spent.
+
+The loop stays thin: what to try is the strategy's (an optuna sampler over
+:meth:`SearchSpace.suggest`), building and measuring are the runners',
+persisting, progress and logging are callbacks on each batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from laytune.codegen import KernelProgram, lower
+from laytune.exceptions import LayoutRejectedError, TuningError
+from laytune.layout import FAMILIES
+from laytune.ops import key_distance
+from laytune.records import DEFAULT_URL, Record, is_baseline, open_database, process_owner
+from laytune.runners import (
+    Builder,
+    Device,
+    MeasureConfig,
+    RunInput,
+    Runner,
+    default_device,
+    select_device,
+)
+from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
+from laytune.search._strategies import STRATEGIES, make_sampler, params_of
+from laytune.space import Candidate, SearchSpace, SpaceOptions
+
+__all__ = ["DEFAULT_MEASURE", "study_name_for", "tune"]
+
+#: Measurement defaults of a tuning job: enough repeats for a stable median,
+#: few enough that a job of a hundred candidates takes a minute or two.
+DEFAULT_MEASURE = MeasureConfig(warmup=2, repeats=7)
+
+#: Proposals in a row that are already measured (or held by another worker)
+#: after which a sampler is taken to have exhausted what it will propose.
+_MISS_LIMIT = 64
+
+
+def study_name_for(workload: Any, device: Device, strategy: str) -> str:
+    return f"{workload.key}@{device.key}/{strategy}"
+
+
+@dataclass
+class _Item:
+    trial: Any
+    candidate: Candidate
+    program: KernelProgram | None
+    rejected: str = ""
+
+
+class _Proposer:
+    """Turns optuna trials into new candidates: skips recorded ones (the
+    records are the cache, and the trial learns the recorded time), claims
+    each one so that no other worker measures it, lowers it."""
+
+    def __init__(self, job: Job, forced: Iterator[Candidate], sampled: bool) -> None:
+        self.job = job
+        self.forced = forced
+        self.sampled = sampled
+        self.owner = process_owner()
+        self.exhausted = False
+        self.proposed: set[str] = set()  # by this job, recorded or still in flight
+
+    def _forced_trial(self, known: dict[str, float | None]) -> Any:
+        """A trial of the next forced candidate not yet recorded, or None.
+
+        The trial is created RUNNING with its parameters fixed, never queued
+        as WAITING: a waiting trial could be popped by two workers at once on
+        SQLite, which locks no rows.
+        """
+        import optuna
+
+        for candidate in self.forced:
+            if candidate.key in known:
+                continue
+            found = params_of(self.job.space, candidate)
+            if found is None or found[1].key in known:
+                continue
+            study = self.job.study
+            template = optuna.trial.create_trial(
+                state=optuna.trial.TrialState.RUNNING, system_attrs={"fixed_params": found[0]}
+            )
+            trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
+            return optuna.trial.Trial(study, trial_id)
+        return None
+
+    def next(self, count: int) -> list[_Item]:
+        import optuna
+
+        job = self.job
+        items: list[_Item] = []
+        misses = 0
+        known: dict[str, float | None] = dict.fromkeys(self.proposed)
+        known.update(job.database.measured(job.workload, job.device))
+        while len(items) < count and not self.exhausted:
+            trial = self._forced_trial(known)
+            if trial is None:
+                if not self.sampled:
+                    self.exhausted = True
+                    break
+                trial = job.study.ask()
+            trial.set_user_attr("owner", self.owner)
+            candidate = job.space.suggest(trial)
+            key = candidate.key
+            if key in known or not job.database.claim(
+                job.workload.key, job.device.key, key, self.owner
+            ):
+                value = known.get(key)
+                if key in known:
+                    job.cached += 1
+                    trial.set_user_attr("cached", True)
+                    job.study.tell(trial, math.inf if value is None else value)
+                else:  # another worker is measuring it right now
+                    job.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                misses += 1
+                if misses > _MISS_LIMIT:
+                    self.exhausted = True
+                continue
+            known[key] = None  # proposed: never again in this job
+            self.proposed.add(key)
+            try:
+                program = lower(job.workload, candidate, device=job.device.info)
+            except LayoutRejectedError as err:
+                items.append(_Item(trial, candidate, None, str(err)))
+                continue
+            items.append(_Item(trial, candidate, program))
+        return items
+
+    def abandon(self, items: Sequence[_Item]) -> None:
+        """Give back items that will not be measured (Ctrl-C, an error)."""
+        import optuna
+
+        for item in items:
+            with contextlib.suppress(Exception):  # already told, or the storage is gone
+                self.job.study.tell(item.trial, state=optuna.trial.TrialState.FAIL)
+            self.job.database.release(
+                self.job.workload.key, self.job.device.key, item.candidate.key, self.owner
+            )
+
+
+def _translate(candidate: Candidate, space: SearchSpace) -> Candidate | None:
+    """The same families and parameters on this space's buffer shapes."""
+    layouts = {}
+    for name, layout in candidate.layouts:
+        try:
+            shape = space.layouts(name)[0].shape
+        except KeyError:
+            return None
+        if layout.shape == shape:
+            layouts[name] = layout
+            continue
+        if layout.family not in FAMILIES or layout.parts:
+            return None
+        try:
+            layouts[name] = FAMILIES[layout.family](shape, **dict(layout.params))
+        except Exception:  # the parameters do not fit this shape
+            return None
+    return Candidate.make(layouts, dict(candidate.knobs), dict(candidate.pad_values))
+
+
+def warm_start_candidates(job: Job, limit: int) -> list[Candidate]:
+    """The best candidates recorded for this workload on other devices, then
+    for the nearest shapes of the same operator, translated to this workload."""
+    workload, device = job.workload, job.device
+    ranked: list[tuple[float, float, Candidate]] = []
+    for record in job.database.best_records(op=workload.name):
+        if record.device_key == device.key and record.workload_key == workload.key:
+            continue
+        distance = key_distance(record.workload_key, workload.key)
+        if math.isinf(distance):
+            continue
+        translated = _translate(record.candidate, job.space)
+        if translated is not None:
+            ranked.append((distance, record.value_s or math.inf, translated))
+    ranked.sort(key=lambda t: (t[0], t[1]))
+    unique = list({c.key: c for _, _, c in ranked}.values())
+    return unique[:limit]
+
+
+def _fail_stale_trials(study: Any) -> None:
+    """Trials left RUNNING by a killed process of this host become FAIL, so the
+    study resumes cleanly (other hosts' trials are left alone)."""
+    import optuna
+
+    from laytune.records._database import _owner_alive
+
+    storage = study._storage
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        owner = trial.user_attrs.get("owner")
+        if owner is not None and _owner_alive(owner) is False:
+            storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+
+
+def _resolve_device(device: Any) -> Device:
+    if device is None:
+        return default_device()
+    if isinstance(device, Device):
+        return device
+    return select_device(device)
+
+
+def _run_supports_abandon(runner: Runner) -> bool:
+    return "abandon_above_s" in inspect.signature(runner.run).parameters
+
+
+def tune(
+    workload: Any,
+    device: Any = None,
+    *,
+    trials: int = 64,
+    timeout: float | None = None,
+    strategy: str = "tpe",
+    database: Any = DEFAULT_URL,
+    seed: int = 0,
+    batch: int = 8,
+    patience: int | None = None,
+    warm_start: int = 4,
+    early_stop: float | None = 2.0,
+    measure: MeasureConfig | None = None,
+    study_name: str | None = None,
+    options: SpaceOptions | None = None,
+    progress: bool = True,
+    callbacks: Sequence[TuneCallback] = (),
+) -> TuneResult:
+    """Search the layouts of ``workload`` on ``device`` and record every trial.
+
+    - ``device``: a Device, index, ``platform:device`` pair or name substring
+      (default: :func:`laytune.runners.default_device`).
+    - ``trials``: candidates to measure in this call (records already in the
+      database are reused, not measured again, and do not count).
+    - ``timeout``: seconds after which no new batch is proposed;
+      ``patience``: stop after this many measured candidates without a new
+      best.
+    - ``strategy``: ``"tpe"`` (default), ``"random"``, ``"nsga2"``, or
+      ``"exhaustive"`` (every valid candidate in order, for small spaces).
+    - ``database``: a URL or :class:`laytune.records.Database`; the optuna
+      study (named ``study_name``, default ``<workload>@<device>/<strategy>``)
+      lives in it, so calling again resumes the study.
+    - ``warm_start``: how many of the best records of the same workload on
+      other devices and of the nearest shapes to try first.
+    - ``early_stop``: a candidate slower than this factor times the best
+      after its first repeats is not measured to the end (None: never).
+    - ``options``: :class:`laytune.space.SpaceOptions` narrowing the space
+      (families, parameter values); default: the full space.
+    - ``callbacks``: :class:`TuneCallback` objects, called after the built-in
+      ones: persisting (first, so records have ids), progress
+      (``progress=True``) and logging.
+
+    The identity baseline is measured first (once per workload and device).
+    Ctrl-C stops after cleaning up; everything measured is kept.
+    """
+    if strategy not in STRATEGIES:
+        raise TuningError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+    if trials < 1 or batch < 1:
+        raise TuningError(f"trials ({trials}) and batch ({batch}) must be positive")
+    if timeout is not None and timeout <= 0:
+        raise TuningError(f"timeout must be positive seconds, got {timeout}")
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    device = _resolve_device(device)
+    db = open_database(database)
+    space = SearchSpace(workload, device.info, options)
+    name = study_name or study_name_for(workload, device, strategy)
+    study = optuna.create_study(
+        study_name=name,
+        storage=db.optuna_storage(),
+        sampler=make_sampler(strategy, seed),
+        direction="minimize",
+        load_if_exists=True,
+    )
+    _fail_stale_trials(study)
+    job = Job(workload, device, space, db, study, name, strategy, trials, timeout, patience)
+    job.best = db.best(workload, device)
+    job.baseline = next(
+        (r for r in db.records(workload=workload, device=device, status="ok") if is_baseline(r)),
+        None,
+    )
+    forced: list[Candidate] = [space.identity()]
+    if warm_start:
+        forced += warm_start_candidates(job, warm_start)
+    if strategy == "exhaustive":
+        order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
+    else:
+        order = iter(forced)
+    proposer = _Proposer(job, order, sampled=strategy != "exhaustive")
+    persist = Persist()
+    watchers: list[TuneCallback] = []
+    if progress:
+        watchers.append(Progress())
+    watchers += [LogBatches(), *callbacks]
+    for callback in (persist, *watchers):
+        callback.on_start(job)
+    config = measure or DEFAULT_MEASURE
+    in_flight: list[_Item] = []
+    try:
+        with Builder(device) as builder, Runner(device, config) as runner:
+            abandon = early_stop is not None and _run_supports_abandon(runner)
+            pending = proposer.next(min(batch, trials))
+            in_flight = list(pending)
+            future = builder.submit([i.program for i in pending if i.program is not None])
+            while pending:
+                built = future.result()
+                following: list[_Item] = []
+                if job.out_of_budget() is None:
+                    room = trials - job.measured - len(pending)
+                    following = proposer.next(min(batch, room)) if room > 0 else []
+                in_flight = pending + following
+                programs = [i.program for i in following if i.program is not None]
+                if programs:  # build the next batch while this one is measured
+                    future = builder.submit(programs)
+                inputs = [RunInput(b, workload) for b in built]
+                if abandon and job.best is not None:
+                    threshold = job.best.value_s * early_stop  # type: ignore[operator]
+                    results = iter(runner.run(inputs, abandon_above_s=threshold))
+                else:
+                    results = iter(runner.run(inputs))
+                records = [_record(job, item, results) for item in pending]
+                for item, record in zip(pending, records, strict=True):
+                    item.trial.set_user_attr("status", record.status)
+                    value = record.value_s if record.ok else math.inf
+                    job.study.tell(item.trial, value)
+                in_flight = list(following)
+                persist.on_batch(job, records)  # ids first: the job's best is a stored record
+                for record in records:
+                    job.note(record)
+                for callback in watchers:
+                    callback.on_batch(job, records)
+                pending = following
+            if job.stop_reason is None:
+                job.stop_reason = job.out_of_budget() or (
+                    "every valid candidate measured" if proposer.exhausted else "done"
+                )
+    except KeyboardInterrupt:
+        job.stop_reason = "interrupted (Ctrl-C); every finished record is kept"
+        proposer.abandon(in_flight)
+    except BaseException:
+        job.stop_reason = "error"
+        proposer.abandon(in_flight)
+        raise
+    finally:
+        for callback in (persist, *watchers):
+            callback.on_end(job)
+    return TuneResult(
+        workload_key=workload.key,
+        device_key=device.key,
+        device_name=device.name,
+        study_name=name,
+        strategy=strategy,
+        database=db.safe_url,
+        best=db.best(workload, device),
+        baseline=job.baseline,
+        measured=job.measured,
+        cached=job.cached,
+        failures=dict(job.failures),
+        stop_reason=job.stop_reason or "done",
+        elapsed_s=job.elapsed_s,
+        trials=db.to_dataframe(study=name),
+    )
+
+
+def _record(job: Job, item: _Item, results: Iterator[Any]) -> Record:
+    meta = {
+        "device_name": job.device.name,
+        "study": job.study_name,
+        "trial": item.trial.number,
+        "strategy": job.strategy,
+    }
+    if item.program is None:
+        return Record.rejected(
+            job.workload.key, job.device.key, item.candidate, item.rejected, **meta
+        )
+    return Record.measured(next(results), item.candidate, item.program, **meta)

@@ -1,0 +1,193 @@
+"""Tuning jobs: records as the cache, strategies, stopping, warm starts, Ctrl-C,
+resuming after SIGKILL, and several workers on one study."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+import laytune
+from laytune import ops
+from laytune.exceptions import TuningError
+from laytune.records import is_baseline, open_database
+from laytune.search import TuneCallback, params_of
+from laytune.space import SearchSpace
+from tests.search import worker
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = worker.OPTIONS
+
+
+def run_tune(url: str, **kw):
+    kw.setdefault("options", TINY)
+    kw.setdefault("progress", False)
+    return laytune.tune(kw.pop("workload", worker.WORKLOAD), database=url, **kw)
+
+
+def test_exhaustive_measures_every_candidate_once_and_finds_the_minimum(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, TINY)
+    result = run_tune(url, strategy="exhaustive", trials=1000, batch=8)
+    assert result.stop_reason == "every valid candidate measured"
+    frame = result.trials
+    assert result.measured == len(space) == len(frame)
+    assert frame["candidate_key"].is_unique
+    assert set(frame["candidate_key"]) == {c.key for c in space.enumerate()}
+    ok = frame[frame["status"] == "ok"]
+    assert result.best.value_s == ok["time_s"].min()
+    assert is_baseline(result.baseline)
+    assert result.speedup == pytest.approx(result.baseline.value_s / result.best.value_s)
+    # the records are the cache: a second job measures nothing again
+    again = run_tune(url, strategy="exhaustive", trials=1000)
+    assert again.measured == 0
+    assert again.best == result.best
+
+
+def test_a_wrong_result_is_never_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from laytune.search import _tune
+
+    lowered = _tune.lower
+    sabotaged: list[str] = []
+
+    def lower_with_a_bug(workload, candidate, device=None):
+        program = lowered(workload, candidate, device=device)
+        if candidate.knob("per_item") == 2 and candidate.layout("X").is_identity and not sabotaged:
+            sabotaged.append(candidate.key)  # the fastest possible kernel: it does nothing
+            kernel = program.compute[0].kernel
+            body = program.source.index("{", program.source.index(f"void {kernel}(")) + 1
+            source = program.source[:body] + " return; " + program.source[body:]
+            program = type(program)(**{**program.__dict__, "source": source})
+        return program
+
+    monkeypatch.setattr(_tune, "lower", lower_with_a_bug)
+    result = run_tune(f"sqlite:///{tmp_path / 'w.db'}", strategy="exhaustive", trials=1000)
+    frame = result.trials.set_index("candidate_key")
+    assert frame.loc[sabotaged[0], "status"] == "wrong_result"
+    assert result.best.candidate.key != sabotaged[0]
+    assert result.best.value_s == frame[frame["status"] == "ok"]["time_s"].min()
+
+
+def test_trial_budget_patience_and_timeout_stop_a_job(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    budget = run_tune(url, trials=5, batch=2, strategy="random", study_name="budget")
+    assert budget.measured == 5 and budget.stop_reason == "trial budget (5) spent"
+    patient = run_tune(
+        url, trials=60, batch=1, patience=2, strategy="random", study_name="patience", seed=3
+    )
+    assert patient.stop_reason == "no improvement in 2 trials"
+    assert patient.measured < 60
+    hurried = run_tune(url, trials=60, batch=2, timeout=0.01, strategy="random", study_name="t")
+    assert hurried.stop_reason == "time budget (0.01 s) spent"
+    assert hurried.measured <= 4  # the batch in flight and the one already built
+
+
+def test_unknown_strategy_and_bad_budgets_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(TuningError, match="unknown strategy 'annealing'"):
+        run_tune(f"sqlite:///{tmp_path / 'e.db'}", strategy="annealing")
+    with pytest.raises(TuningError, match="must be positive"):
+        run_tune(f"sqlite:///{tmp_path / 'e.db'}", trials=0)
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_every_record(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+
+    class PressCtrlC(TuneCallback):
+        def on_batch(self, job, records):
+            if job.measured >= 4:
+                raise KeyboardInterrupt
+
+    result = run_tune(url, trials=40, batch=2, strategy="random", callbacks=[PressCtrlC()])
+    assert result.stop_reason.startswith("interrupted")
+    db = open_database(url)
+    assert len(db) == result.measured == 4
+    assert db.claims() == []  # the batch being built was given back
+    study = optuna.load_study(study_name=result.study_name, storage=db.optuna_storage())
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+
+
+def test_warm_start_tries_the_best_of_a_nearby_shape_first(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ws.db'}"
+    first = run_tune(url, workload=ops.copy((16, 16)), strategy="exhaustive", trials=1000)
+    nearby = ops.copy((16, 32))
+    second = run_tune(url, workload=nearby, trials=2, batch=2, strategy="random")
+    frame = second.trials.sort_values("trial")
+    assert is_baseline(open_database(url).get(int(frame["record_id"].iloc[0])))
+    space = SearchSpace(nearby, laytune.runners.default_device().info, TINY)
+    best_knobs = dict(first.best.candidate.knobs)
+    tried = open_database(url).get(int(frame["record_id"].iloc[1])).candidate
+    assert dict(tried.knobs) == best_knobs
+    assert [lay.family for _, lay in tried.layouts] == [
+        lay.family for _, lay in first.best.candidate.layouts
+    ]
+    assert params_of(space, tried) is not None
+
+
+def _records(url: str) -> list:
+    return open_database(url).records()
+
+
+def _start_worker(url: str, strategy: str, trials: int, batch: int = 2) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.search.worker", url, strategy, str(trials), str(batch)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_job_killed_with_sigkill_resumes_the_same_study(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    job = _start_worker(url, "random", 1000, batch=1)
+    deadline = time.monotonic() + 120
+    while len(open_database(url)) < 6:
+        assert job.poll() is None, job.stderr.read()
+        assert time.monotonic() < deadline, "the job wrote no records"
+        time.sleep(0.2)
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    before = {r.id: r for r in _records(url)}
+    last_trial = max(r.trial for r in before.values())
+    storage = open_database(url).optuna_storage()
+    trials_before = len(optuna.load_study(study_name=worker.STUDY, storage=storage).trials)
+
+    worker.main(url, "random", 6, 2)  # the same study, in this process
+
+    after = {r.id: r for r in _records(url)}
+    assert all(after[i] == r for i, r in before.items())  # nothing finished was lost
+    keys = [(r.workload_key, r.device_key, r.candidate.key) for r in after.values()]
+    assert len(keys) == len(set(keys))  # nothing duplicated
+    new = [r for i, r in after.items() if i not in before]
+    assert len(new) == 6
+    assert min(r.trial for r in new) > last_trial  # the trial count goes on
+    study = optuna.load_study(study_name=worker.STUDY, storage=storage)
+    assert len(study.trials) > trials_before
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+
+
+def _two_workers_measure_each_candidate_once(url: str) -> None:
+    jobs = [_start_worker(url, "exhaustive", 1000) for _ in range(2)]
+    outputs = [job.communicate(timeout=300) for job in jobs]
+    for job, (_out, err) in zip(jobs, outputs, strict=True):
+        assert job.returncode == 0, err
+    records = _records(url)
+    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, TINY)
+    keys = [r.candidate.key for r in records]
+    assert len(keys) == len(set(keys)) == len(space)
+    measured = [int(out.split()[1]) for out, _ in outputs]
+    assert sum(measured) == len(space)
+
+
+def test_two_workers_on_one_sqlite_file_measure_each_candidate_once(tmp_path: Path) -> None:
+    _two_workers_measure_each_candidate_once(f"sqlite:///{tmp_path / 'two.db'}")
+
+
+def test_two_workers_on_postgresql_measure_each_candidate_once(postgres_url: str) -> None:
+    _two_workers_measure_each_candidate_once(postgres_url)

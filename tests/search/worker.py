@@ -1,0 +1,37 @@
+"""A tuning job in its own process, for the resume and multi-worker tests.
+
+``python -m tests.search.worker URL STRATEGY TRIALS [BATCH]`` tunes the small
+copy workload of :data:`WORKLOAD` in :data:`OPTIONS` into the database at URL.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from laytune import ops, tune
+from laytune.space import SpaceOptions
+
+WORKLOAD = ops.copy((16, 16))
+OPTIONS = SpaceOptions(
+    families=("identity", "permute"), per_items=(1, 2), work_groups=(0, 64), unrolls=(1,)
+)
+STUDY = "shared-study"
+
+
+def main(url: str, strategy: str, trials: int, batch: int = 2) -> None:
+    result = tune(
+        WORKLOAD,
+        trials=trials,
+        batch=batch,
+        strategy=strategy,
+        database=url,
+        options=OPTIONS,
+        study_name=STUDY,
+        progress=False,
+        warm_start=0,
+    )
+    print(f"measured {result.measured} cached {result.cached} stop {result.stop_reason}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *(int(a) for a in sys.argv[4:]))
