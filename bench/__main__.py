@@ -5,7 +5,13 @@ from __future__ import annotations
 import runpy
 import sys
 
-BENCHMARKS = ("layout_queries", "space_enumerate", "conversions", "runners_overhead")
+BENCHMARKS = (
+    "layout_queries",
+    "space_enumerate",
+    "conversions",
+    "runners_overhead",
+    "plan_network",
+)
 
 
 def main() -> None:

@@ -1,0 +1,48 @@
+"""Graph-level layout planning: freeze the layouts of layout-critical
+operators, flow layout rewrites backwards through the rest of the graph, and
+fold or cancel them.
+
+Pipeline stage after :mod:`laytune.runners` (and the records that keep the
+best candidates): a :class:`Graph` of workloads, a *layout source* of frozen
+candidates (a ``Mapping`` by workload key, or any :class:`LayoutSource` such
+as the records database) and :func:`plan_layouts` give a :class:`Plan`: the
+layouts of every tensor and operator and the few rewrites left, printable
+with ``str(plan)``. ``plan.compile()`` builds it for an OpenCL device
+(:class:`CompiledPlan`); tensors stay on the device in their planned layouts
+between operators, and only graph inputs and outputs cross to the host.
+
+How a layout flows through an operator is read off its statement's index
+expressions (:func:`flow_layout`), never written per operator; rewrites fold
+and cancel with the index-map algebra (:class:`Rewrite`).
+"""
+
+from __future__ import annotations
+
+from laytune.plan._execute import CompiledPlan, PlanTiming, Step
+from laytune.plan._flow import FlowError, flow_layout
+from laytune.plan._graph import Graph, GraphError, Op, Tensor
+from laytune.plan._planner import Placement, Plan, PlanError, Version, plan_layouts
+from laytune.plan._rewrite import Rewrite, same_layout
+from laytune.plan._source import LayoutSource, SourceLike, lookup_candidate
+
+__all__ = [
+    "CompiledPlan",
+    "FlowError",
+    "Graph",
+    "GraphError",
+    "LayoutSource",
+    "Op",
+    "Placement",
+    "Plan",
+    "PlanError",
+    "PlanTiming",
+    "Rewrite",
+    "SourceLike",
+    "Step",
+    "Tensor",
+    "Version",
+    "flow_layout",
+    "lookup_candidate",
+    "plan_layouts",
+    "same_layout",
+]

@@ -1,0 +1,624 @@
+"""Graph-level layout planning: freeze, flow, fold.
+
+1. **Freeze.** Every layout-critical operator (one the layout source has a
+   candidate for, or one named in ``critical``) keeps the source's
+   candidate: its operand and result layouts are frozen. Every other
+   operator starts in identity layouts. Wherever a tensor's producer writes
+   one layout and a reader needs another there is a layout rewrite; graph
+   inputs arrive and graph outputs leave in the logical (identity) layout.
+2. **Flow backwards** (results to operands, as the seed prefers). For each
+   planned operator, last to first, each layout its readers need is flowed
+   through it (:func:`~laytune.plan.flow_layout`): its result takes that
+   layout and each operand the layout the statement's accesses imply. The
+   rewrite on the result is gone; on each operand edge the flowed rewrite
+   folds into the rewrite already there (:meth:`Rewrite.then`) and cancels
+   when the fold is the identity, or folds into a constant. A flow is kept
+   when it does not increase the bytes all rewrites move, so a rewrite is not
+   duplicated onto two graph inputs, and it is refused (with the reason in the
+   plan's log) when the layout cannot flow or codegen refuses the result.
+3. **Flow forwards** where that lowers the cost: a planned operator may take
+   the layout its operand already has (a rewrite moves past element-wise
+   operators to where the tensor is smaller, after a pooling). A forward
+   sweep is kept only when it lowers the total; sweeps repeat until one does
+   not.
+4. **Fold.** Each tensor is kept on the device in its producer's layout; each
+   distinct layout a reader needs is one rewrite from it (two adjacent
+   rewrites fold into one, from the producer's layout straight to the
+   reader's), and a rewrite on a constant is done once on the host when the
+   plan is compiled. A producer whose padding promises nothing (pad value
+   None or UNDEF) is made to write the constant its reader needs, which is
+   what lets a crop and a pad cancel; a producer that writes another
+   constant keeps a rewrite.
+
+With ``minimize=False`` the plan stops after step 1 and routes every rewrite
+through the logical layout: each frozen operator in its own best layouts with
+conversions around it (constants still packed on the host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from laytune.codegen import GENERIC_DEVICE, lower
+from laytune.device_info import DeviceInfo
+from laytune.exceptions import LayoutRejectedError, LaytuneError
+from laytune.layout import Layout, identity
+from laytune.ops import Workload
+from laytune.plan._flow import FlowError, flow_layout
+from laytune.plan._graph import Graph
+from laytune.plan._rewrite import (
+    Rewrite,
+    is_identity_layout,
+    pad_text,
+    pads_agree,
+    refinable,
+    same_layout,
+)
+from laytune.plan._source import SourceLike, lookup_candidate
+from laytune.space import Candidate, PadValue
+
+if TYPE_CHECKING:
+    import pyopencl as cl
+
+    from laytune.plan._execute import CompiledPlan
+
+__all__ = ["Placement", "Plan", "PlanError", "Version", "plan_layouts"]
+
+Origin = Literal["input", "constant", "operator", "rewrite"]
+_MAX_SWEEPS = 8
+
+
+class PlanError(LaytuneError, ValueError):
+    """A graph that cannot be planned: a frozen candidate codegen refuses, a
+    ``critical`` name that matches nothing or has no candidate."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One physical copy of a tensor on the device: ``layout``, what its padding
+    holds, and how it is made: uploaded (``input``), packed on the host
+    (``constant``), written by the producer (``operator``) or converted from
+    version ``source`` (``rewrite``)."""
+
+    tensor: str
+    layout: Layout
+    pad: PadValue
+    origin: Origin
+    source: int | None = None
+    consumers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The candidate an operator runs with; ``frozen`` when it came from the source."""
+
+    op: str
+    candidate: Candidate
+    frozen: bool
+    note: str
+
+
+@dataclass
+class _Resolution:
+    versions: list[Version]
+    reads: dict[tuple[str, str], int]
+    outputs: dict[str, int]
+    refined: dict[str, PadValue]
+
+    def storage(self, tensor: str) -> int:
+        return next(
+            i
+            for i, v in enumerate(self.versions)
+            if v.tensor == tensor and v.origin in ("input", "operator")
+        )
+
+    def rewrite(self, i: int, dtype: str) -> Rewrite:
+        return _rewrite_of(self.versions, i, dtype)
+
+
+def _rewrite_of(versions: Sequence[Version], i: int, dtype: str) -> Rewrite:
+    """The rewrite that makes version ``i`` from its source version."""
+    v = versions[i]
+    assert v.source is not None
+    src = versions[v.source]
+    return Rewrite(v.tensor, dtype, src.layout, v.layout, src.pad, v.pad, v.consumers)
+
+
+def _resolve(graph: Graph, state: Mapping[str, Candidate], via_identity: bool) -> _Resolution:
+    """The versions every tensor needs when each operator runs with ``state``."""
+    versions: list[Version] = []
+    users: list[list[str]] = []
+    reads: dict[tuple[str, str], int] = {}
+    outputs: dict[str, int] = {}
+    refined: dict[str, PadValue] = {}
+
+    def add(version: Version, mine: list[int]) -> int:
+        versions.append(version)
+        users.append([])
+        mine.append(len(versions) - 1)
+        return len(versions) - 1
+
+    def serving(mine: list[int], layout: Layout, pad: PadValue) -> int | None:
+        for i in mine:
+            v = versions[i]
+            if same_layout(v.layout, layout) and (not layout.has_padding or pads_agree(v.pad, pad)):
+                return i
+        return None
+
+    for tensor in graph.tensors.values():
+        uses: list[tuple[str, tuple[str, str] | None, Layout, PadValue]] = []
+        for op_name, port in graph.uses(tensor.name):
+            cand = state[op_name]
+            uses.append(
+                (f"{op_name}.{port}", (op_name, port), cand.layout(port), cand.pad_value(port))
+            )
+        if tensor.name in graph.outputs:
+            uses.append(("output", None, identity(tensor.shape), None))
+        # readers that need a constant in the padding first: their copy serves the others too
+        uses.sort(key=lambda use: refinable(use[3]))
+        mine: list[int] = []
+        if tensor.kind != "constant":
+            if tensor.kind == "input":
+                layout, pad = identity(tensor.shape), None
+            else:
+                assert tensor.producer is not None
+                cand = state[tensor.producer]
+                port = graph.op(tensor.producer).output_port
+                layout, pad = cand.layout(port), cand.pad_value(port)
+                if layout.has_padding and refinable(pad):
+                    wanted = [
+                        p for _, _, lay, p in uses if not refinable(p) and same_layout(lay, layout)
+                    ]
+                    if wanted:
+                        pad = refined[tensor.producer] = wanted[0]
+            add(
+                Version(
+                    tensor.name, layout, pad, tensor.kind if tensor.kind == "input" else "operator"
+                ),
+                mine,
+            )
+        for label, key, layout, pad in uses:
+            i = serving(mine, layout, pad)
+            if i is None and tensor.kind == "constant":
+                i = add(Version(tensor.name, layout, pad, "constant"), mine)
+            elif i is None:
+                src = mine[0]
+                if via_identity and not (
+                    is_identity_layout(versions[src].layout) or is_identity_layout(layout)
+                ):
+                    logical = identity(tensor.shape)
+                    found = serving(mine, logical, None)
+                    src = (
+                        found
+                        if found is not None
+                        else add(Version(tensor.name, logical, None, "rewrite", src), mine)
+                    )
+                i = add(Version(tensor.name, layout, pad, "rewrite", src), mine)
+            users[i].append(label)
+            if key is None:
+                outputs[tensor.name] = i
+            else:
+                reads[key] = i
+    final = [
+        Version(v.tensor, v.layout, v.pad, v.origin, v.source, tuple(u))
+        for v, u in zip(versions, users, strict=True)
+    ]
+    return _Resolution(final, reads, outputs, refined)
+
+
+def _cost(graph: Graph, res: _Resolution) -> int:
+    return sum(
+        res.rewrite(i, graph.tensors[v.tensor].dtype).nbytes
+        for i, v in enumerate(res.versions)
+        if v.origin == "rewrite"
+    )
+
+
+def _identity_candidate(workload: Workload) -> Candidate:
+    return Candidate.make({b.name: identity(b.shape) for b in workload.buffers})
+
+
+class _Minimizer:
+    """Steps 2 to 4 of the module docstring, on a mutable ``state``."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        state: dict[str, Candidate],
+        frozen: Collection[str],
+        device: DeviceInfo,
+        log: list[str],
+    ) -> None:
+        self.graph = graph
+        self.state = state
+        self.frozen = frozen
+        self.device = device
+        self.log = log
+        self.notes: dict[str, str] = {}
+        self.refusals: dict[tuple[str, str, str], str] = {}
+        self._derived: dict[tuple[str, Any], Candidate | LaytuneError] = {}
+
+    def cost(self, state: Mapping[str, Candidate]) -> int:
+        return _cost(self.graph, _resolve(self.graph, state, via_identity=False))
+
+    def derive(self, op_name: str, out_layout: Layout) -> Candidate:
+        """The planned operator's candidate whose result is laid out ``out_layout``."""
+        key = (op_name, (out_layout.index_map, out_layout.shape))
+        if key not in self._derived:
+            op = self.graph.op(op_name)
+            w = op.workload
+            layouts = {op.output_port: out_layout}
+            try:
+                for decl in w.inputs:
+                    layouts[decl.name] = flow_layout(w, out_layout, op.output_port, decl.name)
+                cand = Candidate.make(layouts)
+                lower(w, cand, self.device)
+                self._derived[key] = cand
+            except (FlowError, LayoutRejectedError) as err:
+                self._derived[key] = err
+        found = self._derived[key]
+        if isinstance(found, LaytuneError):
+            raise found
+        return found
+
+    def _try(
+        self, op_name: str, proposals: list[tuple[Layout, str]], direction: str
+    ) -> tuple[int, Candidate, str] | None:
+        """The cheapest proposal no costlier than the current state, if any."""
+        current = self.state[op_name]
+        out = self.graph.op(op_name).output_port
+        best: tuple[int, Candidate, str] | None = None
+        base = self.cost(self.state)
+        for layout, origin in proposals:
+            if same_layout(layout, current.layout(out)):
+                continue
+            try:
+                cand = self.derive(op_name, layout)
+            except (FlowError, LayoutRejectedError) as err:
+                self._refuse(
+                    op_name,
+                    direction,
+                    layout,
+                    f"{layout.index_map} cannot flow {direction} through {op_name} ({origin}): {err}",
+                )
+                continue
+            cost = self.cost({**self.state, op_name: cand})
+            if cost <= base and (best is None or cost < best[0]):
+                best = (cost, cand, origin)
+        return best
+
+    def _refuse(self, op_name: str, direction: str, layout: Layout, why: str) -> None:
+        self.refusals.setdefault((op_name, direction, str(layout.index_map)), why)
+
+    def _refusals_that_kept_a_rewrite(self) -> list[str]:
+        """The refusals whose rewrite is still in the final plan, for the log."""
+        res = _resolve(self.graph, self.state, via_identity=False)
+        kept = []
+        for (op_name, direction, _), why in self.refusals.items():
+            op = self.graph.op(op_name)
+            if direction == "forward":
+                stays = any(
+                    res.versions[res.reads[(op_name, p)]].origin == "rewrite" for p, _ in op.inputs
+                )
+            else:
+                stays = any(v.tensor == op.output and v.origin == "rewrite" for v in res.versions)
+            if stays:
+                kept.append(f"kept a rewrite: {why}")
+        return kept
+
+    def _accept(self, op_name: str, cand: Candidate, what: str) -> None:
+        graph = self.graph
+        old = self.state[op_name]
+        self.state[op_name] = cand
+        res = _resolve(graph, self.state, via_identity=False)
+        op = graph.op(op_name)
+        lines = [f"flowed {cand.layout(op.output_port).index_map} {what} through {op_name}"]
+        for port, tensor_name in op.inputs:
+            before, after = old.layout(port), cand.layout(port)
+            if same_layout(before, after):
+                continue
+            tensor = graph.tensors[tensor_name]
+            if tensor.kind == "constant":
+                lines.append(
+                    f"  {op_name}.{port}: folded into constant {tensor_name} as {after.index_map}"
+                )
+                continue
+            stored = res.versions[res.storage(tensor_name)]
+            existing = Rewrite(tensor_name, tensor.dtype, stored.layout, before, stored.pad)
+            flowed = Rewrite(tensor_name, tensor.dtype, before, after, None, cand.pad_value(port))
+            folded = existing.then(flowed)
+            chain = f"{stored.layout.index_map} -> {before.index_map} -> {after.index_map}"
+            if res.versions[res.reads[(op_name, port)]].origin != "rewrite":
+                how = "cancelled" if folded.is_identity else "cancelled (padding refined)"
+                lines.append(f"  {op_name}.{port} <- {tensor_name}: {how}: {chain}")
+            elif same_layout(stored.layout, before):
+                lines.append(
+                    f"  {op_name}.{port} <- {tensor_name}: rewrite {before.index_map} -> "
+                    f"{after.index_map} moved onto this edge"
+                )
+            else:
+                lines.append(
+                    f"  {op_name}.{port} <- {tensor_name}: folded into one rewrite: {chain}"
+                )
+        self.notes[op_name] = what
+        self.log.extend(lines)
+
+    def backward(self) -> None:
+        for op in reversed(self.graph.ops):
+            if op.name in self.frozen:
+                continue
+            res = _resolve(self.graph, self.state, via_identity=False)
+            proposals = [
+                (v.layout, ", ".join(v.consumers))
+                for v in res.versions
+                if v.tensor == op.output and v.origin == "rewrite"
+            ]
+            best = self._try(op.name, proposals, "back")
+            if best is not None:
+                self._accept(op.name, best[1], f"back from {best[2]}")
+
+    def forward(self) -> None:
+        for op in self.graph.ops:
+            if op.name in self.frozen:
+                continue
+            res = _resolve(self.graph, self.state, via_identity=False)
+            proposals = []
+            for port, tensor in op.inputs:
+                if self.graph.tensors[tensor].kind == "constant":
+                    continue
+                stored = res.versions[res.storage(tensor)].layout
+                try:
+                    layout = flow_layout(op.workload, stored, port, op.output_port)
+                except FlowError as err:
+                    self._refuse(
+                        op.name,
+                        "forward",
+                        stored,
+                        f"{stored.index_map} of {tensor} cannot flow forward through {op.name}: {err}",
+                    )
+                    continue
+                proposals.append((layout, f"{tensor} ({port})"))
+            best = self._try(op.name, proposals, "forward")
+            if best is not None:
+                self._accept(op.name, best[1], f"forward from {best[2]}")
+
+    def run(self) -> dict[str, Candidate]:
+        for _ in range(_MAX_SWEEPS):
+            self.backward()
+            before, saved, logged = self.cost(self.state), dict(self.state), len(self.log)
+            saved_notes = dict(self.notes)
+            self.forward()
+            if self.cost(self.state) < before:
+                continue
+            self.state, self.notes = saved, saved_notes
+            del self.log[logged:]
+            break
+        self.log.extend(self._refusals_that_kept_a_rewrite())
+        return self.state
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Layouts of every operator and tensor of a graph, and the rewrites left.
+
+    ``versions`` are the physical copies of tensors that live on the device;
+    ``reads`` says which copy each operator port reads and ``outputs`` which
+    copy each graph output is read back from. ``log`` tells how the plan was
+    reached. ``str(plan)`` is :meth:`describe`.
+    """
+
+    graph: Graph = field(repr=False, compare=False)
+    device: DeviceInfo
+    placements: tuple[Placement, ...]
+    versions: tuple[Version, ...]
+    reads: tuple[tuple[str, str, int], ...]
+    outputs: tuple[tuple[str, int], ...]
+    log: tuple[str, ...]
+    minimized: bool
+
+    def placement(self, op: str) -> Placement:
+        for p in self.placements:
+            if p.op == op:
+                return p
+        raise KeyError(f"plan has no operator {op!r}")
+
+    def candidate(self, op: str) -> Candidate:
+        return self.placement(op).candidate
+
+    def read_index(self, op: str, port: str) -> int:
+        """Index in ``versions`` of the copy operator ``op`` reads at ``port``."""
+        for name, p, i in self.reads:
+            if (name, p) == (op, port):
+                return i
+        raise KeyError(f"plan has no port {op}.{port}")
+
+    def read(self, op: str, port: str) -> Version:
+        """The copy operator ``op`` reads at ``port``."""
+        return self.versions[self.read_index(op, port)]
+
+    def layout_of(self, tensor: str) -> Layout:
+        """The layout ``tensor`` is stored in: its producer's (identity for an input)."""
+        for v in self.versions:
+            if v.tensor == tensor and v.origin in ("input", "operator"):
+                return v.layout
+        raise KeyError(f"{tensor!r} is a constant (see plan.folded) or not in the plan")
+
+    @property
+    def rewrites(self) -> tuple[Rewrite, ...]:
+        """The rewrites that run on the device, in the order the plan makes them."""
+        return tuple(
+            _rewrite_of(self.versions, i, self.graph.tensors[v.tensor].dtype)
+            for i, v in enumerate(self.versions)
+            if v.origin == "rewrite"
+        )
+
+    @property
+    def folded(self) -> tuple[Version, ...]:
+        """Constant copies, packed on the host into the layout their readers need."""
+        return tuple(v for v in self.versions if v.origin == "constant")
+
+    @property
+    def rewrite_bytes(self) -> int:
+        """Bytes all rewrites move per run (each reads its source and writes its copy)."""
+        return sum(r.nbytes for r in self.rewrites)
+
+    def describe(self) -> str:
+        g = self.graph
+        rewrites = self.rewrites
+        head = (
+            f"plan {g.name!r} for {self.device.name}: {len(g.ops)} operators, "
+            f"{len(rewrites)} rewrites moving {_size(self.rewrite_bytes)} per run, "
+            f"{len(self.folded)} constant copies packed on the host"
+        )
+        lines = [head, "tensors:"]
+        width = max(len(t) for t in g.tensors)
+        for t in g.tensors.values():
+            shape = f"{t.dtype}{list(t.shape)}"
+            for v in self.versions:
+                if v.tensor != t.name or v.origin == "rewrite":
+                    continue
+                kind = {"input": "input", "operator": "value", "constant": "constant"}[v.origin]
+                pad = f"  padding {pad_text(v.pad)}" if v.layout.has_padding else ""
+                extra = f"  for {', '.join(v.consumers)}" if v.origin == "constant" else ""
+                lines.append(
+                    f"  {t.name:{width}}  {kind:8}  {shape:22}  {v.layout.index_map}{pad}{extra}"
+                )
+        lines.append("operators:")
+        for p in self.placements:
+            knobs = ", ".join(f"{k}={v}" for k, v in p.candidate.knobs)
+            lines.append(
+                f"  {p.op}: {g.op(p.op).workload.name}, {p.note}{f' ({knobs})' if knobs else ''}"
+            )
+            for port, layout in p.candidate.layouts:
+                lines.append(f"    {port}: {layout.index_map}")
+        lines.append(f"rewrites ({len(rewrites)}):" if rewrites else "rewrites: none")
+        for r in rewrites:
+            lines.append(f"  {r.describe()}")
+            lines.append(
+                f"    for {', '.join(r.consumers) or 'a later rewrite'}; physical map {_map_text(r)}"
+            )
+        lines.append("how:")
+        lines += [f"  {line}" for line in self.log]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def compile(self, context: cl.Context | None = None) -> CompiledPlan:
+        """Build every kernel of the plan for one OpenCL device (``context``'s
+        first; default: :func:`laytune.runners.default_device`)."""
+        from laytune.plan._execute import CompiledPlan
+
+        return CompiledPlan(self, context)
+
+
+def _map_text(rewrite: Rewrite) -> str:
+    try:
+        return str(rewrite.index_map)
+    except LaytuneError:
+        return "(no symbolic inverse of the source layout)"
+
+
+def _size(nbytes: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if nbytes < 1024 or unit == "MiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024  # type: ignore[assignment]
+    raise AssertionError
+
+
+def plan_layouts(
+    graph: Graph,
+    source: SourceLike | None = None,
+    device: DeviceInfo | None = None,
+    *,
+    critical: Collection[str] | None = None,
+    minimize: bool = True,
+) -> Plan:
+    """Plan the layouts of ``graph`` (see the module docstring).
+
+    ``source`` gives the frozen candidates (a mapping by workload key or a
+    :class:`~laytune.plan.LayoutSource`); ``device`` is what candidates are
+    checked against and what a source is asked about (default: codegen's
+    ``GENERIC_DEVICE``). ``critical`` names the layout-critical operators
+    (operator names or workload names such as ``"conv2d"``); by default every
+    operator the source has a candidate for is.
+    """
+    if device is None and source is not None and not isinstance(source, Mapping):
+        raise PlanError(
+            "a LayoutSource answers per device: pass device= (a DeviceInfo, e.g. "
+            "laytune.runners.default_device().info) to plan_layouts"
+        )
+    device = device or GENERIC_DEVICE
+    source = {} if source is None else source
+    graph = graph.snapshot()
+    if critical is not None:
+        names = {op.name for op in graph.ops} | {op.workload.name for op in graph.ops}
+        unknown = sorted(set(critical) - names)
+        if unknown:
+            raise PlanError(f"critical names {unknown} match no operator of {graph.name!r}")
+    log: list[str] = []
+    frozen: dict[str, Candidate] = {}
+    wanted = None if critical is None else set(critical)
+    for op in graph.ops:
+        if wanted is not None and not {op.name, op.workload.name} & wanted:
+            continue
+        cand = lookup_candidate(source, op.workload.key, device.key)
+        if cand is None:
+            if wanted is not None:
+                raise PlanError(
+                    f"{op.name} is layout-critical but the layout source has no candidate for "
+                    f"{op.workload.key} on {device.name}"
+                )
+            continue
+        try:
+            lower(op.workload, cand, device)
+        except (LaytuneError, KeyError) as err:
+            raise PlanError(f"the frozen candidate of {op.name} cannot be lowered: {err}") from None
+        frozen[op.name] = cand
+        log.append(f"froze {op.name}: the source's candidate for {op.workload.key}")
+    state = {op.name: frozen.get(op.name) or _identity_candidate(op.workload) for op in graph.ops}
+    initial = _resolve(graph, state, via_identity=True)
+    count = sum(v.origin == "rewrite" for v in initial.versions)
+    log.append(
+        f"{count} rewrites around the frozen operators, moving "
+        f"{_size(_cost(graph, initial))} per run (constants are packed on the host)"
+    )
+    notes = {name: "frozen from the layout source" for name in frozen}
+    if minimize:
+        minimizer = _Minimizer(graph, state, frozen, device, log)
+        state = minimizer.run()
+        notes.update({k: f"planned: flowed {v}" for k, v in minimizer.notes.items()})
+    final = _resolve(graph, state, via_identity=not minimize)
+    placements = []
+    for op in graph.ops:
+        cand = state[op.name]
+        if op.name in final.refined:
+            pad = final.refined[op.name]
+            was = cand.pad_value(op.output_port)
+            cand = Candidate.make(
+                cand.layout_map, cand.knob_map, {**dict(cand.pad_values), op.output_port: pad}
+            )
+            log.append(
+                f"{op.name} writes {pad_text(pad)} into the padding of its result (was "
+                f"{pad_text(was)}) for {', '.join(_readers(final, op.output))}"
+            )
+        note = notes.get(op.name, "planned: identity layouts")
+        placements.append(Placement(op.name, cand, op.name in frozen, note))
+    return Plan(
+        graph=graph,
+        device=device,
+        placements=tuple(placements),
+        versions=tuple(final.versions),
+        reads=tuple((op, port, i) for (op, port), i in final.reads.items()),
+        outputs=tuple(final.outputs.items()),
+        log=tuple(log),
+        minimized=minimize,
+    )
+
+
+def _readers(res: _Resolution, tensor: str) -> list[str]:
+    i = res.storage(tensor)
+    return list(res.versions[i].consumers) or ["its rewrites"]

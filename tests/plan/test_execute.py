@@ -1,0 +1,140 @@
+"""Plans run on the OpenCL test device: tensors stay on the device in their
+planned layouts, and every graph output equals numpy."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+from laytune import layout as L
+from laytune import ops
+from laytune.plan import Graph, Plan, plan_layouts
+from tests.plan.graphs import (
+    conv_candidate,
+    padded_graph,
+    reshape_graph,
+    seed_graph,
+    weights,
+)
+
+
+def _check(plan: Plan, context: cl.Context, **extra: np.ndarray) -> list[tuple[str, str]]:
+    """Run ``plan`` and compare every output with the graph's numpy reference;
+    returns the (label, kind) of each launch."""
+    graph = plan.graph
+    inputs = {
+        name: weights(t.shape, 10 + k)
+        for k, (name, t) in enumerate(graph.tensors.items())
+        if t.kind == "input"
+    }
+    inputs.update(extra)
+    with plan.compile(context) as compiled:
+        got = compiled.run(inputs)
+        steps = [(s.label, s.kind) for s in compiled.steps]
+    want = graph.reference(inputs)
+    for name in graph.outputs:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)
+    return steps
+
+
+@pytest.mark.parametrize("minimize", [True, False], ids=["planned", "rewrites around each"])
+def test_the_seed_example_equals_numpy(cl_context: cl.Context, minimize: bool) -> None:
+    graph, source = seed_graph()
+    steps = _check(plan_layouts(graph, source, minimize=minimize), cl_context)
+    if minimize:
+        assert steps == [
+            ("x -> conv1.X", "rewrite"),
+            ("conv1", "compute"),
+            ("add", "compute"),
+            ("conv2", "compute"),
+            ("conv2 -> output", "rewrite"),
+        ]
+    else:
+        assert [kind for _, kind in steps].count("rewrite") == 4
+
+
+def test_weights_given_at_run_time_are_rewritten_on_the_device(cl_context: cl.Context) -> None:
+    graph, source = seed_graph(weights_as_inputs=True)
+    steps = _check(plan_layouts(graph, source), cl_context)
+    assert ("f1 -> conv1.W", "rewrite") in steps
+
+
+def test_a_reshape_with_its_kept_rewrites_equals_numpy(cl_context: cl.Context) -> None:
+    graph, source = reshape_graph()
+    steps = _check(plan_layouts(graph, source), cl_context)
+    assert ("conv1 -> reshape.X", "rewrite") in steps
+    assert ("reshape -> conv2.X", "rewrite") in steps
+
+
+@pytest.mark.parametrize(
+    ("producer_pad", "with_relu"),
+    [(None, False), (None, True), (math.inf, False)],
+    ids=["refined producer", "refined relu", "pad rewrite kept"],
+)
+def test_padding_a_reader_overcomputes_over_holds_its_zeros(
+    cl_context: cl.Context, producer_pad: object, with_relu: bool
+) -> None:
+    graph, source = padded_graph(producer_pad, with_relu)
+    _check(plan_layouts(graph, source), cl_context)
+
+
+def test_without_the_refined_pad_value_the_padding_would_poison_the_result(
+    cl_context: cl.Context,
+) -> None:
+    # the control for the test above: the same plan with conv1 not writing its
+    # padding leaves NaN there, which the overcomputing conv2 turns into NaN
+    graph, source = padded_graph(None, with_relu=False)
+    plan = plan_layouts(graph, source)
+    unrefined = tuple(
+        dataclasses.replace(p, candidate=dataclasses.replace(p.candidate, pad_values=()))
+        if p.op == "conv1"
+        else p
+        for p in plan.placements
+    )
+    broken = dataclasses.replace(plan, placements=unrefined)
+    with broken.compile(cl_context) as compiled:
+        out = compiled.run({"x": weights((1, 6, 5, 5), 0)})["conv2"]
+    assert np.isnan(out).any()
+
+
+def test_two_adjacent_rewrites_run_as_one_kernel(cl_context: cl.Context) -> None:
+    conv1 = ops.conv2d(1, 8, 4, 4, 8, 3, stride=1, padding=1)
+    conv2 = ops.conv2d(1, 8, 4, 4, 4, 3, stride=1, padding=1)
+    g = Graph("fold")
+    x = g.input("x", (1, 8, 4, 4))
+    y = g.apply(conv1, "conv1", X=x, W=g.constant("f1", weights((8, 8, 3, 3), 1)))
+    y = g.apply(ops.relu((1, 8, 4, 4)), "relu", X=y)
+    g.output(g.apply(conv2, "conv2", X=y, W=g.constant("f2", weights((4, 8, 3, 3), 2))))
+    nhwc = L.permute((1, 8, 4, 4), (0, 2, 3, 1))
+    source = {conv1.key: conv_candidate(conv1), conv2.key: conv_candidate(conv2, x=nhwc)}
+    plan = plan_layouts(g, source)
+    (fused,) = [r for r in plan.rewrites if r.tensor == "conv1"]
+    assert str(fused.index_map) == "lambda p0, p1, p2, p3, p4: [p0, p2, p3, p1 * 4 + p4]"
+    steps = _check(plan, cl_context)
+    assert steps.count(("conv1 -> relu.X", "rewrite")) == 1
+
+
+def test_an_image_input_keeps_its_rewrite_and_runs(cl_context: cl.Context) -> None:
+    conv = ops.conv2d(1, 8, 4, 4, 8, 3, stride=1, padding=1)
+    g = Graph("texture")
+    y = g.apply(ops.relu((1, 8, 4, 4)), "relu", X=g.input("x", (1, 8, 4, 4)))
+    g.output(g.apply(conv, "conv", X=y, W=g.constant("f", weights((8, 8, 3, 3), 3))))
+    source = {conv.key: conv_candidate(conv, x=L.texture((1, 8, 4, 4), 1))}
+    plan = plan_layouts(g, source)
+    assert any("Image2DRead(role='output')" in line for line in plan.log)
+    assert _check(plan, cl_context)[:2] == [("relu", "compute"), ("relu -> conv.X", "rewrite")]
+
+
+def test_profiling_times_every_launch(cl_context: cl.Context) -> None:
+    graph, source = seed_graph()
+    with plan_layouts(graph, source).compile(cl_context) as compiled:
+        timing = compiled.profile({"x": weights((1, 8, 6, 6), 0)}, repeats=3, warmup=1)
+        assert [label for label, _ in timing.per_step] == [s.label for s in compiled.steps]
+        with pytest.raises(ValueError, match="repeats must be >= 1"):
+            compiled.profile({"x": weights((1, 8, 6, 6), 0)}, repeats=0)
+    assert len(timing.device_seconds) == len(timing.wall_seconds) == 3
+    assert timing.device_median > 0 and timing.wall_median > 0
