@@ -14,7 +14,11 @@ Two shapes of work-item:
   transpose, NCHW -> NCHWc), a work-item moves a ``Va x Vb`` tile: ``Vb``
   vector loads of ``Va`` consecutive source elements, a register transpose,
   ``Va`` vector stores of ``Vb`` consecutive destination elements. Both sides
-  then touch whole cache lines.
+  then touch whole cache lines. Where both offsets are affine in the
+  work-item's position (transposes, blocking), the work-item computes its
+  first source and destination element from the global id alone (NCHW4c is
+  read at ``32 * gid``), which keeps the addressing of a compiler that
+  vectorises across work-items strided instead of gathered.
 * **elementwise**: ``V`` consecutive destination elements per work-item,
   each with its own source offset and padding test (``V = 1`` is the naive
   one-element-per-work-item kernel; image destinations take one texel).
@@ -30,6 +34,7 @@ from laytune.codegen._emit import (
     BufferAccess,
     Scope,
     c_float,
+    c_ident,
     contiguous_along,
     ctype_of,
     paren,
@@ -38,6 +43,7 @@ from laytune.codegen._emit import (
 from laytune.codegen._source import decompose, indent
 from laytune.layout import Const, Expr, Layout, Var
 from laytune.layout._expr import substitute
+from laytune.space import affine_terms
 
 __all__ = ["ConversionKernel", "pack_kernel", "unpack_kernel"]
 
@@ -128,6 +134,55 @@ def _work_items(
     return [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines], base, gid, gid_total
 
 
+def _merged_digits(gid: Var, extents: Sequence[int], coeffs: Sequence[int]) -> Expr:
+    """``sum(coeffs[t] * digit_t)`` over the row-major digits of ``gid`` (digit
+    ``t`` ranges over ``extents[t]``), with neighbouring digits merged into one
+    quotient where they line up: ``224 * (gid // 28 % 224) + 8 * (gid % 28)``
+    is ``8 * (gid % 6272)``, and a work-item that walks its source in order
+    reads at ``32 * gid``."""
+    strides = [math.prod(extents[t + 1 :]) for t in range(len(extents))]
+    total: Expr = Const(0)
+    t = len(extents) - 1
+    while t >= 0:
+        if extents[t] == 1:  # always 0
+            t -= 1
+            continue
+        lo, span = t, extents[t]
+        while t > 0 and (extents[t - 1] == 1 or coeffs[t - 1] == coeffs[lo] * span):
+            t -= 1
+            span *= extents[t]
+        if coeffs[lo]:
+            quotient = gid // strides[lo] if strides[lo] > 1 else gid
+            total = total + (quotient % span) * coeffs[lo]
+        t -= 1
+    return total
+
+
+def _affine_in_digits(
+    scope: Scope,
+    offset: Expr,
+    digits: Sequence[Var],
+    steps: Sequence[int],
+    lanes: Sequence[Sequence[int]],
+) -> tuple[list[int], list[int]] | None:
+    """When ``offset`` at the tile element ``digit * step + lane`` is
+    ``sum(coeffs[t] * digit_t) + shift[lane]`` for every lane: (coeffs, shifts)."""
+    coeffs: list[int] | None = None
+    shifts = []
+    for lane in lanes:
+        at = [Var(d.index) * s + k for d, s, k in zip(digits, steps, lane, strict=True)]
+        terms = affine_terms(scope.simplify(substitute(offset, _as_values(scope, at))))
+        if terms is None or not set(terms[0]) <= {d.index for d in digits}:
+            return None
+        form = [terms[0].get(d.index, 0) for d in digits]
+        if coeffs not in (None, form):
+            return None
+        coeffs = form
+        shifts.append(terms[1])
+    assert coeffs is not None
+    return coeffs, shifts
+
+
 def _tile_transpose(
     scope: Scope,
     itype: str,
@@ -143,20 +198,60 @@ def _tile_transpose(
     ``dims``: each work-item loads ``vb`` vectors of ``va`` source elements
     (``tile_axis`` steps by one in the source) and stores ``va`` vectors of
     ``vb`` elements along the destination's innermost axis. Returns the body
-    and the number of work-items."""
+    and the number of work-items.
+
+    When both offsets are affine in the work-item's digits (transposes,
+    blocking), the work-item computes its first source and destination
+    element from the global id alone, with the digits merged
+    (:func:`_merged_digits`): a compiler that vectorises across work-items
+    then sees strided, not gathered, accesses.
+    """
     steps = [1] * len(dims)
     steps[tile_axis], steps[-1] = va, vb
-    body, base, _, gid_total = _work_items(scope, itype, dims, index_vars, steps)
-    vec = f"{ctype}{va}" if va > 1 else ctype
     last = len(dims) - 1
-    for b in range(vb):
-        at = [Var(v.index) + (b if t == last else 0) for t, v in enumerate(base)]
-        off = scope.c(substitute(src_offset, _as_values(scope, at)))
+    loads = [[b if t == last else 0 for t in range(len(dims))] for b in range(vb)]
+    stores = [[a if t == tile_axis else 0 for t in range(len(dims))] for a in range(va)]
+    extents = [d // s for d, s in zip(dims, steps, strict=True)]
+    digits = [
+        scope.var(f"{scope.name(v)}_digit", 0, e - 1)
+        for v, e in zip(index_vars, extents, strict=True)
+    ]
+    src = _affine_in_digits(scope, src_offset, digits, steps, loads)
+    dst = _affine_in_digits(scope, _row_major(index_vars, dims), digits, steps, stores)
+    if src is not None and dst is not None:
+        gid_total = math.prod(extents)
+        gid = scope.var("gid", 0, gid_total - 1)
+        body = [f"const {itype} {scope.name(gid)} = get_global_id(0);"]
+        firsts = []
+        for name, (coeffs, _), what in (("src0", src, "read"), ("dst0", dst, "written")):
+            first = scope.simplify(_merged_digits(gid, extents, coeffs))
+            var = scope.var(name, *scope.bounds(first))
+            body.append(
+                f"const {itype} {scope.name(var)} = {scope.c(first)};  /* first element {what} */"
+            )
+            firsts.append(var)
+        src_at = [scope.c(Var(firsts[0].index) + k) for k in src[1]]
+        dst_at = [scope.c(Var(firsts[1].index) + k) for k in dst[1]]
+    else:
+        body, base, _, gid_total = _work_items(scope, itype, dims, index_vars, steps)
+        src_at = [
+            scope.c(
+                substitute(
+                    src_offset,
+                    _as_values(scope, [Var(v.index) + k for v, k in zip(base, lane, strict=True)]),
+                )
+            )
+            for lane in loads
+        ]
+        dst_at = [
+            scope.c(_row_major([Var(v.index) + k for v, k in zip(base, lane, strict=True)], dims))
+            for lane in stores
+        ]
+    vec = f"{ctype}{va}" if va > 1 else ctype
+    for b, off in enumerate(src_at):
         load = f"vload{va}(0, {pointer('src', off)})" if va > 1 else f"src[{off}]"
         body.append(f"const {vec} r{b} = {load};")
-    for a in range(va):
-        at = [Var(v.index) + (a if t == tile_axis else 0) for t, v in enumerate(base)]
-        off = scope.c(_row_major(at, dims))
+    for a, off in enumerate(dst_at):
         lanes = [f"r{b}.s{_LANES[a]}" if va > 1 else f"r{b}" for b in range(vb)]
         if vb > 1:
             body.append(f"vstore{vb}(({ctype}{vb})({', '.join(lanes)}), 0, {pointer('dst', off)});")
@@ -194,7 +289,7 @@ def pack_kernel(
     forces the elementwise kernel with that many (1: naive).
     """
     ctype = ctype_of(dtype)
-    kname = kernel_name or f"{_c_ident(name)}_pack"
+    kname = kernel_name or f"{c_ident(name)}_pack"
     pshape = layout.physical_shape
     inverse = layout.inverse()
     scope = Scope()
@@ -280,7 +375,7 @@ def unpack_kernel(
 ) -> ConversionKernel:
     """Kernel ``<name>_unpack(src, dst)``: physical ``src`` -> logical ``dst``."""
     ctype = ctype_of(dtype)
-    kname = kernel_name or f"{_c_ident(name)}_unpack"
+    kname = kernel_name or f"{c_ident(name)}_unpack"
     shape = layout.shape
     scope = Scope()
     xs = [scope.var(f"x{d}", 0, e - 1) for d, e in enumerate(shape)]
@@ -375,7 +470,3 @@ def _condition_c(
         if ehi > hi:
             parts.append(f"{text} <= {hi}")
     return " && ".join(parts)
-
-
-def _c_ident(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)

@@ -18,7 +18,16 @@ import numpy as np
 from laytune.layout import Const, Expr, Layout, Var
 from laytune.layout._expr import bounds, fits_int32, simplify, substitute, to_opencl
 
-__all__ = ["BufferAccess", "Scope", "c_float", "contiguous_along", "ctype_of", "paren", "pointer"]
+__all__ = [
+    "BufferAccess",
+    "Scope",
+    "c_float",
+    "c_ident",
+    "contiguous_along",
+    "ctype_of",
+    "paren",
+    "pointer",
+]
 
 _C_RESERVED = frozenset(
     [
@@ -84,6 +93,11 @@ def ctype_of(dtype: str) -> str:
     if dtype == "float16":
         return "half"
     raise ValueError(f"dtype {dtype!r} has no OpenCL type in this codegen (float32, float16)")
+
+
+def c_ident(name: str) -> str:
+    """``name`` as a C identifier: other characters become ``_`` (``"A.local"``: ``A_local``)."""
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
 
 
 def c_float(value: float, dtype: str) -> str:

@@ -13,9 +13,14 @@ access goes through the candidate's layout of that buffer. Knobs (see
   ``vloadN``/``vstoreN`` for every buffer indexed by that axis's bare variable;
   loads that do not depend on it are hoisted out of the tile (a register tile).
 * ``unroll``: the innermost reduce loop is unrolled by hand.
-* ``local_stage``: the work-group stages tiles of the inputs named in
-  ``workload.local_tiles`` in ``__local`` buffers laid out by the candidate's
-  ``"<name>.local"`` layouts, then reads them from there.
+* ``local_stage``: a work-group computes one block of outputs of the
+  workload's staging plan (:func:`laytune.space.staging_plan`: matmul's
+  declared 16 x 16 tiles, conv2d's input patch with the halo of its window).
+  Per stage it copies every input's footprint into a ``__local`` tile laid
+  out by the candidate's ``"<name>.local"`` layout (zero outside the input:
+  convolution padding, blocks that overshoot the output), waits at a
+  barrier, and reduces over the tiles; points of an overshooting block store
+  nothing.
 * ``pad_mode``: a reduce loop over a padded physical extent (see
   :mod:`laytune.codegen._analysis`) tests ``r < E`` ("guard") or reads the
   neutral padding ("overcompute").
@@ -24,22 +29,38 @@ access goes through the candidate's layout of that buffer. Knobs (see
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from laytune.codegen._analysis import PaddedLoop, neutral_at_padding, padded_loop
 from laytune.codegen._conversion import pack_kernel, unpack_kernel
-from laytune.codegen._emit import BufferAccess, Scope, c_float, contiguous_along, ctype_of, paren
+from laytune.codegen._emit import (
+    BufferAccess,
+    Scope,
+    c_float,
+    c_ident,
+    contiguous_along,
+    ctype_of,
+    paren,
+)
 from laytune.codegen._program import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.codegen._source import Source, decompose, indent, split_index
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError
-from laytune.layout import UNDEF, Condition, Expr, Layout, Var
+from laytune.layout import UNDEF, Condition, Const, Expr, Layout, Var
 from laytune.layout._expr import substitute, variables
 from laytune.ops._statement import BinaryOp, Literal, Load, Negate, Value, loads
 from laytune.ops._workload import BufferDecl, Workload
-from laytune.space import Candidate, check_candidate, local_buffer_name
+from laytune.space import (
+    Candidate,
+    StagedInput,
+    StagingPlan,
+    check_candidate,
+    local_buffer_name,
+    staging_plan,
+)
 
 __all__ = ["DEFAULT_KNOBS", "GENERIC_DEVICE", "lower", "lower_conversion"]
 
@@ -195,8 +216,16 @@ class _Lowering:
         self.overcompute = self.knobs["pad_mode"] == "overcompute"
         self.loops: dict[int, PaddedLoop] = {}
         self.grown: set[tuple[str, int]] = set()  # (buffer, dim) read over a padded extent
+        self.staging: StagingPlan | None = staging_plan(self.w) if self.stage else None
         self.staged: dict[str, BufferAccess] = {}
+        self.block_base: dict[int, Var] = {}  # first point of the work-group's block, per axis
+        self.tile_notes: dict[str, str] = {}  # what each local tile holds, for the comments
+        # values an axis variable takes: its extent, or the blocks' span when they overshoot it
+        self.spans = [a.extent for a in self.w.axes]
         self.base: Var | None = None  # first point of the register tile
+        # the register tile's vector group: a variable, so that offsets within a block simplify
+        self.g = self.scope.var("g", 0, self.groups - 1)
+        self.block_offset: dict[int, Expr] = {}  # a point's offset within its block, per axis
 
     # -- checks of what this code generator relies on -----------------------
     def _check(self) -> None:
@@ -216,16 +245,7 @@ class _Lowering:
                 if why:
                     raise _reject(f"vector {self.vector} on buffer {decl.name!r}: {why}")
         if self.stage:
-            for name, _ in w.local_tiles:
-                decl = w.buffer(name)
-                dims = [d for d, e in enumerate(decl.indices) if e == Var(self.inner)]
-                local = layouts[local_buffer_name(name)]
-                why = contiguous_along(local, dims[0], self.vector) if dims else None
-                if why:
-                    raise _reject(
-                        f"vector {self.vector} on local tile {local_buffer_name(name)!r}: {why}"
-                    )
-            return
+            return  # the copy reads only inside the inputs; no loop runs over padding
         for axis in w.reduce_axes:
             loop = padded_loop(w, layouts, axis)
             if loop is None:
@@ -310,8 +330,11 @@ class _Lowering:
                 extra = f", padding holds {self.plan.pad_values.get(decl.name)!r}"
             memory = " (image2d)" if self.plan.memory[decl.name] == "image2d" else ""
             lines.append(f"   {decl.name}{list(decl.shape)}: {layout.index_map}{memory}{extra}")
-        for acc in self.staged.values():
-            lines.append(f"   {acc.name}{list(acc.shape)} (__local): {acc.layout.index_map}")
+        for buffer, acc in self.staged.items():
+            lines.append(
+                f"   {acc.name}{list(acc.shape)} (__local, {self.tile_notes[buffer]}): "
+                f"{acc.layout.index_map}"
+            )
         knobs = ", ".join(f"{k}={v}" for k, v in sorted(self.knobs.items()))
         lines.append(f"   {knobs} */")
         return lines
@@ -338,8 +361,8 @@ class _Lowering:
         return [f"const int {self.scope.name(v)} = {self.scope.c(value)};"]
 
     def _declare_base(self, value: Expr) -> list[str]:
-        extent = self.w.axes[self.inner].extent
-        self.base = self.scope.var(f"{self.w.axes[self.inner].name}0", 0, extent - self.per_item)
+        span = self.spans[self.inner]
+        self.base = self.scope.var(f"{self.w.axes[self.inner].name}0", 0, span - self.per_item)
         return [f"const int {self.scope.name(self.base)} = {self.scope.c(value)};"]
 
     def _logical_decompose(self) -> tuple[list[str], int]:
@@ -388,84 +411,56 @@ class _Lowering:
         return lines, items
 
     def _staged_decompose(self, group: int) -> tuple[list[str], int]:
-        """A work-group computes the block of outputs whose inputs are the staged tiles."""
-        w, scope = self.w, self.scope
-        reduce_axes = w.reduce_axes
-        if len(reduce_axes) != 1:
-            raise _reject("local staging needs exactly one reduce axis")
-        red = reduce_axes[0]
-        block = dict.fromkeys(w.spatial_axes, 1)
-        tk = None
-        for name, tile in w.local_tiles:
-            decl = w.buffer(name)
-            if not all(isinstance(e, Var) for e in decl.indices):
-                raise _reject(f"local staging of {name!r} needs bare axis indices")
-            for e, t in zip(decl.indices, tile, strict=True):
-                k = e.index  # type: ignore[union-attr]
-                if k == red:
-                    if tk not in (None, t):
-                        raise _reject(f"local tiles disagree on the reduce extent: {tk} and {t}")
-                    tk = t
-                elif block[k] not in (1, t):
-                    raise _reject(f"local tiles disagree on axis {w.axes[k].name!r}")
-                else:
-                    block[k] = t
-            local = local_buffer_name(name)
-            self.staged[name] = BufferAccess(
-                local, f"{name}_local", self.plan.layouts[local], decl.dtype, "local"
+        """A work-group computes one block of outputs of the staging plan:
+        ``grp`` picks the block, ``lid`` the point (register tile) in it."""
+        w, scope, plan = self.w, self.scope, self.staging
+        assert plan is not None
+        for staged in plan.inputs:
+            local = local_buffer_name(staged.buffer)
+            self.staged[staged.buffer] = BufferAccess(
+                local,
+                c_ident(local),
+                self.plan.layouts[local],
+                w.buffer(staged.buffer).dtype,
+                "local",
             )
-        if tk is None:
-            raise _reject("local staging: no staged input is indexed by the reduce axis")
-        for k, b in block.items():
-            if w.axes[k].extent % b:
-                raise _reject(
-                    f"local tile extent {b} does not divide axis {w.axes[k].name!r} ({w.axes[k].extent})"
-                )
-        if w.axes[red].extent % tk:
-            raise _reject(
-                f"local tile extent {tk} does not divide the reduce axis ({w.axes[red].extent})"
-            )
-        outputs = math.prod(block.values())
-        if group * self.per_item != outputs:
-            shape = " x ".join(str(block[k]) for k in w.spatial_axes)
-            raise _reject(
-                f"local staging: a work-group computes the {shape} block of outputs that the local "
-                f"tiles cover, so work_group * per_item must be {outputs}, got {group} * {self.per_item}"
-            )
-        if block[self.inner] % self.per_item:
-            raise _reject(
-                f"per_item {self.per_item} does not divide the block extent {block[self.inner]}"
-            )
-        if tk % self.unroll:
-            raise _reject(f"unroll {self.unroll} does not divide the local tile extent {tk}")
-        if self.order != "logical":
-            raise _reject("local staging walks the logical order; order must be 'logical'")
-        self.tk, self.red = tk, red
-        spatial = list(w.spatial_axes)
-        nblocks = [w.axes[k].extent // block[k] for k in spatial]
-        items = math.prod(nblocks) * group
-        grp = scope.var("grp", 0, math.prod(nblocks) - 1)
+        spatial = list(plan.spatial)
+        blocked = [k for k in spatial if plan.block[k] > 1]
+        grp = scope.var("grp", 0, plan.groups - 1)
         self.lid = scope.var("lid", 0, group - 1)
         lines = [
             f"const int {scope.name(grp)} = get_group_id(0);",
             f"const int {scope.name(self.lid)} = get_local_id(0);",
         ]
-        names = [f"{w.axes[k].name}_blk" for k in spatial]
-        bl, bvars = decompose(scope, "int", grp, nblocks, names, [block[k] for k in spatial])
-        inner_ext = [block[k] for k in spatial]
-        inner_ext[-1] //= self.per_item
-        steps = [1] * (len(spatial) - 1) + [self.per_item]
-        names = [f"{w.axes[k].name}_in" for k in spatial]
-        il, ivars = decompose(scope, "int", self.lid, inner_ext, names, steps)
-        lines += bl + il
-        self.block_base = dict(zip(spatial, bvars, strict=True))
-        for k, b, i in zip(spatial, bvars, ivars, strict=True):
-            value = Var(b.index) + Var(i.index)
+        counts = [plan.counts[k] for k in spatial]
+        steps = [plan.block[k] for k in spatial]
+        for k, value in zip(spatial, split_index(grp, counts, steps), strict=True):
+            if plan.block[k] == 1:
+                lines += self._declare_axis(k, value)  # one value per work-group
+                continue
+            span = plan.counts[k] * plan.block[k]
+            self.spans[k] = span
+            # a block may run past the extent: the axis variable ranges over the blocks
+            scope.set_range(self.axis_vars[k], 0, span - 1)
+            base = scope.var(f"{w.axes[k].name}_blk", 0, span - plan.block[k])
+            self.block_base[k] = base
+            if plan.counts[k] > 1:  # else the constant 0, folded wherever it is used
+                lines.append(f"const int {scope.name(base)} = {scope.c(value)};")
+        extents = [plan.block[k] for k in blocked]
+        extents[-1] //= self.per_item
+        steps = [1] * (len(blocked) - 1) + [self.per_item]
+        names = [f"{w.axes[k].name}_in" for k in blocked]
+        offset_lines, offsets = decompose(scope, "int", self.lid, extents, names, steps)
+        lines += offset_lines
+        for k, offset in zip(blocked, offsets, strict=True):
+            value = Var(self.block_base[k].index) + Var(offset.index)
             if k == self.inner and self.groups > 1:
                 lines += self._declare_base(value)
+                self.block_offset[k] = Var(offset.index) + Var(self.g.index) * self.vector
             else:
                 lines += self._declare_axis(k, value)
-        return lines, items
+                self.block_offset[k] = Var(offset.index)
+        return lines, plan.groups * group
 
     # -- body -------------------------------------------------------------------
     def _vtype(self) -> str:
@@ -484,9 +479,10 @@ class _Lowering:
         init = c_float(0.0 if w.reduction == "sum" else -math.inf, w.dtype)
         vt = self._vtype()
         if self.groups > 1:
+            g = self.scope.name(self.g)
             lines = [
                 f"{vt} acc[{self.groups}];",
-                f"for (int g = 0; g < {self.groups}; ++g) acc[g] = {init};",
+                f"for (int {g} = 0; {g} < {self.groups}; ++{g}) acc[{g}] = {init};",
             ]
         else:
             lines = [f"{vt} acc = {init};"]
@@ -494,12 +490,27 @@ class _Lowering:
             lines += self._staged_loops()
         else:
             lines += self._reduce_loops(self._tile(self._combine))
-        acc = "acc[g]" if self.groups > 1 else "acc"
-        lines += self._tile_frame([self._store(out, acc)], hoisted=[])
+        acc = self._acc()
+        store = self._store(out, acc)
+        outside = self._overshoot_tests()
+        if outside:
+            store = f"if ({' && '.join(outside)}) {store}  /* the block overshoots the output */"
+        lines += self._tile_frame([store], hoisted=[])
         return lines
+
+    def _overshoot_tests(self) -> list[str]:
+        """Tests that a point of a staged block lies inside the output."""
+        return [
+            f"{self.scope.name(self.axis_vars[k])} < {self.w.axes[k].extent}"
+            for k in self.block_base
+            if self.spans[k] > self.w.axes[k].extent
+        ]
 
     def _store(self, decl: BufferDecl, value: str) -> str:
         return self.access[decl.name].store(list(decl.indices), value, self.scope, self.vector)
+
+    def _acc(self) -> str:
+        return f"acc[{self.scope.name(self.g)}]" if self.groups > 1 else "acc"
 
     def _tile_frame(self, per_group: list[str], hoisted: list[str]) -> list[str]:
         """``per_group`` once per vector group of the register tile."""
@@ -507,10 +518,12 @@ class _Lowering:
         if self.groups > 1:
             assert self.base is not None
             x = self.scope.name(self.axis_vars[self.inner])
-            step = f"g * {self.vector}" if self.vector > 1 else "g"
+            g = self.scope.name(self.g)
+            step = f"{g} * {self.vector}" if self.vector > 1 else g
             lines.append("#pragma unroll")
-            lines.append(f"for (int g = 0; g < {self.groups}; ++g) {{")
-            lines.append(f"    const int {x} = {self.scope.name(self.base)} + {step};")
+            lines.append(f"for (int {g} = 0; {g} < {self.groups}; ++{g}) {{")
+            if re.search(rf"\b{x}\b", "\n".join(per_group)):  # staged reads use block offsets
+                lines.append(f"    const int {x} = {self.scope.name(self.base)} + {step};")
             lines += indent(per_group)
             lines.append("}")
         else:
@@ -533,22 +546,16 @@ class _Lowering:
             (per_group if depends and self.groups > 1 else hoisted).append(line)
             names[decl.name] = (tmp, width > 1)
         value, _ = self._value(self.w.statement.value, names)
-        acc = "acc[g]" if self.groups > 1 else "acc"
-        per_group += combine(value, acc)
+        per_group += combine(value, self._acc())
         return self._tile_frame(per_group, hoisted)
 
     def _load(self, decl: BufferDecl, width: int) -> str:
         scope = self.scope
         idx = list(decl.indices)
         if decl.name in self.staged:
-            local_idx: list[Expr] = []
-            for e in idx:
-                k = e.index  # type: ignore[union-attr]
-                if k == self.red:
-                    local_idx.append(Var(self.axis_vars[k].index))
-                else:
-                    local_idx.append(Var(self.axis_vars[k].index) - Var(self.block_base[k].index))
-            return self.staged[decl.name].load(local_idx, scope, width)
+            assert self.staging is not None
+            staged = next(s for s in self.staging.inputs if s.buffer == decl.name)
+            return self.staged[decl.name].load(self._tile_index(staged), scope, width)
         text = self.access[decl.name].load(idx, scope, width)
         tests = []
         for d, (e, extent) in enumerate(zip(idx, decl.shape, strict=True)):
@@ -616,52 +623,137 @@ class _Lowering:
         return lines
 
     def _staged_loops(self) -> list[str]:
-        w, scope = self.w, self.scope
-        red = self.red
-        red_var = self.axis_vars[red]
-        name = scope.name(red_var)
-        tile_var = scope.var(f"{name}_tile", 0, w.axes[red].extent - self.tk)
-        tname = scope.name(tile_var)
+        """Per stage: the cooperative copy of every tile, a barrier, the reduce
+        loops over the tiles, a barrier before the next stage overwrites them."""
+        w, scope, plan = self.w, self.scope, self.staging
+        assert plan is not None
         group = int(self.knobs["work_group"])
         lines = [
-            f"__local {self.ctype} {acc.c_name}[{acc.layout.physical_size}];"
+            f"__local {ctype_of(acc.dtype)} {acc.c_name}[{acc.layout.physical_size}];"
             for acc in self.staged.values()
         ]
-        copy: list[str] = []
-        for bname, acc in self.staged.items():
-            decl = w.buffer(bname)
-            t0, t1 = acc.shape
-            e = scope.var("e", 0, t0 * t1 - 1)
-            r0 = scope.var(f"{acc.c_name}0", 0, t0 - 1)
-            r1 = scope.var(f"{acc.c_name}1", 0, t1 - 1)
-            gidx: list[Expr] = []
-            for d, index in enumerate(decl.indices):
-                k = index.index  # type: ignore[union-attr]
-                inner = Var((r0 if d == 0 else r1).index)
-                base = Var(tile_var.index) if k == red else Var(self.block_base[k].index)
-                gidx.append(base + inner)
-            src = self.access[bname].load(gidx, scope)
-            dst = acc.store([Var(r0.index), Var(r1.index)], src, scope)
-            en = scope.name(e)
-            copy += [
-                f"for (int {en} = {scope.name(self.lid)}; {en} < {t0 * t1}; {en} += {group}) {{",
-                f"    const int {scope.name(r0)} = {scope.c(Var(e.index) // t1)};",
-                f"    const int {scope.name(r1)} = {scope.c(Var(e.index) % t1)};",
-                f"    {dst}",
+        stepped = plan.stepped
+        stage_var: Var | None = None
+        if stepped is not None:
+            step, extent = plan.block[stepped], w.axes[stepped].extent
+            if step == 1:  # the stage loop walks the axis itself
+                stage_var = self.axis_vars[stepped]
+            else:
+                name = f"{w.axes[stepped].name}_tile"
+                stage_var = scope.var(name, 0, extent - step)
+                # inside a stage the reduce variable is the offset within the tile
+                scope.set_range(self.axis_vars[stepped], 0, step - 1)
+        copies: list[str] = []
+        for staged in plan.inputs:
+            copies += self._copy_tile(staged, stage_var, group)
+        loops = self._tile(self._combine)
+        reduce_axes = [k for k in w.reduce_axes if not (k == stepped and plan.block[k] == 1)]
+        for k in reversed(reduce_axes):
+            unroll = self.unroll if k == w.reduce_axes[-1] else 1
+            name = scope.name(self.axis_vars[k])
+            loops = self._loop(name, plan.block[k], loops, "", unroll)
+        barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+        if stepped is None:
+            return [
+                *lines,
+                "/* one stage: the tiles hold the whole reduction */",
+                *copies,
+                barrier,
+                *loops,
+            ]
+        assert stage_var is not None
+        sname = scope.name(stage_var)
+        step = plan.block[stepped]
+        head = f"for (int {sname} = 0; {sname} < {w.axes[stepped].extent}; "
+        head += f"++{sname}) {{" if step == 1 else f"{sname} += {step}) {{"
+        head += f"  /* stage: {step} value{'s' if step > 1 else ''} of {w.axes[stepped].name} */"
+        return [*lines, head, *indent([*copies, barrier, *loops, barrier]), "}"]
+
+    def _copy_tile(self, staged: StagedInput, stage_var: Var | None, group: int) -> list[str]:
+        """The work-group's copy of one input's footprint into its local tile,
+        reading zero outside the input (convolution padding, ragged blocks)."""
+        scope, plan = self.scope, self.staging
+        assert plan is not None
+        decl = self.w.buffer(staged.buffer)
+        acc = self.staged[staged.buffer]
+        size = math.prod(staged.tile)
+        e = scope.var("e", 0, size - 1)
+        tvars = [scope.var(f"{acc.c_name}{t}", 0, n - 1) for t, n in enumerate(staged.tile)]
+        origin = self._origins(staged, stage_var)
+        gidx = [
+            origin[d] + (Var(tvars[staged.dims.index(d)].index) if d in staged.dims else 0)
+            for d in range(len(decl.shape))
+        ]
+        tests = []
+        for index, extent in zip(gidx, decl.shape, strict=True):
+            lo, hi = scope.bounds(index)
+            if lo < 0:
+                tests.append(f"{paren(scope.c(index))} >= 0")
+            if hi > extent - 1:
+                tests.append(f"{paren(scope.c(index))} < {extent}")
+        value = self.access[staged.buffer].load(gidx, scope)
+        if tests:
+            value = f"({' && '.join(tests)}) ? {value} : {c_float(0.0, decl.dtype)}"
+        store = acc.store([Var(t.index) for t in tvars], value, scope)
+        en = scope.name(e)
+        digits = split_index(e, list(staged.tile), [1] * len(staged.tile))
+        decls = [
+            f"const int {scope.name(t)} = {scope.c(digit)};"
+            for t, digit, n in zip(tvars, digits, staged.tile, strict=True)
+            if n > 1
+        ]
+        self.tile_notes[staged.buffer] = (
+            f"{decl.name}[{', '.join(scope.c(o) for o in origin)}] onwards"
+        )
+        if size <= group:
+            head = f"if ({scope.name(self.lid)} < {size}) {{" if size < group else "{"
+            return [
+                head,
+                f"    const int {en} = {scope.name(self.lid)};",
+                *indent([*decls, store]),
                 "}",
             ]
-        # inside the tile loop the reduce variable is the offset within the tile
-        scope.set_range(red_var, 0, self.tk - 1)
-        body = self._loop(name, self.tk, self._tile(self._combine), "", self.unroll)
-        lines += [
-            f"for (int {tname} = 0; {tname} < {w.axes[red].extent}; {tname} += {self.tk}) {{",
-            *indent(copy),
-            "    barrier(CLK_LOCAL_MEM_FENCE);",
-            *indent(body),
-            "    barrier(CLK_LOCAL_MEM_FENCE);",
+        return [
+            f"for (int {en} = {scope.name(self.lid)}; {en} < {size}; {en} += {group}) {{",
+            *indent([*decls, store]),
             "}",
         ]
-        return lines
+
+    def _origins(self, staged: StagedInput, stage_var: Var | None) -> list[Expr]:
+        """Per input dimension, the index of the footprint's first element."""
+        plan = self.staging
+        assert plan is not None
+        out: list[Expr] = []
+        for coeffs, const in staged.terms:
+            total: Expr = Const(const)
+            for k, c in coeffs:
+                if k in self.block_base:
+                    total = total + c * Var(self.block_base[k].index)
+                elif k in plan.spatial:
+                    total = total + c * Var(self.axis_vars[k].index)
+                elif k == plan.stepped:
+                    assert stage_var is not None
+                    total = total + c * Var(stage_var.index)
+            out.append(self.scope.simplify(total))
+        return out
+
+    def _tile_index(self, staged: StagedInput) -> list[Expr]:
+        """Index into the local tile of the element the statement reads."""
+        plan = self.staging
+        assert plan is not None
+        out: list[Expr] = []
+        for d in staged.dims:
+            coeffs, _ = staged.terms[d]
+            total: Expr = Const(0)
+            for k, c in coeffs:
+                if k in self.block_offset:
+                    total = total + c * self.block_offset[k]
+                elif k in plan.spatial or (k == plan.stepped and plan.block[k] == 1):
+                    continue  # the footprint's origin holds it
+                else:
+                    total = total + c * Var(self.axis_vars[k].index)
+            out.append(total)
+        return out
 
     # -- output padding ----------------------------------------------------------
     def _fill_padding_kernel(self, decl: BufferDecl, layout: Layout, pad: float) -> str:

@@ -24,6 +24,15 @@ from laytune.space._constraints import (
 )
 from laytune.space._generate import GLOBAL_FAMILIES, LOCAL_FAMILIES, SpaceOptions
 from laytune.space._space import JOINT_RULES, Rejection, SearchSpace
+from laytune.space._staging import (
+    STAGING_RULES,
+    StagedInput,
+    StagingPlan,
+    affine_terms,
+    local_vector_dims,
+    staging_knob_reasons,
+    staging_plan,
+)
 from laytune.space._workload import (
     KNOB_LOCAL_STAGE,
     KNOB_ORDER,
@@ -65,6 +74,7 @@ __all__ = [
     "LOCAL_FAMILIES",
     "ORDER_LOGICAL",
     "PAD_MODES",
+    "STAGING_RULES",
     "VECTOR_WIDTHS",
     "Axis",
     "AxisLike",
@@ -82,11 +92,14 @@ __all__ = [
     "RowPointerTileLoad",
     "SearchSpace",
     "SpaceOptions",
+    "StagedInput",
+    "StagingPlan",
     "StridedTileCopy",
     "VectorAccess",
     "Verdict",
     "WorkloadLike",
     "WorkloadSpec",
+    "affine_terms",
     "check_candidate",
     "constraint_from_json",
     "implied_constraints",
@@ -94,9 +107,12 @@ __all__ = [
     "innermost_spatial_axis",
     "local_buffer_name",
     "local_tiles",
+    "local_vector_dims",
     "neutral_element",
     "order_buffers",
     "spatial_points",
     "stageable_buffers",
+    "staging_knob_reasons",
+    "staging_plan",
     "vector_access_requirements",
 ]

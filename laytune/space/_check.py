@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from laytune.device_info import DeviceInfo
+from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF, Layout, Var
 from laytune.space._candidate import Candidate
 from laytune.space._constraints import (
@@ -23,6 +24,12 @@ from laytune.space._constraints import (
     LocalMemoryBudget,
     VectorAccess,
     Verdict,
+)
+from laytune.space._staging import (
+    StagingPlan,
+    local_vector_dims,
+    staging_knob_reasons,
+    staging_plan,
 )
 from laytune.space._workload import (
     KNOB_LOCAL_STAGE,
@@ -41,7 +48,6 @@ from laytune.space._workload import (
     innermost_reduce_axis,
     innermost_spatial_axis,
     local_buffer_name,
-    local_tiles,
     neutral_element,
     spatial_points,
     vector_access_requirements,
@@ -70,25 +76,28 @@ def order_buffers(workload: WorkloadLike) -> tuple[str, ...]:
     return tuple(names)
 
 
+def staging_plan_or_none(workload: WorkloadLike) -> StagingPlan | None:
+    """:func:`laytune.space.staging_plan`, or None when the workload cannot be staged."""
+    try:
+        return staging_plan(workload)
+    except LayoutRejectedError:
+        return None
+
+
 def stageable_buffers(workload: WorkloadLike) -> dict[str, tuple[int, ...]]:
-    """Inputs that ``local_stage`` stages, with their local tile shapes: the
-    2-D inputs named in ``workload.local_tiles``; empty for a workload
-    without reduce axes."""
-    if innermost_reduce_axis(workload) is None:
-        return {}
-    tiles = local_tiles(workload)
-    return {
-        buf.name: tiles[buf.name]
-        for buf in workload.buffers
-        if buf.role == "input" and len(buf.shape) == 2 and buf.name in tiles
-    }
+    """Inputs that ``local_stage`` stages, with their local tile shapes (see
+    :func:`laytune.space.staging_plan`); empty for a workload that cannot be
+    staged."""
+    plan = staging_plan_or_none(workload)
+    return plan.tiles if plan else {}
 
 
 def work_items(
     workload: WorkloadLike, order: str, per_item: int, layouts: Mapping[str, Layout]
 ) -> int:
-    """NDRange size: spatial points / per_item in logical order, else the
-    followed buffer's physical size."""
+    """NDRange size without staging: spatial points / per_item in logical
+    order, else the followed buffer's physical size (a staged NDRange is
+    ``staging_plan(workload).groups * work_group``)."""
     if order == ORDER_LOGICAL:
         return max(spatial_points(workload) // per_item, 1)
     return layouts[order].physical_size
@@ -103,14 +112,20 @@ def implied_constraints(
 ) -> dict[str, tuple[Constraint, ...]]:
     """The per-buffer constraints a candidate's knobs and layouts imply:
     ``VectorAccess(dim, vector)`` for each buffer a vector touches by the bare
-    innermost spatial variable, ``Image2DRead(role)`` for each layout with an
-    axis separator, ``LocalMemoryBudget()`` for each local buffer."""
+    innermost spatial variable (and, with ``local_stage``, for the local tile
+    of such an input along the matching tile dimension), ``Image2DRead(role)``
+    for each layout with an axis separator, ``LocalMemoryBudget()`` for each
+    local buffer."""
     out: dict[str, list[Constraint]] = {}
     vector = candidate.knob(KNOB_VECTOR, 1)
     if _int_knob(vector) and vector > 1 and vector in VECTOR_WIDTHS:
         for name, dim in vector_access_requirements(workload).items():
             if dim is not None:
                 out.setdefault(name, []).append(VectorAccess(dim, vector))
+        if candidate.knob(KNOB_LOCAL_STAGE, False) is True:
+            plan = staging_plan_or_none(workload)
+            for local, dim in (local_vector_dims(workload, plan) if plan else {}).items():
+                out.setdefault(local, []).append(VectorAccess(dim, vector))
     roles = {b.name: b.role for b in workload.buffers}
     for name, layout in candidate.layouts:
         if layout.image_rank == 2:
@@ -224,7 +239,7 @@ def check_candidate(
         if _int_knob(vector) and vector >= 1 and per_item % vector:
             reasons.append(f"per_item {per_item} is not a multiple of vector {vector}")
 
-    # work-group
+    # work-group (a staged NDRange is one work-group per block: see local staging)
     if not _int_knob(group) or group < 0:
         reasons.append(f"work_group {group!r} is not a non-negative int")
     elif group and order in (ORDER_LOGICAL, *order_buffers(workload)) and _int_knob(per_item):
@@ -236,7 +251,7 @@ def check_candidate(
                 f"{device.max_work_group_size}, max_work_item_sizes[0] "
                 f"{device.max_work_item_sizes[0]})"
             )
-        if items % group:
+        if items % group and stage is not True:
             reasons.append(f"work_group {group} does not divide the {items} work-items")
 
     # unroll
@@ -251,13 +266,18 @@ def check_candidate(
     local_names = {local_buffer_name(n) for n in stageable}
     present = {n for n in layouts if n not in buffers}
     if stage is True:
-        if not stageable:
+        try:
+            plan = staging_plan(workload)
+        except LayoutRejectedError as err:
             reasons.append(
-                f"local_stage True but workload {workload.name!r} has no stageable input "
-                f"(reduce axes, 2-D inputs named in local_tiles)"
+                f"local_stage True but workload {workload.name!r} cannot be staged: {err}"
             )
-        if group == 0:
-            reasons.append("local_stage True needs a nonzero work_group")
+        else:
+            if all(_int_knob(v) for v in (per_item, group, unroll)):
+                reasons += [
+                    r
+                    for _, r in staging_knob_reasons(workload, plan, order, per_item, group, unroll)
+                ]
         for name, shape in stageable.items():
             local = local_buffer_name(name)
             if local not in layouts:

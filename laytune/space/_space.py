@@ -6,22 +6,25 @@ How the space is organised
    each checked against the padding budget, ``Image2DRead`` (layouts with an
    axis separator) and the buffer's extra constraints; what fails is counted
    in :meth:`SearchSpace.rejections`. Identity comes first.
-2. Per staged input (``local_tiles``), the ``__local`` tile layouts, each
-   within the local memory budget, sorted by their bank-conflict score
-   (ascending, stable): the worst of a column read by ``min(rows, 32)`` lanes
-   and of ldmatrix-style 16-byte row segments read by ``min(rows, 8)`` lanes.
+2. Per staged input (the tiles of :func:`~laytune.space.staging_plan`), the
+   ``__local`` tile layouts, each within the local memory budget, sorted by
+   their bank-conflict score (ascending, stable): the worst of a column read
+   by ``min(rows, 32)`` lanes and of ldmatrix-style 16-byte row segments read
+   by ``min(rows, 8)`` lanes.
 3. The knobs, chosen in the dependency order of ``KNOBS``: order, vector,
-   per_item, work_group, unroll, local_stage (then the local layouts),
-   pad_mode. Each knob's domain depends on the global layouts only through a
-   small *signature* (the vector widths every vector buffer accepts, whether
-   any buffer is padded, and for each order buffer whether its layout keeps
-   the logical order and its physical size). ``len(space)`` sums, over the
+   per_item, work_group, unroll, local_stage (then the local layouts, those
+   that accept the chosen vector where it reads a tile), pad_mode. Each
+   knob's domain depends on the global layouts only through a small
+   *signature* (the vector widths every vector buffer accepts, whether any
+   buffer is padded, and for each order buffer whether its layout keeps the
+   logical order and its physical size). ``len(space)`` sums, over the
    signatures, the number of layout combinations with that signature (a
    convolution over buffers, never the product itself) times the number of
    knob combinations valid for it.
 
-Every candidate the space yields passes :func:`check_candidate`, and
-``enumerate`` and ``suggest`` yield exactly the same set.
+Every candidate the space yields passes :func:`check_candidate`, so that
+``laytune.codegen.lower`` accepts it, and ``enumerate`` and ``suggest``
+yield exactly the same set.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from laytune.space._candidate import Candidate, PadValue
 from laytune.space._check import (
     check_candidate,
     order_buffers,
-    stageable_buffers,
+    staging_plan_or_none,
 )
 from laytune.space._constraints import (
     BankConflicts,
@@ -54,6 +57,12 @@ from laytune.space._constraints import (
     Verdict,
 )
 from laytune.space._generate import SpaceOptions, global_layouts, local_layouts
+from laytune.space._staging import (
+    STAGING_RULES,
+    StagingPlan,
+    local_vector_dims,
+    staging_knob_reasons,
+)
 from laytune.space._workload import (
     KNOB_LOCAL_STAGE,
     KNOB_ORDER,
@@ -82,7 +91,8 @@ JOINT_RULES = (
     "order_scalar",
     "order_duplicates_logical",
     "work_group_device_limit",
-    "local_stage_needs_work_group",
+    *STAGING_RULES,
+    "local_vector_access",
     "local_memory_budget",
     "overcompute_needs_padding",
 )
@@ -92,8 +102,13 @@ JOINT_RULES = (
 ``VectorAccess``. ``order_scalar``: a physical order needs per_item = vector =
 1. ``order_duplicates_logical``: following a buffer whose layout keeps the
 logical order is not offered. ``work_group_device_limit``: work-group sizes
-over the device's limits. ``local_stage_needs_work_group``: staging needs a
-nonzero work-group. ``local_memory_budget``: the local tiles together fit
+over the device's limits. ``local_stage_needs_work_group``,
+``local_stage_block``, ``local_stage_order``, ``local_stage_unroll``: the
+knobs staging needs (:func:`~laytune.space.staging_knob_reasons`: a nonzero
+work-group that covers the staging plan's block of outputs, the logical
+order, an unroll that divides a stage). ``local_vector_access``: a vector
+that reads a local tile needs its layout to accept ``VectorAccess``.
+``local_memory_budget``: the local tiles together fit
 ``device.local_mem_size``. ``overcompute_needs_padding``: overcompute is
 offered only when some buffer is padded.
 """
@@ -186,8 +201,9 @@ class SearchSpace:
         red = innermost_reduce_axis(workload)
         self._reduce_extent = workload.axes[red].extent if red is not None else 1
         self._plans = [self._plan(buf) for buf in sorted(workload.buffers, key=lambda b: b.name)]
+        self._staging: StagingPlan | None = staging_plan_or_none(workload)
         self._local = self._local_plans()
-        self._local_combos_cache: dict[bool, list[tuple[int, ...]]] = {}
+        self._local_combos_cache: dict[tuple[bool, int], list[tuple[int, ...]]] = {}
         self._signatures = self._count_signatures()
         self._knob_cache: dict[tuple[_Signature, frozenset[str]], list[dict[str, Any]]] = {}
         self._full_domains = self._collect_full_domains()
@@ -266,11 +282,16 @@ class SearchSpace:
         return bool(np.array_equal(offsets, np.arange(offsets.size)))
 
     def _local_plans(self) -> list[tuple[str, str, list[Layout], list[str], list[float]]]:
-        """(local name, dtype, layouts sorted by score, keys, scores) per staged input."""
+        """(local name, dtype, layouts sorted by score, keys, scores) per staged input;
+        fills ``self._local_widths``: per local buffer, the vector widths each of
+        its layouts accepts (every width for a tile no vector reads)."""
         buffers = {b.name: b for b in self.workload.buffers}
         budget = LocalMemoryBudget()
+        vector_dims = local_vector_dims(self.workload, self._staging) if self._staging else {}
+        self._local_widths: list[list[frozenset[int]]] = []
         out = []
-        for name, shape in sorted(stageable_buffers(self.workload).items()):
+        tiles = self._staging.tiles if self._staging else {}
+        for name, shape in sorted(tiles.items()):
             dtype = buffers[name].dtype
             local = local_buffer_name(name)
             extra = self.options.constraints_for(local)
@@ -282,6 +303,19 @@ class SearchSpace:
             scored.sort(key=lambda t: (t[0], t[1]))
             layouts = [t[2] for t in scored]
             out.append((local, dtype, layouts, _unique_keys(layouts), [t[0] for t in scored]))
+            dim = vector_dims.get(local)
+            self._local_widths.append(
+                [
+                    frozenset(
+                        w
+                        for w in VECTOR_WIDTHS
+                        if dim is None
+                        or w == 1
+                        or VectorAccess(dim, w).check(layout, shape, dtype, self.device).ok
+                    )
+                    for layout in layouts
+                ]
+            )
         return out
 
     def _bank_score(self, layout: Layout, dtype: str) -> float:
@@ -297,25 +331,38 @@ class SearchSpace:
         scores = [p.check(layout, layout.shape, dtype, self.device).score for p in patterns]
         return float(max((s for s in scores if s is not None), default=1.0))
 
-    def _local_combos(self, budgeted: bool = True) -> list[tuple[int, ...]]:
+    def _local_combos(self, budgeted: bool = True, vector: int = 1) -> list[tuple[int, ...]]:
         """Index tuples into the local layout lists, those within the local
-        memory budget (all when not ``budgeted``), by summed score."""
-        if budgeted in self._local_combos_cache:
-            return self._local_combos_cache[budgeted]
+        memory budget (all when not ``budgeted``) whose layouts accept
+        ``vector`` (1: all), by summed score."""
+        key = (budgeted, vector)
+        if key in self._local_combos_cache:
+            return self._local_combos_cache[key]
         budget = LocalMemoryBudget().budget(self.device)
         sizes = [
             [lay.physical_size * dtype_bytes(dtype) for lay in layouts]
             for _, dtype, layouts, _, _ in self._local
         ]
         scores = [plan[4] for plan in self._local]
+        choices = [
+            [i for i, widths in enumerate(per_layout) if vector in widths]
+            for per_layout in self._local_widths
+        ]
         combos = [
             combo
-            for combo in itertools.product(*(range(len(p[2])) for p in self._local))
+            for combo in itertools.product(*choices)
             if not budgeted or sum(s[i] for s, i in zip(sizes, combo, strict=True)) <= budget
         ]
         combos.sort(key=lambda c: (sum(s[i] for s, i in zip(scores, c, strict=True)), c))
-        self._local_combos_cache[budgeted] = combos
+        self._local_combos_cache[key] = combos
         return combos
+
+    def _locals_for(
+        self, vector: int, lifted: frozenset[str] = frozenset()
+    ) -> list[tuple[int, ...]]:
+        """The local layout combinations a staged candidate with ``vector`` may take."""
+        width = 1 if "local_vector_access" in lifted else vector
+        return self._local_combos("local_memory_budget" not in lifted, width)
 
     def _layout_signature_parts(self, plan: _BufferPlan, k: int) -> _Signature:
         layout = plan.layouts[k]
@@ -358,9 +405,10 @@ class SearchSpace:
             for vector in self._vector_domain(sig, order, lifted):
                 for per_item in self._per_item_domain(order, vector, lifted):
                     items = size if order != ORDER_LOGICAL else self._items(per_item)
-                    for group in self._work_group_domain(items, lifted):
+                    for group in self._work_group_domain(items, per_item, lifted):
                         for unroll in self._unroll_domain():
-                            for stage in self._stage_domain(group, lifted):
+                            knobs = (order, vector, per_item, items, group, unroll)
+                            for stage in self._stage_domain(*knobs, lifted):
                                 for pad_mode in self._pad_mode_domain(sig, lifted):
                                     combos.append(
                                         {
@@ -378,8 +426,10 @@ class SearchSpace:
 
     def _knob_count(self, sig: _Signature, lifted: frozenset[str] = frozenset()) -> int:
         """Knob assignments times local layout choices for ``sig``."""
-        locals_ = len(self._local_combos("local_memory_budget" not in lifted))
-        return sum(locals_ if c[KNOB_LOCAL_STAGE] else 1 for c in self._knob_combos(sig, lifted))
+        return sum(
+            len(self._locals_for(c[KNOB_VECTOR], lifted)) if c[KNOB_LOCAL_STAGE] else 1
+            for c in self._knob_combos(sig, lifted)
+        )
 
     def _items(self, per_item: int) -> int:
         return max(spatial_points(self.workload) // per_item, 1)
@@ -406,11 +456,17 @@ class SearchSpace:
         values = sorted({*self.options.per_items, 1, vector})
         return [p for p in values if p % vector == 0 and self._inner_extent % p == 0]
 
-    def _work_group_domain(self, items: int, lifted: frozenset[str]) -> list[int]:
+    def _work_group_domain(self, items: int, per_item: int, lifted: frozenset[str]) -> list[int]:
+        """0, and the sizes that divide ``items`` or could stage (a staged
+        NDRange is one work-group per block); :meth:`_stage_domain` then
+        says which of staging and not staging each size allows."""
         limit = min(self.device.max_work_group_size, self.device.max_work_item_sizes[0])
         out = [0]
         for g in sorted(set(self.options.work_groups) - {0}):
-            if items % g:
+            stages = self._staging is not None and (
+                g * per_item == self._staging.outputs or "local_stage_block" in lifted
+            )
+            if items % g and not stages:
                 continue
             if g > limit and "work_group_device_limit" not in lifted:
                 continue
@@ -421,14 +477,25 @@ class SearchSpace:
         values = sorted({*self.options.unrolls, 1})
         return [u for u in values if self._reduce_extent % u == 0]
 
-    def _stage_domain(self, group: int, lifted: frozenset[str]) -> list[bool]:
-        if not self._local:
-            return [False]
-        if group == 0 and "local_stage_needs_work_group" not in lifted:
-            return [False]
-        if not self._local_combos("local_memory_budget" not in lifted):
-            return [False]
-        return [False, True]
+    def _stage_domain(
+        self,
+        order: str,
+        vector: int,
+        per_item: int,
+        items: int,
+        group: int,
+        unroll: int,
+        lifted: frozenset[str],
+    ) -> list[bool]:
+        """False when the NDRange takes ``group`` unstaged, True when staging
+        can run these knobs; empty when neither."""
+        out = [False] if group == 0 or items % group == 0 else []
+        if self._staging is None or not self._locals_for(vector, lifted):
+            return out
+        broken = staging_knob_reasons(self.workload, self._staging, order, per_item, group, unroll)
+        if all(rule in lifted for rule, _ in broken):
+            out.append(True)
+        return out
 
     def _pad_mode_domain(self, sig: _Signature, lifted: frozenset[str]) -> list[str]:
         if sig.padded or "overcompute_needs_padding" in lifted:
@@ -534,7 +601,7 @@ class SearchSpace:
                 if not knobs[KNOB_LOCAL_STAGE]:
                     yield self._candidate(choice, {**knobs, "_local": ()})
                     continue
-                for local in self._local_combos():
+                for local in self._locals_for(knobs[KNOB_VECTOR]):
                     yield self._candidate(choice, {**knobs, "_local": local})
 
     def suggest(self, trial: Any) -> Candidate:
@@ -549,7 +616,8 @@ class SearchSpace:
         one fixed choice list per name, a domain narrower than the knob's
         domain over the whole space is asked under the name
         ``"<knob>|<choices>"``. Local layouts are restricted so that the
-        tiles chosen so far plus the smallest of the rest fit the budget.
+        tiles chosen so far plus the smallest of the rest fit the budget, and
+        to those that accept the chosen vector.
         Sets the trial's user attribute ``"candidate"`` to the canonical JSON
         when the trial supports user attributes.
         """
@@ -577,14 +645,14 @@ class SearchSpace:
             chosen[knob] = value
             combos = [c for c in combos if c[knob] == value]
             if knob == KNOB_LOCAL_STAGE:
-                chosen["_local"] = self._suggest_locals(trial) if value else ()
+                chosen["_local"] = self._suggest_locals(trial, chosen[KNOB_VECTOR]) if value else ()
         candidate = self._candidate(choice, chosen)
         if hasattr(trial, "set_user_attr"):
             trial.set_user_attr("candidate", candidate.canonical_json())
         return candidate
 
-    def _suggest_locals(self, trial: Any) -> tuple[int, ...]:
-        domain = self._local_combos()
+    def _suggest_locals(self, trial: Any, vector: int) -> tuple[int, ...]:
+        domain = self._locals_for(vector)
         picked: list[int] = []
         for position, (local, _, _, keys, _) in enumerate(self._local):
             options = sorted({c[position] for c in domain if list(c[:position]) == picked})
@@ -650,6 +718,17 @@ class SearchSpace:
                 f"work-group sizes over the device's limit "
                 f"{min(self.device.max_work_group_size, self.device.max_work_item_sizes[0])}"
             )
+        if rule == "local_vector_access":
+            for (local, _, _, keys, _), widths in zip(self._local, self._local_widths, strict=True):
+                for key, ok in zip(keys, widths, strict=True):
+                    refused = sorted(set(VECTOR_WIDTHS) - ok)
+                    if refused:
+                        return (
+                            f"local tile {local!r} layout {key} cannot serve vector "
+                            f"{refused[0]} along the innermost spatial axis"
+                        )
+        if rule in STAGING_RULES:
+            return self._staging_example(rule)
         if rule == "local_memory_budget":
             combos = set(self._local_combos(False)) - set(self._local_combos(True))
             combo = min(combos)
@@ -659,9 +738,23 @@ class SearchSpace:
         return {
             "order_scalar": "order=<buffer> with per_item or vector > 1",
             "order_duplicates_logical": "order=<buffer> whose layout keeps the logical order",
-            "local_stage_needs_work_group": "local_stage=True with work_group=0",
+            "local_vector_access": "a vector that a local tile's layout cannot serve",
             "overcompute_needs_padding": "pad_mode=overcompute when no buffer is padded",
         }[rule]
+
+    def _staging_example(self, rule: str) -> str:
+        """The reason of one knob combination that ``rule`` alone refuses staging."""
+        assert self._staging is not None
+        for sig in self._signatures:
+            for c in self._knob_combos(sig, frozenset({rule})):
+                if not c[KNOB_LOCAL_STAGE]:
+                    continue
+                knobs = (c[KNOB_ORDER], c[KNOB_PER_ITEM], c[KNOB_WORK_GROUP], c[KNOB_UNROLL])
+                broken = staging_knob_reasons(self.workload, self._staging, *knobs)
+                for name, reason in broken:
+                    if name == rule:
+                        return reason
+        return f"local_stage=True against rule {rule}"
 
     def describe(self) -> str:
         """A short text summary: layouts per buffer, knob domains, size."""

@@ -58,15 +58,24 @@ apply to a workload holds its neutral value: ``unroll=1``,
     the innermost reduce axis (the last reduce axis of ``axes``). Always 1
     for a workload without reduce axes.
 ``KNOB_LOCAL_STAGE`` ("local_stage")
-    bool: stage input tiles in ``__local`` memory. Offered only for workloads
-    with reduce axes, 2-D inputs and a ``local_tiles`` attribute (see
-    :class:`WorkloadLike`), and only with a nonzero ``work_group`` (the
-    work-group cooperatively copies a tile). When True the candidate also
-    holds a layout for each staged input's local tile buffer, named
-    :func:`local_buffer_name` (``"A.local"``), role ``"local"``, of shape
-    ``local_tiles[name]``, chosen from identity, ``pad_rows`` and ``row_xor``;
-    all local buffers together fit ``device.local_mem_size``; the space ranks
-    them by bank conflicts.
+    bool: stage input tiles in ``__local`` memory, as the workload's staging
+    plan says (:func:`laytune.space.staging_plan`: the tiles a workload
+    declares in ``local_tiles``, see :class:`WorkloadLike`, or else, for a
+    reduction that reads an input through a sliding window such as conv2d,
+    the input patch a block of outputs needs, halo included). A work-group
+    computes one block of outputs and cooperatively copies the tiles. Joint
+    rules (:func:`laytune.space.staging_knob_reasons`): a nonzero
+    ``work_group`` with ``work_group * per_item`` equal to the block's output
+    count, ``per_item`` dividing the block's innermost extent, the logical
+    ``order``, and ``unroll`` dividing the values of the innermost reduce
+    axis in one stage; the NDRange is then one work-group per block (a block
+    may overshoot the output), so ``work_group`` need not divide the
+    unstaged work-items. When True the candidate also holds a layout for
+    each staged input's local tile buffer, named :func:`local_buffer_name`
+    (``"A.local"``), role ``"local"``, of the plan's tile shape, chosen from
+    identity, ``pad_rows`` and ``row_xor``; a vector that reads a tile needs
+    its layout to accept ``VectorAccess``; all local buffers together fit
+    ``device.local_mem_size``; the space ranks them by bank conflicts.
 ``KNOB_PAD_MODE`` ("pad_mode")
     ``"guard"``: loops over a padded physical extent test every index and
     never read or write padding. ``"overcompute"``: those loops run over the
@@ -226,9 +235,11 @@ class WorkloadLike(Protocol):
     "sum", "max" or None (element-wise).
 
     Optional member, read with ``getattr``: ``local_tiles: Mapping[str,
-    tuple[int, ...]]``, the tile shape of each 2-D input that the kernel can
-    stage in ``__local`` memory (e.g. ``{"A": (16, 16), "B": (16, 16)}``).
-    Without it the space never offers ``local_stage=True``.
+    tuple[int, ...]]``, the tile shape of each input, indexed by bare axis
+    variables, that the kernel stages in ``__local`` memory (e.g. ``{"A":
+    (16, 16), "B": (16, 16)}``). Without it the space offers
+    ``local_stage=True`` only for a reduction that reads an input through a
+    sliding window (see :func:`laytune.space.staging_plan`).
     """
 
     @property

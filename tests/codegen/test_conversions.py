@@ -96,3 +96,21 @@ def test_blocked_unpack_reads_whole_blocks() -> None:
     program = lower_conversion("X", L.block((1, 8, 6, 16), 1, 4))
     unpack = program.source.split("__kernel void X_unpack")[1]
     assert "vload4" in unpack and "tile 4 x 8" in program.source
+
+
+def test_a_tile_finds_its_elements_from_the_global_id() -> None:
+    """Blocking is affine in a work-item's position: its first source and
+    destination elements come from the global id, digits merged where they
+    line up (the NCHW4c side is walked in order, the NCHW side by rows)."""
+    source = lower_conversion("X", L.block((1, 8, 6, 16), 1, 4)).source
+    pack, unpack = source.split("__kernel void X_unpack")
+    assert "const int dst0 = gid << 6;" in pack  # 16 texels per work-item, in order
+    assert "const int src0 = ((gid % 6) << 4) + gid / 6 * 384;" in pack
+    assert "const int src0 = gid << 5;" in unpack  # 8 texels per work-item, in order
+    assert (
+        "vstore8((float8)(r0.s1, r1.s1, r2.s1, r3.s1, r4.s1, r5.s1, r6.s1, r7.s1), 0, dst + dst0 + 96);"
+        in unpack
+    )
+    # blocked by 4 but 6 channels: the runs of 2 channels are not affine in the work-item
+    padded = lower_conversion("X", L.block((1, 6, 6, 16), 1, 4)).source.split("X_unpack")[1]
+    assert "src0" not in padded and "vload2" in padded

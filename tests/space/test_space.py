@@ -333,12 +333,23 @@ def test_check_candidate_order_work_group_and_staging(device):
     verdict = check_candidate(workload, _base(space, knobs={"local_stage": True}), device)
     assert "needs a nonzero work_group" in str(verdict)
     assert "no layout for 'A.local'" in str(verdict)
+    tiles = {"A.local": pad_rows((16, 16), 1), "B.local": identity((16, 16))}
     staged = _base(
-        space,
-        knobs={"local_stage": True, "work_group": 64},
-        layouts={"A.local": pad_rows((16, 16), 1), "B.local": identity((16, 16))},
+        space, knobs={"local_stage": True, "work_group": 64, "per_item": 4}, layouts=tiles
     )
     assert check_candidate(workload, staged, device).ok
+    uncovered = _base(space, knobs={"local_stage": True, "work_group": 64}, layouts=tiles)
+    assert "work_group * per_item must be 256, got 64 * 1" in str(
+        check_candidate(workload, uncovered, device)
+    )
+    walked = _base(
+        space, knobs={"local_stage": True, "work_group": 256, "order": "C"}, layouts=tiles
+    )
+    assert "local staging walks the logical order" in str(check_candidate(workload, walked, device))
+    vector = {"local_stage": True, "work_group": 64, "per_item": 4, "vector": 4}
+    padded_b = {**tiles, "B.local": pad_rows((16, 16), 1)}
+    verdict = check_candidate(workload, _base(space, knobs=vector, layouts=padded_b), device)
+    assert "buffer 'B.local': VectorAccess(axis=1, width=4)" in str(verdict)
     missing = Candidate.make(space.identity().layout_map, {"vector": 1})
     assert "are missing" in str(check_candidate(workload, missing, device))
     wrong_shape = _base(space, layouts={"A": identity((16, 32))})

@@ -1,0 +1,155 @@
+"""The search space and lower agree: every candidate the space offers lowers,
+and a candidate that the space's rules reject is refused by lower with the
+rule's reason. No device is needed (lower only checks against DeviceInfo)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from laytune import layout as L
+from laytune import ops
+from laytune.codegen import GENERIC_DEVICE, lower
+from laytune.exceptions import LayoutRejectedError
+from laytune.space import Candidate, SearchSpace, SpaceOptions, check_candidate, staging_plan
+from tests.codegen.harness import RandomTrial, StagingTrial
+
+# a device with tighter limits than GENERIC_DEVICE: 128 work-items, 4 KiB of local memory
+SMALL_DEVICE = GENERIC_DEVICE.__class__(
+    platform_name="hand",
+    device_name="small device",
+    max_work_group_size=128,
+    max_work_item_sizes=(128, 128, 64),
+    local_mem_size=4096,
+    image_support=True,
+    image2d_max_width=4096,
+    image2d_max_height=4096,
+)
+
+WORKLOADS = [
+    ops.matmul(16, 16, 32),
+    ops.conv2d(1, 2, 6, 6, 2, 3, stride=1, padding=1),
+    ops.conv2d(1, 2, 9, 9, 2, 3, stride=2, padding=1),
+    ops.max_pool2d(1, 2, 8, 8, 2, 2),
+]
+
+# small enough to enumerate whole, wide enough to meet every staging rule
+ENUMERABLE = SpaceOptions(
+    families=("identity", "pad_rows"),
+    pad_amounts=(1,),
+    per_items=(1, 4),
+    work_groups=(0, 64),
+    unrolls=(1, 2),
+    local_pad_amounts=(1,),
+    local_xor_periods=(4,),
+    local_xor_chunks=(1,),
+)
+
+
+def _lowers_everything(workload: ops.Workload, space: SearchSpace, candidates: list) -> None:
+    for candidate in candidates:
+        assert space.check(candidate).ok
+        try:
+            lower(workload, candidate, space.device)
+        except LayoutRejectedError as err:
+            pytest.fail(
+                f"the space offered a candidate lower refuses: {err}\n{candidate.describe()}"
+            )
+
+
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.key)
+def test_lower_accepts_the_whole_small_space(workload: ops.Workload) -> None:
+    space = SearchSpace(workload, GENERIC_DEVICE, ENUMERABLE)
+    candidates = list(space.enumerate())
+    assert len(candidates) == len(space)
+    assert any(c.knob("local_stage") for c in candidates)
+    _lowers_everything(workload, space, candidates)
+
+
+@pytest.mark.parametrize("device", [GENERIC_DEVICE, SMALL_DEVICE], ids=lambda d: d.device_name)
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.key)
+def test_lower_accepts_what_the_full_space_suggests(workload: ops.Workload, device) -> None:
+    space = SearchSpace(workload, device)
+    block = staging_plan(workload).outputs
+    candidates = [space.suggest(RandomTrial(seed)) for seed in range(40)]
+    candidates += [space.suggest(StagingTrial(seed, block)) for seed in range(30)]
+    assert sum(c.knob("local_stage") for c in candidates) >= 20
+    _lowers_everything(workload, space, candidates)
+
+
+def _with(
+    candidate: Candidate, knobs: dict | None = None, layouts: dict | None = None
+) -> Candidate:
+    return Candidate.make(
+        {**candidate.layout_map, **(layouts or {})},
+        {**candidate.knob_map, **(knobs or {})},
+        dict(candidate.pad_values),
+    )
+
+
+def _refused(workload: ops.Workload, space: SearchSpace, candidate: Candidate, reason: str) -> None:
+    verdict = space.check(candidate)
+    assert not verdict.ok and reason in str(verdict)
+    assert not check_candidate(workload, candidate, space.device).ok
+    with pytest.raises(LayoutRejectedError, match=re.escape(reason)):
+        lower(workload, candidate, space.device)
+
+
+def test_lower_refuses_what_the_staging_rules_reject() -> None:
+    workload = ops.matmul(32, 32, 32)
+    space = SearchSpace(workload, GENERIC_DEVICE)
+    base = space.identity()
+    tiles = {"A.local": L.identity((16, 16)), "B.local": L.pad_rows((16, 16), 1)}
+    staged = _with(base, {"local_stage": True, "work_group": 64, "per_item": 4}, tiles)
+    lower(workload, staged, GENERIC_DEVICE)
+    _refused(
+        workload,
+        space,
+        _with(staged, {"work_group": 128}),
+        "work_group * per_item must be 256, got 128 * 4",
+    )
+    _refused(
+        workload,
+        space,
+        _with(staged, {"work_group": 256, "per_item": 1, "order": "C"}),
+        "local staging walks the logical order",
+    )
+    _refused(
+        workload,
+        space,
+        _with(staged, {"unroll": 32}),
+        "unroll 32 does not divide the 16 values of axis 'k' in one stage",
+    )
+    _refused(
+        workload,
+        space,
+        _with(staged, {"vector": 4}),
+        "buffer 'B.local': VectorAccess(axis=1, width=4)",
+    )
+    _refused(workload, space, _with(staged, {"work_group": 0}), "needs a nonzero work_group")
+
+
+def test_lower_refuses_staging_a_conv_with_the_wrong_block() -> None:
+    workload = ops.conv2d(1, 2, 9, 9, 2, 3, stride=2, padding=1)  # 5 x 5 outputs, 8 x 8 blocks
+    space = SearchSpace(workload, GENERIC_DEVICE)
+    plan = staging_plan(workload)
+    tiles = {f"{name}.local": L.identity(tile) for name, tile in plan.tiles.items()}
+    staged = _with(space.identity(), {"local_stage": True, "work_group": 64}, tiles)
+    assert lower(workload, staged, GENERIC_DEVICE).compute[0].global_size == (plan.groups * 64,)
+    _refused(
+        workload,
+        space,
+        _with(staged, {"work_group": 32}),
+        "(n 1 x f 1 x oh 8 x ow 8), so work_group * per_item must be 64, got 32 * 1",
+    )
+    _refused(
+        workload,
+        space,
+        _with(staged, layouts={"X.local": L.identity((4, 4))}),
+        "local buffer 'X.local' has tile shape (17, 20)",
+    )
+    no_window = ops.sum((16, 14), (1,))
+    plain = SearchSpace(no_window, GENERIC_DEVICE).identity()
+    with pytest.raises(LayoutRejectedError, match="reads no input through a sliding window"):
+        lower(no_window, _with(plain, {"local_stage": True, "work_group": 16}))
