@@ -701,6 +701,16 @@ class BankConflicts(Constraint):
         lead = (0,) * (rank - 2)
         return cls(tuple(((*lead, 0, lane),) for lane in range(lanes)), **kwargs)
 
+    def words(self, offsets: np.ndarray | Sequence[int], dtype: str) -> np.ndarray:
+        """The bank word of each element at flat physical ``offsets`` (in
+        elements): ``offset * itemsize // bank_bytes``."""
+        return np.asarray(offsets, dtype=np.int64) * dtype_bytes(dtype) // self.bank_bytes
+
+    def bank_of(self, offsets: np.ndarray | Sequence[int], dtype: str) -> np.ndarray:
+        """The bank of each element at flat physical ``offsets`` (in elements):
+        its word (:meth:`words`) modulo ``banks``; the shape of ``offsets``."""
+        return self.words(offsets, dtype) % self.banks
+
     def degree(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str
     ) -> tuple[int, tuple[int, ...], int]:
@@ -728,7 +738,7 @@ class BankConflicts(Constraint):
             steps = np.zeros((1, len(shape)), dtype=np.int64)
         points = pattern.reshape(1, -1, len(shape)) + steps[:, None, :]  # (P, L*E, rank)
         flat = np.ravel_multi_index(tuple(np.moveaxis(points, -1, 0)), shape)
-        words = offsets.reshape(-1)[flat] * dtype_bytes(dtype) // self.bank_bytes
+        words = self.words(offsets.reshape(-1)[flat], dtype)
         n_place = words.shape[0]
         words = np.sort(words, axis=1)
         distinct = np.ones(words.shape, dtype=bool)
