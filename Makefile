@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 tune: $(STAMP)
-	$(BIN)/laytune tune --demo
+	$(BIN)/laytune tune --demo --db sqlite:///laytune.db
 
 test: $(STAMP)
 	$(BIN)/ruff check laytune tests bench
