@@ -29,7 +29,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check laytune tests bench
 	$(BIN)/ruff format --check laytune tests bench
 
+# Peers for the side-by-side figures: Kernel Tuner from PyPI; CLBlast through
+# pyclblast, which builds against Debian's libclblast-dev (skipped without it).
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	-$(BIN)/python -m pip install --quiet 'pyclblast>=1.4'
 	$(BIN)/python -m bench
 
 clean:

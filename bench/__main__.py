@@ -11,6 +11,7 @@ BENCHMARKS = (
     "conversions",
     "runners_overhead",
     "plan_network",
+    "peers",
 )
 
 
