@@ -28,7 +28,6 @@ from laytune.records._frozen import (
 from laytune.records._record import SCHEMA_VERSION, STATUSES, Record
 
 __all__ = [
-    "BASELINE_KNOBS",
     "DEFAULT_URL",
     "FRAME_COLUMNS",
     "FROZEN_VERSION",
@@ -52,7 +51,6 @@ _LAZY = {
     "Database": "laytune.records._database",
     "open_database": "laytune.records._database",
     "process_owner": "laytune.records._database",
-    "BASELINE_KNOBS": "laytune.records._frame",
     "FRAME_COLUMNS": "laytune.records._frame",
     "is_baseline": "laytune.records._frame",
     "records_dataframe": "laytune.records._frame",

@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from laytune.records._record import Record
-from laytune.space import (
-    KNOB_LOCAL_STAGE,
-    KNOB_ORDER,
-    KNOB_PAD_MODE,
-    KNOB_PER_ITEM,
-    KNOB_UNROLL,
-    KNOB_VECTOR,
-    KNOB_WORK_GROUP,
-    ORDER_LOGICAL,
-)
+from laytune.space import BASELINE_KNOBS
 
-__all__ = ["BASELINE_KNOBS", "FRAME_COLUMNS", "is_baseline", "records_dataframe"]
-
-#: The knobs of the baseline candidate (identity layouts run the way a person
-#: would write them: logical order, scalar, one point per work-item).
-BASELINE_KNOBS: Mapping[str, Any] = {
-    KNOB_ORDER: ORDER_LOGICAL,
-    KNOB_VECTOR: 1,
-    KNOB_PER_ITEM: 1,
-    KNOB_WORK_GROUP: 0,
-    KNOB_UNROLL: 1,
-    KNOB_LOCAL_STAGE: False,
-    KNOB_PAD_MODE: "guard",
-}
+__all__ = ["FRAME_COLUMNS", "is_baseline", "records_dataframe"]
 
 #: Columns every records DataFrame has, in order; then, per buffer B,
 #: ``layout.B``, ``family.B``, ``pad.B``, and per knob K ``knob.K``.

@@ -18,6 +18,7 @@ from typing import Any
 from laytune import __version__
 from laytune.codegen import KernelProgram
 from laytune.exceptions import LaytuneError, RecordError
+from laytune.layout._json import load_versioned
 from laytune.runners import RunResult
 from laytune.space import Candidate
 
@@ -194,19 +195,9 @@ class Record:
     def from_json(cls, data: Mapping[str, Any] | str) -> Record:
         """Read a record back; anything malformed raises :class:`RecordError`
         naming the field (never executes anything from the record)."""
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except json.JSONDecodeError as err:
-                raise RecordError(f"record is not valid JSON: {err}") from None
-        if not isinstance(data, Mapping):
-            raise RecordError(f"record must be a JSON object, got {type(data).__name__}")
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise RecordError(
-                f"record schema version {version!r} is not supported "
-                f"(this laytune {__version__} reads version {SCHEMA_VERSION})"
-            )
+        data = load_versioned(
+            data, "record", SCHEMA_VERSION, error=RecordError, version_field="schema_version"
+        )
         try:
             candidate = Candidate.from_json(data["candidate"])
             value = data.get("value_s")

@@ -34,6 +34,7 @@ from laytune.space._staging import (
     staging_plan,
 )
 from laytune.space._workload import (
+    BASELINE_KNOBS,
     KNOB_LOCAL_STAGE,
     KNOB_ORDER,
     KNOB_PAD_MODE,
@@ -61,6 +62,7 @@ from laytune.space._workload import (
 )
 
 __all__ = [
+    "BASELINE_KNOBS",
     "GLOBAL_FAMILIES",
     "JOINT_RULES",
     "KNOBS",

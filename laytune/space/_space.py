@@ -64,6 +64,7 @@ from laytune.space._staging import (
     staging_knob_reasons,
 )
 from laytune.space._workload import (
+    BASELINE_KNOBS,
     KNOB_LOCAL_STAGE,
     KNOB_ORDER,
     KNOB_PAD_MODE,
@@ -555,16 +556,7 @@ class SearchSpace:
                     f"identity layout of buffer {plan.name!r} is rejected by this space's "
                     f"constraints; see space.rejections()"
                 )
-        knobs = {
-            KNOB_ORDER: ORDER_LOGICAL,
-            KNOB_VECTOR: 1,
-            KNOB_PER_ITEM: 1,
-            KNOB_WORK_GROUP: 0,
-            KNOB_UNROLL: 1,
-            KNOB_LOCAL_STAGE: False,
-            KNOB_PAD_MODE: "guard",
-        }
-        return Candidate.make(layouts, knobs)
+        return Candidate.make(layouts, BASELINE_KNOBS)
 
     def _candidate(self, choice: Sequence[int], knobs: Mapping[str, Any]) -> Candidate:
         layouts = {p.name: p.layouts[k] for p, k in zip(self._plans, choice, strict=True)}

@@ -94,6 +94,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from laytune.exceptions import LayoutError
@@ -172,6 +173,21 @@ KNOBS = (
 
 ORDER_LOGICAL = "logical"
 """The ``order`` value for row-major order of the spatial axes."""
+
+BASELINE_KNOBS: Mapping[str, Any] = MappingProxyType(
+    {
+        KNOB_ORDER: ORDER_LOGICAL,
+        KNOB_VECTOR: 1,
+        KNOB_PER_ITEM: 1,
+        KNOB_WORK_GROUP: 0,
+        KNOB_UNROLL: 1,
+        KNOB_LOCAL_STAGE: False,
+        KNOB_PAD_MODE: "guard",
+    }
+)
+"""The baseline's knobs (with identity layouts, the kernel a person would
+write): logical order, scalar, one point per work-item, the driver's
+work-group, no unroll, no staging, guarded padding."""
 
 VECTOR_WIDTHS = (1, 2, 4, 8, 16)
 """The vector widths OpenCL C has (vload2 ... vload16; 1 is scalar)."""
