@@ -248,9 +248,9 @@ def export(
 ) -> list[Path]:
     """Write each frozen kernel's OpenCL source (``<name>.cl``) and a JSON
     description (``<name>.json``: layouts, buffers with logical and physical
-    shapes, kernels in launch order with global/local sizes and argument
-    order, build options) for builds that are not in Python. Returns the
-    files written."""
+    shapes (image buffers also with their texel format and size), kernels
+    in launch order with global/local sizes and argument order, build
+    options) for builds that are not in Python. Returns the files written."""
     if not isinstance(frozen, FrozenLayouts):
         frozen = load_frozen(frozen)
     folder = Path(out_dir)
@@ -262,6 +262,10 @@ def export(
         source.write_text(entry.program.source)
         program = entry.program.to_json()
         program.pop("source")
+        for spec, buffer in zip(entry.program.buffers, program["buffers"], strict=True):
+            if spec.memory == "image2d":  # what a non-Python build needs to create the image
+                buffer["image_format"] = {"channel_order": "RGBA", "channel_type": spec.dtype}
+                buffer["image_size_texels"] = list(spec.image_shape)  # (width, height)
         description = {
             "format": "laytune-export",
             "version": FROZEN_VERSION,

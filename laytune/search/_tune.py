@@ -241,6 +241,8 @@ def tune(
       best.
     - ``strategy``: ``"tpe"`` (default), ``"random"``, ``"nsga2"``, or
       ``"exhaustive"`` (every valid candidate in order, for small spaces).
+    - ``seed``: the sampler's seed; give strategies you compare different
+      seeds, or their first random trials coincide (and come from records).
     - ``database``: a URL or :class:`laytune.records.Database`; the optuna
       study (named ``study_name``, default ``<workload>@<device>/<strategy>``)
       lives in it, so calling again resumes the study.
