@@ -25,14 +25,6 @@ WORKLOADS = [
 ]
 
 CANDIDATES = 30
-SEEN: dict[str, set] = {
-    "families": set(),
-    "vector": set(),
-    "pad_mode": set(),
-    "order": set(),
-    "staged": set(),
-    "local_families": set(),
-}
 
 
 def _families(candidate) -> set[str]:
@@ -58,25 +50,17 @@ def _check(env: Env, workload: ops.Workload, candidates: list) -> int:
                 err_msg=f"{candidate.describe()}\n{program.source}",
             )
         ran += 1
-        SEEN["families"] |= _families(candidate)
-        SEEN["vector"].add(candidate.knob("vector"))
-        SEEN["pad_mode"].add(candidate.knob("pad_mode"))
-        SEEN["order"].add(candidate.knob("order") != "logical")
-        if candidate.knob("local_stage"):
-            SEEN["staged"].add(workload.name)
-            SEEN["local_families"] |= {
-                layout.family for name, layout in candidate.layouts if name.endswith(".local")
-            }
     return ran
+
+
+def _random_candidates(workload: ops.Workload, info) -> list:
+    space = SearchSpace(workload, info)
+    return list(dict.fromkeys(space.suggest(RandomTrial(seed)) for seed in range(CANDIDATES + 10)))
 
 
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.key)
 def test_random_candidates_match_the_reference(env: Env, workload: ops.Workload) -> None:
-    space = SearchSpace(workload, env.info)
-    candidates = list(
-        dict.fromkeys(space.suggest(RandomTrial(seed)) for seed in range(CANDIDATES + 10))
-    )
-    assert _check(env, workload, candidates[: CANDIDATES + 10]) >= CANDIDATES
+    assert _check(env, workload, _random_candidates(workload, env.info)) >= CANDIDATES
 
 
 STAGED = [
@@ -88,25 +72,32 @@ STAGED = [
 ]
 
 
-@pytest.mark.parametrize("workload", STAGED, ids=lambda w: w.key)
-def test_local_staging_candidates_match_the_reference(env: Env, workload: ops.Workload) -> None:
-    space = SearchSpace(workload, env.info)
+def _staged_candidates(workload: ops.Workload, info) -> list:
+    space = SearchSpace(workload, info)
     block = staging_plan(workload).outputs
     candidates = [space.suggest(StagingTrial(seed, block)) for seed in range(10)]
-    staged = list(dict.fromkeys(c for c in candidates if c.knob("local_stage")))
+    return list(dict.fromkeys(c for c in candidates if c.knob("local_stage")))
+
+
+@pytest.mark.parametrize("workload", STAGED, ids=lambda w: w.key)
+def test_local_staging_candidates_match_the_reference(env: Env, workload: ops.Workload) -> None:
+    staged = _staged_candidates(workload, env.info)
     assert len(staged) >= 8
     _check(env, workload, staged)  # every one lowers and matches the reference
 
 
-def test_the_candidates_covered_every_family_and_knob() -> None:
-    """Runs after the tests above (file order): what the random draws exercised."""
-    if not SEEN["families"]:
-        pytest.skip("run with the differential tests above")
-    assert {"permute", "pad_rows", "pad_every", "swizzle", "block", "tile", "texture"} <= SEEN[
-        "families"
-    ]
-    assert {1, 2, 4} <= SEEN["vector"]
-    assert SEEN["pad_mode"] == {"guard", "overcompute"}
-    assert SEEN["order"] == {True, False}
-    assert {"matmul", "conv2d", "max_pool2d"} <= SEEN["staged"]
-    assert {"identity", "pad_rows", "swizzle"} <= SEEN["local_families"]
+def test_the_candidates_covered_every_family_and_knob(env: Env) -> None:
+    """What the draws of the tests above exercise (the same seeded draws)."""
+    drawn = [(w, c) for w in WORKLOADS for c in _random_candidates(w, env.info)]
+    drawn += [(w, c) for w in STAGED for c in _staged_candidates(w, env.info)]
+    families = set().union(*(_families(c) for _, c in drawn))
+    assert {"permute", "pad_rows", "pad_every", "swizzle", "block", "tile", "texture"} <= families
+    assert {1, 2, 4} <= {c.knob("vector") for _, c in drawn}
+    assert {c.knob("pad_mode") for _, c in drawn} == {"guard", "overcompute"}
+    assert {c.knob("order") != "logical" for _, c in drawn} == {True, False}
+    staged = [(w, c) for w, c in drawn if c.knob("local_stage")]
+    assert {"matmul", "conv2d", "max_pool2d"} <= {w.name for w, _ in staged}
+    local_families = {
+        layout.family for _, c in staged for name, layout in c.layouts if name.endswith(".local")
+    }
+    assert {"identity", "pad_rows", "swizzle"} <= local_families
