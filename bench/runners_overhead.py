@@ -8,23 +8,37 @@ Prints a markdown table of:
 
 - per-candidate overhead of the measure path: wall time of ``Runner.run``
   per candidate minus the kernels' own event time (all launches, warm-ups
-  and verification included), for a small kernel;
-- candidates per minute on a 30-candidate transpose space (naive and
-  local-memory tiles over several work-group shapes): build + measure, and
-  measure only;
-- Kernel Tuner on the same 30 kernels with the same repeats, when
-  ``kernel_tuner`` is importable, and the ratio of the two;
+  and verification included), for 30 distinct small programs of one
+  workload (as in a tuning loop);
+- a 30-candidate transpose space (naive and local-memory tiles over several
+  work-group shapes), build + measure per candidate and candidates per
+  minute, with cold and then warm binary caches on both sides: laytune's
+  ``Builder(cache_dir=...)`` and pyopencl's compiler cache, which Kernel
+  Tuner builds through, each in a fresh temporary directory. Cold, every
+  candidate is compiled; warm, the same 30 are built again and every binary
+  comes from the cache. Kernel Tuner's time per configuration is the sum of
+  its own per-configuration timers (compile, verification, benchmark,
+  framework, strategy), which leaves its start-up out as laytune's (worker
+  start, build pool start) is left out. Both sides run the same kernels
+  with the same ``--repeats`` and check every result against the same
+  answer; laytune adds one warm-up launch per candidate;
 - agreement of the median of one program measured in two separate worker
   processes.
+
+The machine may be shared and noisy: run it more than once.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -63,9 +77,10 @@ __kernel void transpose(__global const float* a, __global float* b) {
 }
 """
 
+# Distinct programs (so none is a cached build) that compute the same thing.
 SCALE_SOURCE = """
 __kernel void scale(__global const float* x, __global float* y) {
-  size_t i = get_global_id(0); y[i] = %d.0f * x[i];
+  size_t i = get_global_id(0); y[i] = (%d.0f * x[i]) / %d.0f;
 }
 """
 
@@ -88,18 +103,17 @@ class TransposeWorkload:
 
 @dataclass(frozen=True)
 class ScaleWorkload:
-    factor: int
     n: int = SMALL
 
     @property
     def key(self) -> str:
-        return f"scale{self.factor}:{self.n}:float32"
+        return f"scale2:{self.n}:float32"
 
     def make_inputs(self, seed: int) -> dict[str, np.ndarray]:
         return {"x": np.random.default_rng(seed).standard_normal(self.n).astype(np.float32)}
 
     def reference(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"y": inputs["x"] * np.float32(self.factor)}
+        return {"y": inputs["x"] * np.float32(2.0)}
 
 
 def transpose_space(device: Device, count: int = 30) -> list[dict[str, int]]:
@@ -139,10 +153,11 @@ def transpose_program(params: dict[str, int]) -> KernelProgram:
     )
 
 
-def scale_program(factor: int) -> KernelProgram:
+def scale_program(variant: int) -> KernelProgram:
+    """y = 2 x, written as (2 v x) / v: a distinct program per variant."""
     return KernelProgram(
-        name=f"scale{factor}",
-        source=SCALE_SOURCE % factor,
+        name=f"scale_v{variant}",
+        source=SCALE_SOURCE % (2 * variant, variant),
         buffers=(
             BufferSpec("x", "float32", (SMALL,), (SMALL,), "input"),
             BufferSpec("y", "float32", (SMALL,), (SMALL,), "output"),
@@ -176,36 +191,69 @@ def kernel_seconds(result: RunResult, config: MeasureConfig) -> float:
 
 
 def measure_overhead(device: Device, builder: Builder, config: MeasureConfig, n: int) -> float:
-    builds = builder.build([scale_program(k + 2) for k in range(n + 1)])
+    # Powers of two, so that (2 v x) / v is exactly 2 x.
+    builds = builder.build([scale_program(1 << k) for k in range(n + 1)])
+    workload = ScaleWorkload()
     with Runner(device, config) as runner:
-        runner.run([RunInput(builds[0], ScaleWorkload(2))])  # start the worker
-        inputs = [RunInput(b, ScaleWorkload(2 + k + 1)) for k, b in enumerate(builds[1:])]
+        runner.run([RunInput(builds[0], workload)])  # start the worker, prepare the workload
         start = time.perf_counter()
-        results = runner.run(inputs)
+        results = runner.run([RunInput(b, workload) for b in builds[1:]])
         wall = time.perf_counter() - start
     assert all(r.ok for r in results), [r.error_message for r in results if not r.ok]
     device_time = sum(kernel_seconds(r, config) for r in results)
     return (wall - device_time) / n
 
 
+@dataclass(frozen=True)
+class Timing:
+    """Seconds for a whole space: building, measuring (all candidates)."""
+
+    build: float
+    measure: float
+    candidates: int
+
+    @property
+    def per_candidate(self) -> float:
+        return (self.build + self.measure) / self.candidates
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 / self.per_candidate
+
+
 def laytune_transpose(
-    device: Device, builder: Builder, config: MeasureConfig, space: list[dict[str, int]]
-) -> tuple[float, float, list[RunResult]]:
-    """(seconds for build + measure, seconds for measure only, results)."""
+    builder: Builder, runner: Runner, space: list[dict[str, int]]
+) -> tuple[Timing, list[RunResult], int]:
+    """(timing of build + measure, results, builds answered from the cache)."""
     workload = TransposeWorkload()
-    with Runner(device, config) as runner:
-        runner.run([RunInput(builder.build([scale_program(1)])[0], ScaleWorkload(1))])
-        start = time.perf_counter()
-        builds = builder.build([transpose_program(p) for p in space])
-        built = time.perf_counter()
-        results = runner.run([RunInput(b, workload) for b in builds])
-        end = time.perf_counter()
-    return end - start, end - built, results
+    start = time.perf_counter()
+    builds = builder.build([transpose_program(p) for p in space])
+    built = time.perf_counter()
+    results = runner.run([RunInput(b, workload) for b in builds])
+    end = time.perf_counter()
+    cached = sum(b.cached for b in builds)
+    return Timing(built - start, end - built, len(space)), results, cached
+
+
+@contextmanager
+def pyopencl_cache_in(directory: Path) -> Iterator[None]:
+    """Point pyopencl's compiler cache (which it reads from ``XDG_CACHE_HOME``
+    at every build) at ``directory`` for the duration."""
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(directory)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["XDG_CACHE_HOME"]
+        else:
+            os.environ["XDG_CACHE_HOME"] = old
 
 
 def kernel_tuner_transpose(
-    device: Device, repeats: int, space: list[dict[str, int]]
-) -> float | None:
+    device: Device, repeats: int, space: list[dict[str, int]], cache_home: Path
+) -> Timing | None:
+    """Kernel Tuner's own per-configuration timers, summed over the space."""
     try:
         import kernel_tuner
     except ImportError:
@@ -222,8 +270,7 @@ def kernel_tuner_transpose(
     def restrict(p: dict[str, int]) -> bool:
         return (p["USE_LOCAL"], p["block_size_x"], p["block_size_y"]) in wanted
 
-    start = time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), pyopencl_cache_in(cache_home):
         warnings.simplefilter("ignore")
         results, _ = kernel_tuner.tune_kernel(
             "transpose",
@@ -242,10 +289,15 @@ def kernel_tuner_transpose(
             defines={"SIZE": SIZE, **{k: k for k in tune_params}},
             quiet=True,
         )
-    elapsed = time.perf_counter() - start
     if len(results) != len(space):
         print(f"(kernel tuner measured {len(results)} of {len(space)} configurations)")
-    return elapsed
+
+    def total_ms(*names: str) -> float:
+        return sum(float(r.get(name) or 0.0) for r in results for name in names)
+
+    build = total_ms("compile_time") / 1e3
+    measure = total_ms("verification_time", "benchmark_time", "framework_time", "strategy_time")
+    return Timing(build, measure / 1e3, len(results))
 
 
 def median_agreement(device: Device, builder: Builder, params: dict[str, int]) -> float:
@@ -269,35 +321,83 @@ def main() -> None:
     device = pick_device()
     config = MeasureConfig(warmup=1, repeats=args.repeats, measure_conversions=False)
     space = transpose_space(device, 10 if args.quick else 30)
-    print(f"device: {device.name}; repeats {args.repeats}; {len(space)} transpose candidates\n")
-    with Builder(device) as builder:
-        overhead = measure_overhead(device, builder, config, 10 if args.quick else 30)
-        total, measure_only, results = laytune_transpose(device, builder, config, space)
-        bad = [r for r in results if not r.ok]
-        agreement = median_agreement(device, builder, space[len(space) // 2])
-    kt = None if args.quick else kernel_tuner_transpose(device, args.repeats, space)
-
     n = len(space)
-    rows = [
-        ("per-candidate overhead, small kernel (ms)", f"{overhead * 1e3:.2f}", ""),
-        ("transpose space: build + measure (s/candidate)", f"{total / n:.3f}", ""),
-        ("transpose space: candidates per minute", f"{60 * n / total:.0f}", ""),
-        ("transpose space: measure only (s/candidate)", f"{measure_only / n:.3f}", ""),
-        ("median agreement, two worker processes", f"{agreement * 100:.1f} %", ""),
-    ]
-    if kt is not None:
-        rows[1] = (rows[1][0], rows[1][1], f"{kt / n:.3f}")
-        rows[2] = (rows[2][0], rows[2][1], f"{60 * n / kt:.0f}")
+    print(f"device: {device.name}; repeats {args.repeats}; {n} transpose candidates\n")
+    with tempfile.TemporaryDirectory(prefix="laytune-bench-") as scratch:
+        laytune_cache, kt_cache = Path(scratch, "laytune"), Path(scratch, "pyopencl")
+        with Builder(device) as builder:
+            builder.warm_up()
+            overhead = measure_overhead(device, builder, config, 10 if args.quick else 30)
+            agreement = median_agreement(device, builder, space[len(space) // 2])
+        with (
+            Builder(device, cache_dir=laytune_cache) as builder,
+            Runner(device, config) as runner,
+        ):
+            # Start the build workers and the measuring worker outside the timings.
+            builder.warm_up()
+            runner.run(
+                [RunInput(b, ScaleWorkload()) for b in builder.build([scale_program(1 << 20)])]
+            )
+            # Cold and warm alternate between the two tuners, so that a
+            # slow spell of a shared machine does not favour either.
+            ours_cold, results, cached_cold = laytune_transpose(builder, runner, space)
+            kt_cold = (
+                None
+                if args.quick
+                else kernel_tuner_transpose(device, args.repeats, space, kt_cache)
+            )
+            ours_warm, _, cached_warm = laytune_transpose(builder, runner, space)
+            kt_warm = (
+                None
+                if args.quick
+                else kernel_tuner_transpose(device, args.repeats, space, kt_cache)
+            )
+    assert cached_cold == 0 and cached_warm == n, (cached_cold, cached_warm)
+
+    def row(name: str, ours: str, theirs: str | None = None) -> tuple[str, str, str]:
+        return name, ours, theirs or "-"
+
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1e3:.1f}"
+
+    rows = [row("per-candidate overhead, small kernel (ms)", f"{overhead * 1e3:.2f}")]
+    for label, ours, theirs in (("cold", ours_cold, kt_cold), ("warm", ours_warm, kt_warm)):
+        rows += [
+            row(
+                f"transpose, {label} caches: build + measure (ms/candidate)",
+                ms(ours.per_candidate),
+                theirs and ms(theirs.per_candidate),
+            ),
+            row(
+                f"transpose, {label} caches: candidates per minute",
+                f"{ours.per_minute:.0f}",
+                theirs and f"{theirs.per_minute:.0f}",
+            ),
+            row(
+                f"transpose, {label} caches: build only (ms/candidate)",
+                ms(ours.build / n),
+                theirs and ms(theirs.build / theirs.candidates),
+            ),
+            row(
+                f"transpose, {label} caches: measure only (ms/candidate)",
+                ms(ours.measure / n),
+                theirs and ms(theirs.measure / theirs.candidates),
+            ),
+        ]
+    rows.append(row("median agreement, two worker processes", f"{agreement * 100:.1f} %"))
     print("| figure | laytune | Kernel Tuner |")
     print("| --- | --- | --- |")
-    for name, ours, theirs in rows:
-        print(f"| {name} | {ours} | {theirs or '-'} |")
-    if kt is not None:
-        print(f"\nKernel Tuner / laytune time per candidate: {kt / total:.1f}x")
+    for name, ours_text, theirs_text in rows:
+        print(f"| {name} | {ours_text} | {theirs_text} |")
+    for label, ours, theirs in (("cold", ours_cold, kt_cold), ("warm", ours_warm, kt_warm)):
+        if theirs is not None:
+            ratio = theirs.per_candidate / ours.per_candidate
+            print(f"\nKernel Tuner / laytune time per candidate, {label} caches: {ratio:.1f}x")
+    bad = [r for r in results if not r.ok]
     if bad:
         print(f"\n{len(bad)} candidates failed: {[(r.program_name, r.error_kind) for r in bad]}")
     best = min((r for r in results if r.ok), key=lambda r: r.value_s or float("inf"))
-    print(f"best transpose: {best.program_name} {best.value_s * 1e6:.1f} us (median)")
+    print(f"best transpose: {best.program_name} {(best.value_s or 0.0) * 1e6:.1f} us (median)")
 
 
 if __name__ == "__main__":

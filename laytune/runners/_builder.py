@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -14,11 +15,14 @@ from joblib.externals.loky import ProcessPoolExecutor
 from joblib.externals.loky.process_executor import BrokenProcessPool, TerminatedWorkerError
 
 from laytune.codegen import KernelProgram
-from laytune.runners._compile import compile_program
+from laytune.runners._cache import BinaryCache
+from laytune.runners._compile import compile_program, warm_worker
 from laytune.runners._devices import Device, select_device
 from laytune.runners._results import BuildResult, ErrorKind
 
 __all__ = ["Builder"]
+
+_WARM_UP_HOLD_S = 0.05
 
 
 @dataclass
@@ -54,6 +58,11 @@ class Builder:
       from several threads. On a CPU device, builds compete with the
       measured kernels for the same cores; overlap them only where that
       noise is acceptable.
+    - With ``cache_dir``, every successful build is also written there, and
+      a program already built for this device (same device key, source and
+      options) is answered from it without compiling (``cached=True``). The
+      directory may be shared between builders and processes. Without it,
+      nothing is written and every program is compiled.
     """
 
     def __init__(
@@ -63,6 +72,7 @@ class Builder:
         max_workers: int | None = None,
         time_limit_s: float = 60.0,
         startup_time_limit_s: float = 60.0,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if time_limit_s <= 0:
             raise ValueError(f"time_limit_s must be positive, got {time_limit_s}")
@@ -76,6 +86,8 @@ class Builder:
         self._warm = False
         self._lock = threading.Lock()
         self._background: ThreadPoolExecutor | None = None
+        self._cache = BinaryCache(cache_dir) if cache_dir is not None else None
+        self._cache_warned = False
 
     @property
     def device(self) -> Device:
@@ -84,6 +96,34 @@ class Builder:
     @property
     def max_workers(self) -> int:
         return self._max_workers
+
+    def warm_up(self) -> int:
+        """Start every build worker now and have each open its context and load
+        the compiler, so that the first batch does not wait for them.
+
+        Builds start the workers on demand otherwise. Waits at most
+        ``startup_time_limit_s``; returns how many distinct workers are
+        ready (``max_workers`` unless some did not start in time).
+        """
+        with self._lock:
+            pool = self._pool()
+            deadline = time.monotonic() + self._startup_time_limit_s
+            ready: set[int] = set()
+            while len(ready) < self._max_workers and time.monotonic() < deadline:
+                # Each call holds its worker a moment, so that the next ones
+                # go to workers that have not answered yet.
+                calls = [
+                    pool.submit(warm_worker, self._device, _WARM_UP_HOLD_S)
+                    for _ in range(self._max_workers - len(ready))
+                ]
+                done, _ = wait(calls, timeout=max(0.0, deadline - time.monotonic()))
+                try:
+                    ready.update(call.result() for call in done)
+                except (TerminatedWorkerError, BrokenProcessPool):
+                    self._kill_workers()
+                    return 0
+            self._warm = self._warm or bool(ready)
+            return len(ready)
 
     def submit(self, batch: Sequence[KernelProgram]) -> Future[list[BuildResult]]:
         if self._background is None:
@@ -110,7 +150,11 @@ class Builder:
     # -- scheduling ---------------------------------------------------------
     def _build(self, batch: list[KernelProgram]) -> list[BuildResult]:
         results: list[BuildResult | None] = [None] * len(batch)
-        pending = deque(_Task(i, program) for i, program in enumerate(batch))
+        pending: deque[_Task] = deque()
+        for index, program in enumerate(batch):
+            results[index] = self._from_cache(program)
+            if results[index] is None:
+                pending.append(_Task(index, program))
         in_flight: dict[Future[BuildResult], _Task] = {}
         while pending or in_flight:
             self._fill(pending, in_flight)
@@ -122,8 +166,9 @@ class Builder:
             for future in done:
                 task = in_flight.pop(future)
                 try:
-                    results[task.index] = future.result()
+                    results[task.index] = result = future.result()
                     self._warm = True
+                    self._to_cache(result)
                 except (TerminatedWorkerError, BrokenProcessPool) as exc:
                     if task.alone:
                         results[task.index] = self._failure(
@@ -178,6 +223,40 @@ class Builder:
         if self._executor is not None:
             self._executor.shutdown(wait=False, kill_workers=True)
             self._executor = None
+
+    def _from_cache(self, program: KernelProgram) -> BuildResult | None:
+        if self._cache is None:
+            return None
+        started_at = time.time()
+        start = time.perf_counter()
+        entry = self._cache.load(self._device.key, program)
+        if entry is None:
+            return None
+        binary, build_log = entry
+        return BuildResult(
+            program=program,
+            device_key=self._device.key,
+            binary=binary,
+            build_log=build_log,
+            build_seconds=time.perf_counter() - start,
+            started_at=started_at,
+            finished_at=time.time(),
+            cached=True,
+        )
+
+    def _to_cache(self, result: BuildResult) -> None:
+        if self._cache is None or not result.ok or result.binary is None:
+            return
+        try:
+            self._cache.store(self._device.key, result.program, result.binary, result.build_log)
+        except OSError as exc:  # a cache that cannot be written only costs rebuilds
+            if not self._cache_warned:
+                self._cache_warned = True
+                warnings.warn(
+                    f"the binary cache {self._cache.directory} refused an entry: {exc}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
     def _failure(self, task: _Task, kind: ErrorKind, message: str) -> BuildResult:
         return BuildResult(

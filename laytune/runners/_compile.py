@@ -12,7 +12,7 @@ from laytune.codegen import KernelProgram
 from laytune.runners._devices import Device
 from laytune.runners._results import BuildResult, ErrorKind
 
-__all__ = ["compile_program"]
+__all__ = ["compile_program", "warm_worker"]
 
 # One context per device and worker process, made on the first build.
 _CONTEXTS: dict[str, tuple[cl.Context, cl.Device]] = {}
@@ -23,6 +23,23 @@ def _context(device: Device) -> tuple[cl.Context, cl.Device]:
         cl_device = device.open()
         _CONTEXTS[device.key] = (cl.Context([cl_device]), cl_device)
     return _CONTEXTS[device.key]
+
+
+_PROBE = "__kernel void laytune_warm_up(__global float *a) { a[get_global_id(0)] = 0.0f; }"
+
+
+def warm_worker(device: Device, hold_s: float) -> int:
+    """Open this worker's context on ``device`` and compile a probe kernel (the
+    first build of a process loads the compiler), then hold the worker for
+    ``hold_s`` so that other pending calls go to other workers. Returns the pid."""
+    context, cl_device = _context(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cl_program = cl.Program(context, _PROBE)
+        cl_program.get_info(cl.program_info.REFERENCE_COUNT)  # the driver builds, not a cache
+        cl_program.build(devices=[cl_device])
+    time.sleep(hold_s)
+    return os.getpid()
 
 
 def _build_log(program: cl.Program, device: cl.Device) -> str:

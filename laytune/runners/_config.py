@@ -25,10 +25,13 @@ class MeasureConfig:
     ``W = warmup`` and ``R = repeats``. Measuring one candidate enqueues, in
     this order and on one in-order profiling queue:
 
-    1. Verification: the ``P`` pack launches, the ``C`` compute launches and
-       the ``U`` unpack launches once each (``P + C + U`` launches), then the
-       outputs are read back and compared with the reference. A wrong result
-       stops here: nothing of it is timed.
+    1. Verification: the inputs are copied into the views that take them,
+       every other view of every buffer is filled with a sentinel (NaN for
+       floats; copies and fills are not launches), then the ``P`` pack
+       launches, the ``C`` compute launches and the ``U`` unpack launches
+       run once each (``P + C + U`` launches), and the outputs are read back
+       and compared with the reference. A wrong result stops here: nothing
+       of it is timed.
     2. Conversions, when ``measure_conversions``: for each pack launch, then
        each unpack launch, on its own: ``W`` untimed then ``R`` timed
        launches, ``(W + R) * (P + U)`` launches.
@@ -45,6 +48,15 @@ class MeasureConfig:
 
     So a successful candidate costs ``P + C + U + (W + R) * (P + U) + (W + n) * C``
     kernel launches, or ``P + C + U + (W + n) * C`` without conversions.
+
+    Early stop: when the candidate's :class:`~laytune.runners.RunInput` sets
+    ``abandon_above_s``, step 3 looks once at the first
+    ``K = early_stop_after`` timed repeats, when the K-th has finished and
+    more are due. If ``statistic`` of their ``clock`` times exceeds
+    ``abandon_above_s``, timing stops there: ``n = K`` in every count above
+    (steps 1, 2 and 4 are unchanged), and the result is ``abandoned`` with
+    the K times it has. A candidate with ``n <= K`` planned repeats is never
+    abandoned.
 
     A timed repeat is timed twice: by profiling events (the sum of
     ``end - start`` of the repeat's launches) and by a blocking wall clock
@@ -77,6 +89,7 @@ class MeasureConfig:
     clock_rtol: float = 0.25
     clock_atol_s: float = 100e-6
     seed: int = 0
+    early_stop_after: int = 3
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -87,6 +100,8 @@ class MeasureConfig:
             raise ValueError(
                 f"max_repeats ({self.max_repeats}) must be >= repeats ({self.repeats})"
             )
+        if self.early_stop_after < 1:
+            raise ValueError(f"early_stop_after must be >= 1, got {self.early_stop_after}")
         if self.min_total_time_s < 0:
             raise ValueError(f"min_total_time_s must be >= 0, got {self.min_total_time_s}")
         if self.flush_bytes is not None and self.flush_bytes <= 0:
@@ -104,7 +119,8 @@ class MeasureConfig:
             )
 
     def launch_count(self, pack: int, compute: int, unpack: int, timed_repeats: int) -> int:
-        """Kernel launches of one successful candidate with ``timed_repeats`` = n."""
+        """Kernel launches of one successful candidate with ``timed_repeats`` = n
+        (``early_stop_after`` for an abandoned one)."""
         count = pack + compute + unpack + (self.warmup + timed_repeats) * compute
         if self.measure_conversions:
             count += (self.warmup + self.repeats) * (pack + unpack)

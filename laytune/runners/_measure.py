@@ -1,16 +1,21 @@
 """The measurement protocol on the device; runs inside the runner's worker process.
 
 Everything here is plain sequential pyopencl on one in-order profiling queue.
-The worker owns one :class:`DeviceSession` for its whole life; each
-candidate gets fresh buffers and a program created from the builder's binary.
+The worker owns one :class:`DeviceSession` for its whole life. Each candidate
+gets a program created from the builder's binary, and device memory that the
+session recycles from the previous candidate where kind and size match. Every
+byte of that memory that no input upload overwrites starts as a sentinel (NaN
+for floats), so nothing a previous candidate left behind can pass for a result.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -29,11 +34,52 @@ from laytune.runners._results import (
 __all__ = ["DeviceSession", "PreparedWorkload", "measure_candidate"]
 
 _MIN_FLUSH_BYTES = 64 << 20
-_STATISTICS: dict[str, Callable[[np.ndarray], float]] = {
+_HOST_ARRAYS_KEPT = 16
+_KEPT_REFERENCE_ELEMENTS = 1 << 22
+_STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {
     "median": lambda times: float(np.median(times)),
     "mean": lambda times: float(np.mean(times)),
     "min": lambda times: float(np.min(times)),
 }
+_START = cl.profiling_info.START
+_END = cl.profiling_info.END
+
+# What a piece of device memory is, for recycling: ("buffer", nbytes) or
+# ("image", channel order, channel type, width, height).
+MemoryKey = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class _FloatReference:
+    """What comparing a float output with its reference needs, per element."""
+
+    want: np.ndarray  # the reference as float64
+    limit: np.ndarray  # atol * scale + rtol * |want| (see Tolerance)
+    finite: np.ndarray
+    all_finite: bool
+
+
+class _Expected:
+    """One reference output with its tolerance; its float arrays are made once
+    per workload when they are small enough to keep (16 bytes per element)."""
+
+    def __init__(self, reference: np.ndarray, tolerance: Tolerance) -> None:
+        self.reference = reference
+        self.tolerance = tolerance
+        self._kept: _FloatReference | None = None
+
+    def float_reference(self) -> _FloatReference:
+        if self._kept is not None:
+            return self._kept
+        want = self.reference.astype(np.float64)
+        finite = np.isfinite(want)
+        scale = max(1.0, float(np.abs(want[finite]).max())) if finite.any() else 1.0
+        with np.errstate(invalid="ignore"):
+            limit = self.tolerance.atol * scale + self.tolerance.rtol * np.abs(want)
+        made = _FloatReference(want, limit, finite, bool(finite.all()))
+        if want.size <= _KEPT_REFERENCE_ELEMENTS:
+            self._kept = made
+        return made
 
 
 @dataclass(frozen=True)
@@ -44,20 +90,44 @@ class PreparedWorkload:
     inputs: dict[str, np.ndarray]
     references: dict[str, np.ndarray]
     reduction_length: int = 1
+    _expected: dict[tuple[str, str], _Expected] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def expected(self, buffer: str, dtype: np.dtype) -> _Expected:
+        """The reference of output ``buffer`` with the tolerance of ``dtype``."""
+        key = (buffer, dtype.str)
+        if key not in self._expected:
+            tolerance = Tolerance.for_dtype(dtype, self.reduction_length)
+            reference = np.asarray(self.references[buffer])
+            self._expected[key] = _Expected(reference, tolerance)
+        return self._expected[key]
 
 
 class DeviceSession:
-    """A context and a profiling queue on one device, for one worker's life."""
+    """A context and a profiling queue on one device, for one worker's life.
 
-    def __init__(self, device: Device) -> None:
+    It also keeps the device memory of the last candidate (handed out again
+    by :meth:`take_memory`), the cache-flush buffer and host arrays to read
+    outputs into. ``injected_statuses`` is for tests only: it maps a program
+    name to the completion status its launches are reported to have, so a
+    lost device can be provoked on a healthy one.
+    """
+
+    def __init__(
+        self, device: Device, *, injected_statuses: Mapping[str, int] | None = None
+    ) -> None:
         self.device = device
         self.cl_device = device.open()
         self.context = cl.Context([self.cl_device])
         self.queue = cl.CommandQueue(
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
+        self.injected_statuses = dict(injected_statuses or {})
         self._flush_buffer: cl.Buffer | None = None
         self._flush_bytes = 0
+        self._spares: dict[MemoryKey, list[cl.MemoryObject]] = {}
+        self._host: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}
 
     def flush_buffer(self, nbytes: int | None) -> tuple[cl.Buffer, int]:
         if nbytes is None:
@@ -67,6 +137,52 @@ class DeviceSession:
             self._flush_buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
             self._flush_bytes = nbytes
         return self._flush_buffer, nbytes
+
+    def take_memory(self, keys: Sequence[MemoryKey]) -> list[cl.MemoryObject]:
+        """Device memory for each of ``keys``: a kept object of that kind and size,
+        else a new one. Kept objects that nobody takes are released first, so
+        at most one candidate's memory is ever kept. Raises ``cl.Error``."""
+        taken = [self._spares[key].pop() if self._spares.get(key) else None for key in keys]
+        self.release_spares()
+        objects: list[cl.MemoryObject] = []
+        try:
+            for key, spare in zip(keys, taken, strict=True):
+                objects.append(spare if spare is not None else self._allocate(key))
+        except cl.Error:
+            for obj in (*objects, *taken[len(objects) :]):
+                if obj is not None:
+                    obj.release()
+            raise
+        return objects
+
+    def keep_memory(self, objects: Iterable[tuple[MemoryKey, cl.MemoryObject]]) -> None:
+        """Keep a finished candidate's memory for the next one."""
+        for key, obj in objects:
+            self._spares.setdefault(key, []).append(obj)
+
+    def release_spares(self) -> None:
+        for objects in self._spares.values():
+            for obj in objects:
+                obj.release()
+        self._spares.clear()
+
+    def host_array(self, buffer: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A host array to read output ``buffer`` into, reused across candidates."""
+        key = (buffer, shape, dtype.str)
+        array = self._host.get(key)
+        if array is None:
+            if len(self._host) >= _HOST_ARRAYS_KEPT:
+                self._host.clear()
+            array = self._host[key] = np.empty(shape, dtype=dtype)
+        return array
+
+    def _allocate(self, key: MemoryKey) -> cl.MemoryObject:
+        flags = cl.mem_flags.READ_WRITE
+        if key[0] == "image":
+            _, order, channel_type, width, height = key
+            image_format = cl.ImageFormat(order, channel_type)
+            return cl.Image(self.context, flags, image_format, shape=(width, height))
+        return cl.Buffer(self.context, flags, key[1])
 
 
 class _Failure(Exception):
@@ -91,6 +207,7 @@ class _Enqueuer:
     """The one place kernels and flushes are enqueued and counted."""
 
     queue: cl.CommandQueue
+    injected_status: int | None = None
     counts: dict[str, int] = field(
         default_factory=lambda: {"pack": 0, "compute": 0, "unpack": 0, "flush": 0}
     )
@@ -130,6 +247,8 @@ class _Enqueuer:
     def check(self, events: Sequence[cl.Event]) -> None:
         for event in events:
             status = event.command_execution_status
+            if self.injected_status is not None:
+                status = self.injected_status
             if status < 0:
                 raise _Failure(
                     ErrorKind.DEVICE_LOST,
@@ -141,8 +260,12 @@ class _Enqueuer:
         return LaunchCounts(**self.counts)
 
 
+def _event_seconds(events: Sequence[cl.Event]) -> float:
+    return sum(e.get_profiling_info(_END) - e.get_profiling_info(_START) for e in events) * 1e-9
+
+
 def _sentinel(dtype: np.dtype) -> np.ndarray:
-    """What unwritten output elements hold, so that a kernel that skips some shows."""
+    """What unwritten elements hold, so that a kernel that skips some shows."""
     if np.issubdtype(dtype, np.floating):
         return np.full(1, np.nan, dtype=dtype)
     if np.issubdtype(dtype, np.integer):
@@ -161,44 +284,53 @@ def _image_format(spec: BufferSpec) -> cl.ImageFormat:
 
 
 class _Buffers:
-    """Device memory of one candidate: a logical and (if used) a physical object per buffer."""
+    """Device memory of one candidate, per buffer and view.
+
+    A view is allocated when a launch names it; a buffer that no launch
+    names keeps a logical view (its output then reads back as sentinels).
+    """
 
     def __init__(self, session: DeviceSession, program: KernelProgram) -> None:
         self.session = session
-        self.program = program
-        self.objects: dict[tuple[str, str], cl.MemoryObject] = {}
-        used_physical = {
-            ref.buffer
+        used = {
+            (ref.buffer, ref.view)
             for launch in (*program.pack, *program.compute, *program.unpack)
             for ref in launch.args
-            if ref.view == "physical"
         }
-        mf = cl.mem_flags
-        try:
-            for spec in program.buffers:
-                itemsize = np.dtype(spec.dtype).itemsize
-                logical_bytes = max(1, int(np.prod(spec.shape)) * itemsize)
-                self.objects[(spec.name, "logical")] = cl.Buffer(
-                    session.context, mf.READ_WRITE, logical_bytes
+        wanted: list[tuple[tuple[str, str], MemoryKey]] = []
+        for spec in program.buffers:
+            itemsize = np.dtype(spec.dtype).itemsize
+            physical = (spec.name, "physical") in used
+            if (spec.name, "logical") in used or not physical:
+                nbytes = max(1, int(np.prod(spec.shape)) * itemsize)
+                wanted.append(((spec.name, "logical"), ("buffer", nbytes)))
+            if not physical:
+                continue
+            if spec.memory == "image2d":
+                image_format = _image_format(spec)
+                width, height = spec.image_shape
+                key = (
+                    "image",
+                    image_format.channel_order,
+                    image_format.channel_data_type,
+                    width,
+                    height,
                 )
-                if spec.name not in used_physical:
-                    continue
-                if spec.memory == "image2d":
-                    self.objects[(spec.name, "physical")] = cl.Image(
-                        session.context, mf.READ_WRITE, _image_format(spec), shape=spec.image_shape
-                    )
-                else:
-                    physical_bytes = max(1, int(np.prod(spec.physical_shape)) * itemsize)
-                    self.objects[(spec.name, "physical")] = cl.Buffer(
-                        session.context, mf.READ_WRITE, physical_bytes
-                    )
+            else:
+                key = ("buffer", max(1, int(np.prod(spec.physical_shape)) * itemsize))
+            wanted.append(((spec.name, "physical"), key))
+        try:
+            objects = session.take_memory([key for _, key in wanted])
         except cl.Error as exc:
-            self.release()
             raise _Failure(
                 ErrorKind.RUN,
                 f"allocating buffers failed: {_status_name(exc.code)} ({exc.code})",
                 exc.code,
             ) from exc
+        self.keys = dict(wanted)
+        self.objects: dict[tuple[str, str], cl.MemoryObject] = dict(
+            zip((view for view, _ in wanted), objects, strict=True)
+        )
 
     def get(self, ref: ArgRef) -> cl.MemoryObject:
         try:
@@ -208,10 +340,10 @@ class _Buffers:
                 ErrorKind.RUN, f"launch argument names unknown buffer {ref.buffer!r}"
             ) from None
 
-    def fill_sentinel(self, spec: BufferSpec) -> None:
+    def fill_sentinel(self, spec: BufferSpec, *views: str) -> None:
         queue = self.session.queue
         value = _sentinel(np.dtype(spec.dtype))
-        for view in ("logical", "physical"):
+        for view in views:
             obj = self.objects.get((spec.name, view))
             if obj is None:
                 continue
@@ -223,8 +355,8 @@ class _Buffers:
                 cl.enqueue_fill_buffer(queue, obj, value, 0, obj.size)
 
     def release(self) -> None:
-        for obj in self.objects.values():
-            obj.release()
+        """Hand the memory back to the session for the next candidate."""
+        self.session.keep_memory((self.keys[view], obj) for view, obj in self.objects.items())
         self.objects.clear()
 
 
@@ -233,25 +365,34 @@ def _conversion_buffer(launch: Launch) -> str:
     return "+".join(names)
 
 
-def _compare(buffer: str, out: np.ndarray, ref: np.ndarray, tolerance: Tolerance) -> OutputCheck:
+def _compare(buffer: str, out: np.ndarray, expected: _Expected) -> OutputCheck:
+    ref = expected.reference
+    tolerance = expected.tolerance
     if out.shape != ref.shape:
         return OutputCheck(buffer, float("inf"), tolerance, False)
+    if out.dtype == ref.dtype and np.array_equal(out, ref):
+        return OutputCheck(buffer, 0.0, tolerance, True)
     if not (np.issubdtype(out.dtype, np.floating) or np.issubdtype(ref.dtype, np.floating)):
         diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
         worst = float(diff.max()) if diff.size else 0.0
         return OutputCheck(buffer, worst, tolerance, bool(np.array_equal(out, ref)))
     got = out.astype(np.float64)
-    want = ref.astype(np.float64)
-    finite = np.isfinite(want)
-    same_special = ~finite & ((got == want) | (np.isnan(got) & np.isnan(want)))
-    scale = max(1.0, float(np.abs(want[finite]).max())) if finite.any() else 1.0
+    floats = expected.float_reference()
+    want = floats.want
     with np.errstate(invalid="ignore"):
         diff = np.abs(got - want)
-        within = diff <= tolerance.atol * scale + tolerance.rtol * np.abs(want)
+        within = diff <= floats.limit
+    if floats.all_finite:
+        # NaN in the output makes the max NaN; a non-finite output counts as inf.
+        worst = float(diff.max()) if diff.size else 0.0
+        return OutputCheck(
+            buffer, math.inf if math.isnan(worst) else worst, tolerance, bool(within.all())
+        )
+    finite = floats.finite
+    same_special = ~finite & ((got == want) | (np.isnan(got) & np.isnan(want)))
     passed = bool(np.all(within | same_special))
-    bad_finite = finite & ~np.isfinite(got)
-    if bad_finite.any():
-        worst = float("inf")
+    if (finite & ~np.isfinite(got)).any():
+        worst = math.inf
     elif finite.any():
         worst = float(diff[finite].max())
     else:
@@ -267,21 +408,34 @@ def _timed_repeats(
     flush: tuple[cl.Buffer, int] | None,
     *,
     extend: bool,
-) -> tuple[list[float], list[float]]:
-    """``config.warmup`` untimed then timed repeats of ``group``: (event times, wall times)."""
+    abandon_above_s: float | None = None,
+) -> tuple[list[float], list[float], bool]:
+    """``config.warmup`` untimed then timed repeats of ``group``.
+
+    Returns (event times, wall times, abandoned); see :class:`MeasureConfig`
+    for how many repeats and when ``abandon_above_s`` stops them early.
+    """
     for _ in range(config.warmup):
         for kernel, launch in group:
             enqueuer.launch(stage, kernel, launch)
     enqueuer.finish()
     event_times: list[float] = []
     wall_times: list[float] = []
+    chosen = event_times if config.clock == "event" else wall_times
+    statistic = _STATISTICS[config.statistic]
     total = 0.0
-    while len(event_times) < config.repeats or (
-        extend
-        and config.min_total_time_s > 0
-        and total < config.min_total_time_s
-        and len(event_times) < config.max_repeats
-    ):
+
+    def more_due() -> bool:
+        if len(event_times) < config.repeats:
+            return True
+        return (
+            extend
+            and config.min_total_time_s > 0
+            and total < config.min_total_time_s
+            and len(event_times) < config.max_repeats
+        )
+
+    while more_due():
         if flush is not None:
             enqueuer.flush(*flush)
         start = time.perf_counter()
@@ -289,11 +443,18 @@ def _timed_repeats(
         enqueuer.finish()
         wall = time.perf_counter() - start
         enqueuer.check(events)
-        event = sum(e.profile.end - e.profile.start for e in events) * 1e-9
+        event = _event_seconds(events)
         event_times.append(event)
         wall_times.append(wall)
-        total += event if config.clock == "event" else wall
-    return event_times, wall_times
+        total += chosen[-1]
+        if (
+            abandon_above_s is not None
+            and len(chosen) == config.early_stop_after
+            and more_due()
+            and statistic(chosen) > abandon_above_s
+        ):
+            return event_times, wall_times, True
+    return event_times, wall_times, False
 
 
 def measure_candidate(
@@ -302,10 +463,11 @@ def measure_candidate(
     binary: bytes,
     workload: PreparedWorkload,
     config: MeasureConfig,
+    abandon_above_s: float | None = None,
 ) -> RunResult:
     """Verify then time one built program; every failure comes back as a RunResult."""
     started = time.perf_counter()
-    enqueuer = _Enqueuer(session.queue)
+    enqueuer = _Enqueuer(session.queue, session.injected_statuses.get(program.name))
     base = {
         "program_name": program.name,
         "source_hash": program.source_hash,
@@ -331,9 +493,13 @@ def measure_candidate(
             for stage in ("pack", "compute", "unpack")
             for kernel, launch in stages[stage]
         ]
+        read_back = _read_outputs(session, program, buffers, workload)
         enqueuer.finish()
         enqueuer.check(events)
-        outputs = _check_outputs(session, program, buffers, workload)
+        outputs = tuple(
+            _compare(spec.name, out, workload.expected(spec.name, out.dtype))
+            for spec, out in read_back
+        )
         max_error = max((check.max_abs_error for check in outputs), default=0.0)
         failed = [check for check in outputs if not check.passed]
         if failed:
@@ -352,7 +518,7 @@ def measure_candidate(
         if config.measure_conversions:
             for stage, sink in (("pack", pack_times), ("unpack", unpack_times)):
                 for kernel, launch in stages[stage]:
-                    ev, wall = _timed_repeats(
+                    ev, wall, _ = _timed_repeats(
                         enqueuer, stage, [(kernel, launch)], config, flush, extend=False
                     )
                     chosen = ev if config.clock == "event" else wall
@@ -362,11 +528,17 @@ def measure_candidate(
                             kernel=launch.kernel,
                             event_times_s=tuple(ev),
                             wall_times_s=tuple(wall),
-                            value_s=_STATISTICS[config.statistic](np.asarray(chosen)),
+                            value_s=_STATISTICS[config.statistic](chosen),
                         )
                     )
-        event_times, wall_times = _timed_repeats(
-            enqueuer, "compute", stages["compute"], config, flush, extend=True
+        event_times, wall_times, abandoned = _timed_repeats(
+            enqueuer,
+            "compute",
+            stages["compute"],
+            config,
+            flush,
+            extend=True,
+            abandon_above_s=abandon_above_s,
         )
     except _Failure as failure:
         return RunResult(
@@ -384,7 +556,7 @@ def measure_candidate(
         if buffers is not None:
             buffers.release()
 
-    chosen = np.asarray(event_times if config.clock == "event" else wall_times)
+    chosen = event_times if config.clock == "event" else wall_times
     event_median = float(np.median(event_times))
     wall_median = float(np.median(wall_times))
     disagreement = abs(wall_median - event_median) > (
@@ -403,6 +575,7 @@ def measure_candidate(
         warmup=config.warmup,
         launches=enqueuer.launch_counts(),
         measure_seconds=time.perf_counter() - started,
+        abandoned=abandoned,
     )
 
 
@@ -428,7 +601,10 @@ def _bind(
     for launch in launches:
         try:
             kernel = cl.Kernel(cl_program, launch.kernel)
-            kernel.set_args(*(buffers.get(ref) for ref in launch.args))
+            # One set_arg per argument: Kernel.set_args would generate and
+            # cache a Python invoker for every new kernel object.
+            for position, ref in enumerate(launch.args):
+                kernel.set_arg(position, buffers.get(ref))
         except cl.Error as exc:
             raise _Failure(
                 ErrorKind.RUN,
@@ -442,12 +618,13 @@ def _bind(
 def _upload_inputs(
     session: DeviceSession, program: KernelProgram, buffers: _Buffers, workload: PreparedWorkload
 ) -> None:
+    """Inputs into their logical views (and physical ones that no pack writes);
+    every other view of every buffer gets the sentinel."""
     packed = {ref.buffer for launch in program.pack for ref in launch.args}
     queue = session.queue
     for spec in program.buffers:
-        if spec.role in ("output", "inout"):
-            buffers.fill_sentinel(spec)
         if spec.role not in ("input", "inout"):
+            buffers.fill_sentinel(spec, "logical", "physical")
             continue
         if spec.name not in workload.inputs:
             raise _Failure(
@@ -462,9 +639,15 @@ def _upload_inputs(
                 f"input {spec.name!r} of workload {workload.key!r} has shape {array.shape}, "
                 f"program {program.name!r} expects {spec.shape}",
             )
-        cl.enqueue_copy(queue, buffers.objects[(spec.name, "logical")], array)
+        # Blocking copies: ``array`` may be a temporary conversion.
+        logical = buffers.objects.get((spec.name, "logical"))
+        if logical is not None:
+            cl.enqueue_copy(queue, logical, array)
         physical = buffers.objects.get((spec.name, "physical"))
-        if physical is None or spec.name in packed:
+        if physical is None:
+            continue
+        if spec.name in packed:
+            buffers.fill_sentinel(spec, "physical")
             continue
         # No pack launch: the physical storage is the logical array when it
         # is a global buffer of the same size (an identity layout).
@@ -475,14 +658,14 @@ def _upload_inputs(
                 f"{spec.physical_shape} ({spec.memory}) is not its logical shape {spec.shape}",
             )
         cl.enqueue_copy(queue, physical, array)
-    queue.finish()
 
 
-def _check_outputs(
+def _read_outputs(
     session: DeviceSession, program: KernelProgram, buffers: _Buffers, workload: PreparedWorkload
-) -> tuple[OutputCheck, ...]:
+) -> list[tuple[BufferSpec, np.ndarray]]:
+    """Enqueue reading every output back (non-blocking: wait for the queue before using them)."""
     unpacked = {ref.buffer for launch in program.unpack for ref in launch.args}
-    checks = []
+    reads = []
     for spec in program.buffers:
         if spec.role not in ("output", "inout"):
             continue
@@ -491,9 +674,8 @@ def _check_outputs(
                 ErrorKind.RUN,
                 f"workload {workload.key!r} has no reference for output {spec.name!r}",
             )
-        dtype = np.dtype(spec.dtype)
-        out = np.empty(spec.shape, dtype=dtype)
-        source = buffers.objects[(spec.name, "logical")]
+        out = session.host_array(spec.name, spec.shape, np.dtype(spec.dtype))
+        source = buffers.objects.get((spec.name, "logical"))
         if spec.name not in unpacked:
             physical = buffers.objects.get((spec.name, "physical"))
             if physical is not None:
@@ -504,8 +686,7 @@ def _check_outputs(
                         f"{spec.physical_shape} ({spec.memory}) is not its logical shape",
                     )
                 source = physical
-        cl.enqueue_copy(session.queue, out, source)
-        tolerance = Tolerance.for_dtype(dtype, workload.reduction_length)
-        reference = np.asarray(workload.references[spec.name])
-        checks.append(_compare(spec.name, out, reference, tolerance))
-    return tuple(checks)
+        reads.append((spec, out, source))
+    for _, out, source in reads:
+        cl.enqueue_copy(session.queue, out, source, is_blocking=False)
+    return [(spec, out) for spec, out, _ in reads]

@@ -50,7 +50,9 @@ class BuildResult:
 
     ``build_log`` is the compiler's log for the device, kept on success too.
     ``worker_pid``, ``started_at`` and ``finished_at`` (``time.time()`` in
-    the worker) say where and when it compiled.
+    the worker) say where and when it compiled. ``cached`` is true when the
+    binary and log came from the builder's binary cache instead of the
+    compiler (``worker_pid`` is then ``None`` and the times are the lookup's).
     """
 
     program: KernelProgram
@@ -64,6 +66,7 @@ class BuildResult:
     worker_pid: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    cached: bool = False
 
     @property
     def ok(self) -> bool:
@@ -80,10 +83,24 @@ class BuildResult:
 
 @dataclass(frozen=True)
 class RunInput:
-    """One candidate to measure: a build and the workload that checks it."""
+    """One candidate to measure: a build and the workload that checks it.
+
+    ``abandon_above_s`` lets a candidate stop early: when the ranking
+    statistic of its first ``MeasureConfig.early_stop_after`` timed compute
+    repeats exceeds it, the remaining repeats are skipped and the result is
+    marked ``abandoned`` (see :class:`~laytune.runners.MeasureConfig`). The
+    caller picks it, typically the best time so far times a margin; ``None``
+    measures every repeat.
+    """
 
     build: BuildResult
     workload: VerifiableWorkload
+    abandon_above_s: float | None = None
+
+    def __post_init__(self) -> None:
+        threshold = self.abandon_above_s
+        if threshold is not None and not threshold > 0:  # also refuses NaN
+            raise ValueError(f"abandon_above_s must be positive or None, got {threshold}")
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,11 @@ class RunResult:
     times by default); ``None`` unless ``error_kind`` is ``none``.
     ``event_times_s`` and ``wall_times_s`` hold every timed compute repeat,
     in order. ``max_error`` is the largest absolute difference to the
-    reference over all outputs (set for wrong results too).
+    reference over all outputs (set for wrong results too). ``abandoned`` is
+    true when the candidate was verified but its timing stopped after
+    ``MeasureConfig.early_stop_after`` repeats because it was slower than
+    ``RunInput.abandon_above_s``; its times and ``value_s`` are those of the
+    repeats it had, and ``error_kind`` is still ``none``.
     """
 
     program_name: str
@@ -152,6 +173,7 @@ class RunResult:
     warmup: int = 0
     launches: LaunchCounts = field(default_factory=LaunchCounts)
     measure_seconds: float = 0.0
+    abandoned: bool = False
 
     @property
     def ok(self) -> bool:
@@ -194,6 +216,7 @@ class RunResult:
                 "flush": self.launches.flush,
             },
             "measure_seconds": self.measure_seconds,
+            "abandoned": self.abandoned,
         }
 
 

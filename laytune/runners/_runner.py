@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+
+import cloudpickle
 
 from laytune.device_info import DeviceInfo
 from laytune.runners._config import MeasureConfig
@@ -27,13 +30,22 @@ class Runner:
       of the batch is still measured.
     - Measurement is serial per device: one worker process, one candidate at
       a time. The worker is started with ``spawn`` on first use, keeps its
-      context, and caches each workload's inputs and reference by key. After
-      a timeout, a crash or a lost device it is killed and a fresh one is
-      started in the background (the next candidate waits for it).
+      context, and caches each workload's inputs and reference by key. A
+      batch goes to the worker in one message and the results come back one
+      by one as each candidate finishes, so the worker never waits on this
+      process between candidates; each candidate's time limit starts when
+      the one before it has answered. After a timeout, a crash or a lost
+      device the worker is killed, a fresh one is started at once, and the
+      rest of the batch goes to it.
+    - A candidate with an early-stop threshold (``RunInput.abandon_above_s``,
+      or ``run(batch, abandon_above_s=...)`` for the inputs without one) may
+      stop timing early and come back ``abandoned`` (see
+      :class:`MeasureConfig`).
     - Inputs are made in the worker by ``workload.make_inputs(seed)`` with a
       seed fixed by ``config.seed`` and the workload key (see
       :class:`MeasureConfig`), so workloads and builds must pickle
-      (cloudpickle: classes defined in ``__main__`` are fine).
+      (cloudpickle: classes defined in ``__main__`` are fine); one that does
+      not is a ``run`` error of its candidate.
     - Not thread-safe: call ``run`` from one thread at a time. ``close``
       (or leaving a ``with`` block) stops the worker.
     """
@@ -49,8 +61,10 @@ class Runner:
         self._config = config if config is not None else MeasureConfig()
         self._startup_time_limit_s = startup_time_limit_s
         self._worker: WorkerProcess | None = None
-        self._startup_failure: str | None = None
         self.worker_starts = 0
+        # Tests only: program name -> the completion status the worker
+        # reports for that program's launches (provokes a lost device).
+        self._injected_statuses: dict[str, int] = {}
 
     @property
     def device(self) -> Device:
@@ -68,9 +82,46 @@ class Runner:
     def worker_pid(self) -> int | None:
         return self._worker.pid if self._worker is not None else None
 
-    def run(self, batch: Sequence[RunInput]) -> list[RunResult]:
-        self._startup_failure = None
-        return [self._run_one(item) for item in batch]
+    def run(
+        self, batch: Sequence[RunInput], *, abandon_above_s: float | None = None
+    ) -> list[RunResult]:
+        """Measure ``batch``; ``abandon_above_s`` is the early-stop threshold of
+        every input that does not set its own (see :class:`RunInput`)."""
+        if abandon_above_s is not None and not abandon_above_s > 0:  # also refuses NaN
+            raise ValueError(f"abandon_above_s must be positive or None, got {abandon_above_s}")
+        batch = [
+            replace(item, abandon_above_s=abandon_above_s)
+            if abandon_above_s is not None and item.abandon_above_s is None
+            else item
+            for item in batch
+        ]
+        results: list[RunResult | None] = [None] * len(batch)
+        todo = []
+        for index, item in enumerate(batch):
+            refused = self._refusal(item)
+            if refused is None:
+                todo.append(index)
+            else:
+                results[index] = refused
+        while todo:
+            try:
+                worker = self._ready_worker()
+            except RuntimeError as exc:
+                # Do not pay for a doomed start per candidate; the next batch tries again.
+                for index in todo:
+                    results[index] = self._failure(batch[index], ErrorKind.DEVICE_LOST, str(exc))
+                break
+            try:
+                todo = self._stream(worker, batch, todo, results)
+            except BaseException:
+                # Interrupted mid-batch (KeyboardInterrupt, ...): the worker would
+                # go on measuring and answer into the next batch.
+                worker.kill()
+                if self._worker is not None and self._worker is not worker:
+                    self._worker.kill()
+                self._worker = None
+                raise
+        return [result for result in results if result is not None]
 
     def close(self) -> None:
         if self._worker is not None:
@@ -83,10 +134,10 @@ class Runner:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # -- one candidate ------------------------------------------------------
-    def _run_one(self, item: RunInput) -> RunResult:
+    # -- a batch --------------------------------------------------------------
+    def _refusal(self, item: RunInput) -> RunResult | None:
+        """The result of a candidate that cannot be measured here, else None."""
         build = item.build
-        workload_key = item.workload.key
         if not build.ok:
             return self._failure(
                 item,
@@ -101,71 +152,100 @@ class Runner:
                 f"program was built for device {build.device_key}, "
                 f"this runner measures on {self._device.key}",
             )
-        if self._startup_failure is not None:
-            # Do not pay for a doomed start per candidate; the next batch tries again.
-            return self._failure(item, ErrorKind.DEVICE_LOST, self._startup_failure)
-        try:
-            worker = self._ready_worker()
-        except RuntimeError as exc:
-            self._startup_failure = str(exc)
-            return self._failure(item, ErrorKind.DEVICE_LOST, str(exc))
+        return None
 
-        config = self._config
-        for _ in range(2):  # a second round only if the worker dropped the workload
-            if workload_key not in worker.prepared:
-                reply = self._call(
-                    worker,
-                    ("prepare", workload_key, item.workload, config.seed),
-                    config.prepare_time_limit_s,
-                    item,
-                    "preparing the workload's inputs and reference",
-                )
-                if isinstance(reply, RunResult):
-                    return reply
-                if reply[0] != "prepared":
-                    return self._failure(item, ErrorKind.RUN, str(reply[1]))
-                worker.prepared.add(workload_key)
-            reply = self._call(
-                worker,
-                ("measure", build.program, build.binary, workload_key, config),
-                config.time_limit_s,
-                item,
-                "measuring",
-            )
-            if isinstance(reply, RunResult):
-                return reply
-            if reply[0] == "unprepared":
-                worker.prepared.discard(workload_key)
-                continue
-            if reply[0] != "result":
-                return self._failure(item, ErrorKind.RUN, str(reply[1]))
-            result: RunResult = reply[1]
-            if result.error_kind is ErrorKind.DEVICE_LOST:
-                self._replace_worker()
-            return result
-        return self._failure(item, ErrorKind.RUN, "the worker kept dropping the workload")
-
-    def _call(
+    def _stream(
         self,
         worker: WorkerProcess,
-        message: tuple[Any, ...],
-        time_limit_s: float,
-        item: RunInput,
-        doing: str,
-    ) -> tuple[Any, ...] | RunResult:
-        try:
-            return worker.call(message, time_limit_s)
-        except WorkerTimeout:
-            self._replace_worker()
-            return self._failure(
-                item,
-                ErrorKind.TIMEOUT,
-                f"{doing} took longer than {time_limit_s:g} s; the worker was killed",
-            )
-        except WorkerDied as exc:
-            self._replace_worker()
-            return self._failure(item, ErrorKind.CRASH, f"{exc} while {doing}")
+        batch: list[RunInput],
+        todo: list[int],
+        results: list[RunResult | None],
+    ) -> list[int]:
+        """Measure ``batch[i]`` for ``i`` in ``todo`` on ``worker``, filling ``results``.
 
+        Returns the indices still to measure when the worker was lost on the
+        way (it has been replaced then).
+        """
+        config = self._config
+        workloads: dict[str, bytes] = {}
+        items: list[tuple[int, bytes]] = []
+        for index in todo:
+            item = batch[index]
+            key = item.workload.key
+            try:
+                if key not in workloads:
+                    workloads[key] = cloudpickle.dumps(item.workload)
+                payload = (item.build.program, item.build.binary, key, item.abandon_above_s)
+                items.append((index, cloudpickle.dumps(payload)))
+            except Exception as exc:  # anything pickling may raise
+                results[index] = self._failure(
+                    item,
+                    ErrorKind.RUN,
+                    f"the candidate could not be sent to the measuring worker: "
+                    f"{type(exc).__name__}: {exc}",
+                )
+        if not items:
+            return []
+
+        position = 0
+        doing = "measuring"
+        limit_s = config.time_limit_s
+        try:
+            worker.send(("batch", config, workloads, items))
+        except WorkerDied as exc:
+            return self._lost(batch, items, position, results, ErrorKind.CRASH, f"{exc}")
+        deadline = time.monotonic() + limit_s
+        while position < len(items):
+            index = items[position][0]
+            try:
+                reply = worker.receive(deadline)
+            except WorkerTimeout:
+                message = f"{doing} took longer than {limit_s:g} s; the worker was killed"
+                return self._lost(batch, items, position, results, ErrorKind.TIMEOUT, message)
+            except WorkerDied as exc:
+                message = f"{exc} while {doing}"
+                return self._lost(batch, items, position, results, ErrorKind.CRASH, message)
+            kind = reply[0]
+            if reply[1] != index:
+                raise RuntimeError(f"the measuring worker answered {reply!r} for candidate {index}")
+            if kind == "preparing":
+                doing = "preparing the workload's inputs and reference"
+                limit_s = config.prepare_time_limit_s
+            elif kind == "prepared":
+                doing = "measuring"
+                limit_s = config.time_limit_s
+            else:
+                if kind == "result":
+                    result: RunResult = reply[2]
+                else:
+                    result = self._failure(batch[index], ErrorKind.RUN, str(reply[2]))
+                results[index] = result
+                position += 1
+                doing = "measuring"
+                limit_s = config.time_limit_s
+                if result.error_kind is ErrorKind.DEVICE_LOST:
+                    self._replace_worker()
+                    return [i for i, _ in items[position:]]
+            deadline = time.monotonic() + limit_s
+        return []
+
+    def _lost(
+        self,
+        batch: list[RunInput],
+        items: list[tuple[int, bytes]],
+        position: int,
+        results: list[RunResult | None],
+        kind: ErrorKind,
+        message: str,
+    ) -> list[int]:
+        """The worker hung or died on ``items[position]``: that candidate fails
+        with ``kind``, a new worker starts, and the rest is returned."""
+        index = items[position][0]
+        results[index] = self._failure(batch[index], kind, message)
+        self._replace_worker()
+        return [i for i, _ in items[position + 1 :]]
+
+    # -- the worker -----------------------------------------------------------
     def _ready_worker(self) -> WorkerProcess:
         worker = self._worker if self._worker is not None else self._start_worker()
         try:
@@ -179,7 +259,7 @@ class Runner:
         return worker
 
     def _start_worker(self) -> WorkerProcess:
-        self._worker = WorkerProcess(self._device)
+        self._worker = WorkerProcess(self._device, self._injected_statuses)
         self.worker_starts += 1
         return self._worker
 

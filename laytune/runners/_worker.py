@@ -2,9 +2,23 @@
 
 The worker is started with the ``spawn`` start method (a fresh interpreter,
 never a fork of a process that may have initialised OpenCL). Messages in both
-directions are cloudpickle bytes over a pipe; the parent waits for a reply by
-blocking on the pipe and the process sentinel together, with a deadline, so a
-hang ends in a kill and a crash is seen as soon as the process dies.
+directions are pickle bytes over a pipe; user objects (workloads, programs),
+which may be defined in ``__main__`` or a notebook, are cloudpickled on their
+own first. The parent waits for a reply by blocking on the pipe and the
+process sentinel together, with a deadline, so a hang ends in a kill and a
+crash is seen as soon as the process dies.
+
+Protocol. The parent sends a whole batch in one message::
+
+    ("batch", config, {workload key: cloudpickled workload}, [(index, cloudpickled item)])
+
+where an item is ``(program, binary, workload key, abandon_above_s)``. The
+worker measures the items in order and answers each one as soon as it is
+done, without waiting for the parent: ``("result", index, RunResult)`` or
+``("failed", index, message)``. Before making a workload's inputs and
+reference it sends ``("preparing", index)`` and after it ``("prepared",
+index)``, so the parent knows which time limit runs. After a result whose
+device was lost the worker stops: its context is no longer trusted.
 """
 
 from __future__ import annotations
@@ -15,10 +29,9 @@ import signal
 import time
 import traceback
 from collections import OrderedDict
+from collections.abc import Mapping
 from multiprocessing.connection import Connection, wait
 from typing import Any
-
-import cloudpickle
 
 from laytune.runners._devices import Device
 
@@ -53,18 +66,24 @@ def describe_exit(exitcode: int | None) -> str:
 
 
 class WorkerProcess:
-    """One spawned measuring process bound to one device."""
+    """One spawned measuring process bound to one device.
 
-    def __init__(self, device: Device) -> None:
+    ``injected_statuses`` is handed to the worker's
+    :class:`~laytune.runners._measure.DeviceSession` (tests only).
+    """
+
+    def __init__(self, device: Device, injected_statuses: Mapping[str, int] | None = None) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe(duplex=True)
         self.process = context.Process(
-            target=worker_main, args=(child_conn, device), name="laytune-runner", daemon=True
+            target=worker_main,
+            args=(child_conn, device, dict(injected_statuses or {})),
+            name="laytune-runner",
+            daemon=True,
         )
         self.process.start()
         child_conn.close()
         self.ready = False
-        self.prepared: set[str] = set()
 
     @property
     def pid(self) -> int | None:
@@ -74,22 +93,23 @@ class WorkerProcess:
         """Block until the worker has opened its device; raises on failure."""
         if self.ready:
             return
-        reply = self._receive(time.monotonic() + time_limit_s)
+        reply = self.receive(time.monotonic() + time_limit_s)
         if reply[0] != "ready":
             self.kill()
             raise RuntimeError(str(reply[1]))
         self.ready = True
 
-    def call(self, message: tuple[Any, ...], time_limit_s: float) -> tuple[Any, ...]:
-        """Send one request and return its reply, or raise WorkerTimeout / WorkerDied."""
+    def send(self, message: tuple[Any, ...]) -> None:
+        """Send one message (plain pickle: its user objects are already bytes)."""
         try:
-            self._conn.send_bytes(cloudpickle.dumps(message))
+            self._conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.process.join(timeout=5)
             raise WorkerDied(self.process.exitcode) from None
-        return self._receive(time.monotonic() + time_limit_s)
 
-    def _receive(self, deadline: float) -> tuple[Any, ...]:
+    def receive(self, deadline: float) -> tuple[Any, ...]:
+        """The next reply, or WorkerTimeout (after killing the worker) past
+        ``deadline`` (``time.monotonic()``), or WorkerDied."""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -116,62 +136,80 @@ class WorkerProcess:
         """Ask the worker to stop; kill it if it does not within the limit."""
         if self.process.is_alive():
             try:
-                self._conn.send_bytes(cloudpickle.dumps(("close",)))
+                self._conn.send_bytes(pickle.dumps(("close",)))
                 self.process.join(timeout=time_limit_s)
             except (BrokenPipeError, ConnectionResetError, OSError):
                 pass
         self.kill()
 
 
-def worker_main(conn: Connection, device: Device) -> None:
-    """Entry point of the measuring process: serve requests until told to stop."""
+def worker_main(conn: Connection, device: Device, injected_statuses: dict[str, int]) -> None:
+    """Entry point of the measuring process: serve batches until told to stop."""
     from laytune.runners._measure import DeviceSession, PreparedWorkload, measure_candidate
+    from laytune.runners._results import ErrorKind
     from laytune.runners._workload import input_seed
 
     def reply(*message: Any) -> None:
-        conn.send_bytes(cloudpickle.dumps(message))
+        conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
     try:
-        session = DeviceSession(device)
+        session = DeviceSession(device, injected_statuses=injected_statuses)
     except Exception as exc:  # any failure to open the device ends this worker
         reply("error", f"opening {device} failed: {type(exc).__name__}: {exc}")
         return
     reply("ready", device.key)
 
     workloads: OrderedDict[str, PreparedWorkload] = OrderedDict()
+
+    def prepare(key: str, blob: bytes, base_seed: int) -> str | None:
+        """Make the inputs and reference of a workload; None, or why not."""
+        try:
+            workload = pickle.loads(blob)
+            inputs = dict(workload.make_inputs(input_seed(base_seed, key)))
+            references = dict(workload.reference(inputs))
+            reduction_length = int(getattr(workload, "reduction_length", 1))
+        except Exception:
+            return f"preparing workload {key!r} raised:\n{traceback.format_exc()}"
+        workloads[key] = PreparedWorkload(key, inputs, references, reduction_length)
+        while len(workloads) > _WORKLOAD_CACHE_SIZE:
+            workloads.popitem(last=False)
+        return None
+
     while True:
         try:
             message = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
-        op = message[0]
-        if op == "close":
+        if message[0] == "close":
             return
-        if op == "prepare":
-            _, key, workload, base_seed = message
+        if message[0] != "batch":
+            continue
+        _, config, workload_blobs, items = message
+        for index, blob in items:
             try:
-                inputs = dict(workload.make_inputs(input_seed(base_seed, key)))
-                references = dict(workload.reference(inputs))
-                reduction_length = int(getattr(workload, "reduction_length", 1))
+                program, binary, key, abandon_above_s = pickle.loads(blob)
             except Exception:
-                reply("failed", f"preparing workload {key!r} raised:\n{traceback.format_exc()}")
+                reply(
+                    "failed", index, f"unpickling the candidate raised:\n{traceback.format_exc()}"
+                )
                 continue
-            workloads[key] = PreparedWorkload(key, inputs, references, reduction_length)
-            workloads.move_to_end(key)
-            while len(workloads) > _WORKLOAD_CACHE_SIZE:
-                workloads.popitem(last=False)
-            reply("prepared", key)
-        elif op == "measure":
-            _, program, binary, key, config = message
             if key not in workloads:
-                reply("unprepared", key)
-                continue
+                reply("preparing", index)
+                why = prepare(key, workload_blobs[key], config.seed)
+                if why is not None:
+                    reply("failed", index, why)
+                    continue
+                reply("prepared", index)
             workloads.move_to_end(key)
             try:
-                result = measure_candidate(session, program, binary, workloads[key], config)
+                result = measure_candidate(
+                    session, program, binary, workloads[key], config, abandon_above_s
+                )
             except Exception:
-                reply("failed", f"measuring {program.name!r} raised:\n{traceback.format_exc()}")
+                reply(
+                    "failed", index, f"measuring {program.name!r} raised:\n{traceback.format_exc()}"
+                )
                 continue
-            reply("result", result)
-        else:
-            reply("failed", f"unknown request {op!r}")
+            reply("result", index, result)
+            if result.error_kind is ErrorKind.DEVICE_LOST:
+                return

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Any
 
 import cloudpickle
 import numpy as np
@@ -83,6 +85,13 @@ class AbortingWorkload(ScaleWorkload):
 
     def reference(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         os.abort()
+
+
+@dataclass(frozen=True)
+class UnpicklableWorkload(ScaleWorkload):
+    """ScaleWorkload holding a lock, which no pickler can send to the worker."""
+
+    lock: Any = field(default_factory=threading.Lock)
 
 
 @dataclass(frozen=True)
@@ -179,6 +188,22 @@ __kernel void keep(__global float* y) {
     )
 
 
+def lazy_pack_program() -> KernelProgram:
+    """two_launch_program whose pack kernel writes nothing: x's physical storage
+    holds whatever the memory held before, and the result is wrong."""
+    program = two_launch_program()
+    lazy = Launch("lazy_copy", program.pack[0].args, program.pack[0].global_size)
+    return KernelProgram(
+        name="lazy_pack",
+        source=program.source
+        + "__kernel void lazy_copy(__global const float* src, __global float* dst) {}\n",
+        buffers=program.buffers,
+        pack=(lazy,),
+        compute=program.compute,
+        unpack=program.unpack,
+    )
+
+
 def transpose_program(rows: int = 48, cols: int = 80, tag: str = "") -> KernelProgram:
     """Naive transpose with identity pack/unpack copies between views."""
     source = f"""
@@ -243,6 +268,7 @@ def kit() -> SimpleNamespace:
         ScaleWorkload=ScaleWorkload,
         CountingWorkload=CountingWorkload,
         AbortingWorkload=AbortingWorkload,
+        UnpicklableWorkload=UnpicklableWorkload,
         TransposeWorkload=TransposeWorkload,
         scale_program=scale_program,
         wrong_program=wrong_program,
@@ -250,6 +276,7 @@ def kit() -> SimpleNamespace:
         hang_program=hang_program,
         crash_program=crash_program,
         two_launch_program=two_launch_program,
+        lazy_pack_program=lazy_pack_program,
         transpose_program=transpose_program,
         image_program=image_program,
     )

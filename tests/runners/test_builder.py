@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from laytune.runners import Builder, BuildResult, Device, ErrorKind
+from laytune.runners import Builder, BuildResult, Device, ErrorKind, RunInput, Runner
 
 pytestmark = pytest.mark.xdist_group("runners")
 
@@ -80,3 +82,48 @@ def test_timeout_kills_workers_and_the_builder_recovers(
         assert late.error_kind is ErrorKind.TIMEOUT
         assert late.binary is None
         assert builder.build([kit.scale_program("recovered")])[0].ok
+
+
+def test_binary_cache_answers_a_program_built_before(
+    device: Device, runner: Runner, kit: SimpleNamespace, tmp_path: Path
+) -> None:
+    first_program = kit.scale_program("cached_first")
+    with Builder(device, max_workers=1, cache_dir=tmp_path) as builder:
+        built, failed = builder.build([first_program, kit.broken_program()])
+    assert built.ok and not built.cached
+    assert failed.error_kind is ErrorKind.BUILD
+    # A new builder on the same directory: the program is not compiled again.
+    other = replace(first_program, build_options=("-DUNUSED=1",))
+    with Builder(device, max_workers=1, cache_dir=tmp_path) as builder:
+        again, failed_again, with_options = builder.build(
+            [first_program, kit.broken_program(), other]
+        )
+    assert again.cached and again.ok
+    assert again.binary == built.binary and again.build_log == built.build_log
+    assert again.worker_pid is None and again.program == first_program
+    assert failed_again.error_kind is ErrorKind.BUILD and not failed_again.cached
+    assert with_options.ok and not with_options.cached
+    (result,) = runner.run([RunInput(again, kit.ScaleWorkload())])
+    assert result.ok, result.error_message
+
+
+def test_binary_cache_entry_that_does_not_parse_is_rebuilt(
+    device: Device, kit: SimpleNamespace, tmp_path: Path
+) -> None:
+    program = kit.scale_program("cached_corrupt")
+    with Builder(device, max_workers=1, cache_dir=tmp_path) as builder:
+        (built,) = builder.build([program])
+        (entry,) = tmp_path.glob("*.bin")
+        entry.write_bytes(entry.read_bytes()[:-7])  # cut short
+        (rebuilt,) = builder.build([program])
+        (answered,) = builder.build([program])
+    assert built.ok and rebuilt.ok and not rebuilt.cached
+    assert answered.cached and answered.binary == rebuilt.binary  # the new entry
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_warm_up_readies_every_worker(device: Device, kit: SimpleNamespace, workers: int) -> None:
+    with Builder(device, max_workers=workers) as builder:
+        assert builder.warm_up() == workers
+        results = builder.build([kit.scale_program(f"after_warm_up{k}") for k in range(3)])
+    assert all(r.ok for r in results)

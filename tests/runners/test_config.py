@@ -20,6 +20,7 @@ pytestmark = pytest.mark.xdist_group("runners")
         {"clock": "cpu"},
         {"statistic": "mode"},
         {"time_limit_s": 0},
+        {"early_stop_after": 0},
     ],
 )
 def test_invalid_config_names_the_value(fields: dict[str, object]) -> None:

@@ -220,3 +220,181 @@ def test_wall_clock_ranking(device: Device, builder: Builder, kit: SimpleNamespa
     assert result.ok
     assert (result.clock, result.statistic) == ("wall", "min")
     assert result.value_s == min(result.wall_times_s)
+
+
+def test_results_within_tolerance_pass_and_nan_is_an_infinite_error(
+    builder: Builder, runner: Runner, kit: SimpleNamespace
+) -> None:
+    near, nan = builder.build(
+        [
+            kit.scale_program("near", "y[i] = 2.0f * x[i] * 1.000001f;"),
+            kit.scale_program("nan_at_5", "y[i] = (i == 5) ? NAN : 2.0f * x[i];"),
+        ]
+    )
+    close, wrong = runner.run(
+        [RunInput(near, kit.ScaleWorkload()), RunInput(nan, kit.ScaleWorkload())]
+    )
+    assert close.ok, close.error_message
+    assert 0.0 < close.max_error < 1e-4
+    assert wrong.error_kind is ErrorKind.WRONG_RESULT
+    assert wrong.max_error == float("inf")
+
+
+def test_memory_left_by_a_previous_candidate_never_passes_for_a_result(
+    builder: Builder, runner: Runner, kit: SimpleNamespace
+) -> None:
+    # The same buffer sizes, so the second candidate gets the first one's
+    # memory back, holding a correctly packed x; its pack writes nothing.
+    good, lazy = builder.build([kit.two_launch_program(), kit.lazy_pack_program()])
+    first, second = runner.run(
+        [RunInput(good, kit.ScaleWorkload()), RunInput(lazy, kit.ScaleWorkload())]
+    )
+    assert first.ok, first.error_message
+    assert second.error_kind is ErrorKind.WRONG_RESULT
+    assert second.max_error == float("inf")
+
+
+@pytest.mark.parametrize(
+    ("config", "threshold", "timed", "abandoned"),
+    [
+        # Slower than the threshold after 2 of 6 repeats: stops at 2.
+        (MeasureConfig(warmup=1, repeats=6, early_stop_after=2, clock="wall"), 1e-12, 2, True),
+        # Faster than the threshold: every repeat.
+        (MeasureConfig(warmup=1, repeats=6, early_stop_after=2, clock="wall"), 1e9, 6, False),
+        # With cache flushes and min_total_time_s: stops before the extension.
+        (
+            MeasureConfig(
+                warmup=2,
+                repeats=4,
+                early_stop_after=3,
+                min_total_time_s=1e6,
+                max_repeats=9,
+                flush_cache=True,
+                flush_bytes=1 << 20,
+                clock="wall",
+            ),
+            1e-12,
+            3,
+            True,
+        ),
+        # The decision point is the last planned repeat: nothing left to skip.
+        (MeasureConfig(warmup=1, repeats=3, early_stop_after=3, clock="wall"), 1e-12, 3, False),
+    ],
+)
+def test_early_stop_counts_launches_exactly(
+    device: Device,
+    builder: Builder,
+    kit: SimpleNamespace,
+    config: MeasureConfig,
+    threshold: float,
+    timed: int,
+    abandoned: bool,
+) -> None:
+    program = kit.two_launch_program()  # P=1, C=2, U=1
+    build = _build_one(builder, program)
+    with Runner(device, config) as runner:
+        result, unlimited = runner.run(
+            [
+                RunInput(build, kit.ScaleWorkload(), abandon_above_s=threshold),
+                RunInput(build, kit.ScaleWorkload()),
+            ]
+        )
+    assert result.ok, result.error_message
+    assert result.abandoned is abandoned
+    assert result.max_error == 0.0 and all(check.passed for check in result.outputs)
+    assert len(result.event_times_s) == len(result.wall_times_s) == timed
+    assert result.value_s == pytest.approx(float(np.median(result.wall_times_s)))
+    assert result.launches.kernels == config.launch_count(1, 2, 1, timed)
+    assert result.launches.compute == 2 + (config.warmup + timed) * 2
+    assert result.launches.flush == config.flush_count(1, 1, timed)
+    assert all(len(t.event_times_s) == config.repeats for t in result.pack_times)
+    assert result.to_json()["abandoned"] is abandoned
+    full = config.max_repeats if config.min_total_time_s else config.repeats
+    assert not unlimited.abandoned and len(unlimited.event_times_s) == full
+    assert unlimited.launches.kernels == config.launch_count(1, 2, 1, full)
+
+
+def test_a_wrong_result_is_never_abandoned(
+    builder: Builder, runner: Runner, kit: SimpleNamespace
+) -> None:
+    build = _build_one(builder, kit.wrong_program())
+    (result,) = runner.run([RunInput(build, kit.ScaleWorkload(), abandon_above_s=1e-12)])
+    assert result.error_kind is ErrorKind.WRONG_RESULT
+    assert not result.abandoned and result.value_s is None
+
+
+@pytest.mark.parametrize("threshold", [0.0, -1.0, float("nan")])
+def test_abandon_threshold_must_be_positive(
+    builder: Builder, kit: SimpleNamespace, threshold: float
+) -> None:
+    build = _build_one(builder, kit.scale_program("threshold"))
+    with pytest.raises(ValueError, match="abandon_above_s"):
+        RunInput(build, kit.ScaleWorkload(), abandon_above_s=threshold)
+
+
+def test_lost_device_replaces_the_worker_and_the_batch_goes_on(
+    device: Device, builder: Builder, kit: SimpleNamespace
+) -> None:
+    good, lost = builder.build([kit.scale_program("before_lost"), kit.scale_program("lost")])
+    scale = kit.ScaleWorkload()
+    out_of_resources = -5  # CL_OUT_OF_RESOURCES, as a completion status
+    with Runner(device, MeasureConfig(warmup=1, repeats=2)) as runner:
+        # The test-only hook: the worker reports this status for every
+        # launch of the program named "lost", as a failing device would.
+        runner._injected_statuses["lost"] = out_of_resources
+        results = runner.run(
+            [
+                RunInput(good, scale),
+                RunInput(lost, scale),
+                RunInput(good, scale),
+                RunInput(good, scale),
+            ]
+        )
+        starts = runner.worker_starts
+    assert [r.error_kind for r in results] == [
+        ErrorKind.NONE,
+        ErrorKind.DEVICE_LOST,
+        ErrorKind.NONE,
+        ErrorKind.NONE,
+    ], [(r.program_name, r.error_kind, r.error_message) for r in results]
+    assert results[1].cl_error_code == out_of_resources
+    assert "OUT_OF_RESOURCES" in results[1].error_message
+    assert results[1].value_s is None
+    assert starts == 2  # the first worker, then its replacement
+    for result in (results[0], *results[2:]):
+        assert result.max_error == 0.0 and result.value_s is not None
+
+
+def test_a_workload_that_does_not_pickle_fails_only_its_candidates(
+    builder: Builder, runner: Runner, kit: SimpleNamespace
+) -> None:
+    build = _build_one(builder, kit.scale_program("unpicklable"))
+    stuck = kit.UnpicklableWorkload(tag="unpicklable")
+    results = runner.run(
+        [
+            RunInput(build, kit.ScaleWorkload()),
+            RunInput(build, stuck),
+            RunInput(build, kit.ScaleWorkload()),
+        ]
+    )
+    assert [r.error_kind for r in results] == [ErrorKind.NONE, ErrorKind.RUN, ErrorKind.NONE]
+    assert "could not be sent" in results[1].error_message
+
+
+def test_batch_threshold_applies_to_inputs_without_their_own(
+    device: Device, builder: Builder, kit: SimpleNamespace
+) -> None:
+    build = _build_one(builder, kit.scale_program("batch_threshold"))
+    config = MeasureConfig(warmup=0, repeats=4, early_stop_after=1, clock="wall")
+    with Runner(device, config) as runner:
+        with pytest.raises(ValueError, match="abandon_above_s"):
+            runner.run([RunInput(build, kit.ScaleWorkload())], abandon_above_s=-1.0)
+        stopped, own = runner.run(
+            [
+                RunInput(build, kit.ScaleWorkload()),
+                RunInput(build, kit.ScaleWorkload(), abandon_above_s=1e9),
+            ],
+            abandon_above_s=1e-12,
+        )
+    assert stopped.ok and stopped.abandoned and len(stopped.wall_times_s) == 1
+    assert own.ok and not own.abandoned and len(own.wall_times_s) == 4
