@@ -9,7 +9,6 @@ persisting, progress and logging are callbacks on each batch.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -207,10 +206,6 @@ def _resolve_device(device: Any) -> Device:
     return select_device(device)
 
 
-def _run_supports_abandon(runner: Runner) -> bool:
-    return "abandon_above_s" in inspect.signature(runner.run).parameters
-
-
 def tune(
     workload: Any,
     device: Any = None,
@@ -305,7 +300,6 @@ def tune(
     in_flight: list[_Item] = []
     try:
         with Builder(device) as builder, Runner(device, config) as runner:
-            abandon = early_stop is not None and _run_supports_abandon(runner)
             pending = proposer.next(min(batch, trials))
             in_flight = list(pending)
             future = builder.submit([i.program for i in pending if i.program is not None])
@@ -320,7 +314,7 @@ def tune(
                 if programs:  # build the next batch while this one is measured
                     future = builder.submit(programs)
                 inputs = [RunInput(b, workload) for b in built]
-                if abandon and job.best is not None:
+                if early_stop is not None and job.best is not None:
                     threshold = job.best.value_s * early_stop  # type: ignore[operator]
                     results = iter(runner.run(inputs, abandon_above_s=threshold))
                 else:

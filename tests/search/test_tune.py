@@ -191,3 +191,27 @@ def test_two_workers_on_one_sqlite_file_measure_each_candidate_once(tmp_path: Pa
 
 def test_two_workers_on_postgresql_measure_each_candidate_once(postgres_url: str) -> None:
     _two_workers_measure_each_candidate_once(postgres_url)
+
+
+def test_a_candidate_clearly_slower_than_the_best_is_not_measured_to_the_end(
+    tmp_path: Path,
+) -> None:
+    from laytune.runners import MeasureConfig
+
+    config = MeasureConfig(warmup=1, repeats=9, early_stop_after=2)
+    result = run_tune(
+        f"sqlite:///{tmp_path / 'e.db'}",
+        strategy="exhaustive",
+        trials=1000,
+        batch=4,
+        early_stop=1.0,
+        measure=config,
+    )
+    records = open_database(f"sqlite:///{tmp_path / 'e.db'}").records(status="ok")
+    abandoned = [r for r in records if r.abandoned]
+    full = [r for r in records if not r.abandoned]
+    assert abandoned, "with the threshold at the best time, slower candidates stop early"
+    assert all(len(r.event_times_s) == 2 for r in abandoned)
+    assert all(len(r.event_times_s) == 9 for r in full)
+    assert not result.best.abandoned
+    assert result.best.value_s <= min(r.value_s for r in abandoned)
