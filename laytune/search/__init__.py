@@ -9,7 +9,7 @@ every trial to a records database beside its optuna study, and returns a
 from __future__ import annotations
 
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
-from laytune.search._strategies import STRATEGIES, params_of
+from laytune.search._strategies import STRATEGIES, make_sampler, params_of
 from laytune.search._tune import DEFAULT_MEASURE, study_name_for, tune, warm_start_candidates
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Progress",
     "TuneCallback",
     "TuneResult",
+    "make_sampler",
     "params_of",
     "study_name_for",
     "tune",

@@ -66,6 +66,7 @@ class _Proposer:
         self.sampled = sampled
         self.owner = process_owner()
         self.exhausted = False
+        self.exhausted_why = ""
         self.proposed: set[str] = set()  # by this job, recorded or still in flight
 
     def _forced_trial(self, known: dict[str, float | None]) -> Any:
@@ -104,6 +105,7 @@ class _Proposer:
             if trial is None:
                 if not self.sampled:
                     self.exhausted = True
+                    self.exhausted_why = "every valid candidate measured"
                     break
                 trial = job.study.ask()
             trial.set_user_attr("owner", self.owner)
@@ -122,7 +124,12 @@ class _Proposer:
                 misses += 1
                 if misses > _MISS_LIMIT:
                     self.exhausted = True
+                    self.exhausted_why = (
+                        f"the sampler proposed only measured candidates {_MISS_LIMIT} times "
+                        "in a row"
+                    )
                 continue
+            misses = 0
             known[key] = None  # proposed: never again in this job
             self.proposed.add(key)
             try:
@@ -332,9 +339,7 @@ def tune(
                     callback.on_batch(job, records)
                 pending = following
             if job.stop_reason is None:
-                job.stop_reason = job.out_of_budget() or (
-                    "every valid candidate measured" if proposer.exhausted else "done"
-                )
+                job.stop_reason = job.out_of_budget() or proposer.exhausted_why or "done"
     except KeyboardInterrupt:
         job.stop_reason = "interrupted (Ctrl-C); every finished record is kept"
         proposer.abandon(in_flight)
