@@ -12,6 +12,8 @@ BENCHMARKS = (
     "runners_overhead",
     "plan_network",
     "peers",
+    "tuned_vs_fixed",
+    "search_efficiency",
 )
 
 

@@ -24,8 +24,10 @@ import warnings
 import numpy as np
 
 import laytune  # noqa: F401  (registers PyPI OpenCL runtimes before pyopencl looks)
+from bench import _report
 from laytune import layout as L
 from laytune.codegen import lower_conversion
+from laytune.runners import default_device
 
 _COPY = """
 __kernel void copy4(__global const float4* restrict src, __global float4* restrict dst) {
@@ -108,6 +110,7 @@ def main() -> None:
         ("transpose 4096x4096", L.permute((4096, 4096), (1, 0))),
         ("NCHW -> NCHW4c (1,64,224,224)", L.block((1, 64, 224, 224), 1, 4)),
     ]
+    rows: list[tuple[str, ...]] = []
     print(f"{'case':44s} {'time':>11s} {'bandwidth':>12s} {'of copy':>7s} {'copy':>9s}")
     for title, layout in cases:
         size = int(np.prod(layout.shape))
@@ -139,6 +142,26 @@ def main() -> None:
                     f"{name:44s} {seconds * 1e3:8.2f} ms {gbs:7.1f} GB/s {100 * gbs / copy_gbs:6.1f}% "
                     f"{copy_gbs:5.1f} GB/s"
                 )
+                rows.append(
+                    (
+                        name,
+                        f"{seconds * 1e3:.2f}",
+                        f"{gbs:.1f}",
+                        f"{100 * gbs / copy_gbs:.1f} %",
+                        f"{copy_gbs:.1f}",
+                    )
+                )
+    text = "\n".join(
+        [
+            "# Pack and unpack kernels against the device's float4 copy",
+            "",
+            *_report.environment(default_device()),
+            f"- best of {args.repeats} event times each; the copy is measured beside every row",
+            "",
+            *_report.table(("case", "ms", "GB/s", "of copy bandwidth", "copy GB/s"), rows, "lrrrr"),
+        ]
+    )
+    print(f"written to {_report.shown(_report.write('conversions.md', text + chr(10)))}")
 
 
 if __name__ == "__main__":

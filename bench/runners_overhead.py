@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import _report
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.runners import (
     Builder,
@@ -322,7 +323,7 @@ def main() -> None:
     config = MeasureConfig(warmup=1, repeats=args.repeats, measure_conversions=False)
     space = transpose_space(device, 10 if args.quick else 30)
     n = len(space)
-    print(f"device: {device.name}; repeats {args.repeats}; {n} transpose candidates\n")
+    print(f"device: {device.name}; repeats {args.repeats}; {n} transpose candidates\n", flush=True)
     with tempfile.TemporaryDirectory(prefix="laytune-bench-") as scratch:
         laytune_cache, kt_cache = Path(scratch, "laytune"), Path(scratch, "pyopencl")
         with Builder(device) as builder:
@@ -385,19 +386,33 @@ def main() -> None:
             ),
         ]
     rows.append(row("median agreement, two worker processes", f"{agreement * 100:.1f} %"))
-    print("| figure | laytune | Kernel Tuner |")
-    print("| --- | --- | --- |")
-    for name, ours_text, theirs_text in rows:
-        print(f"| {name} | {ours_text} | {theirs_text} |")
+    lines = [
+        "# Measure path: laytune beside Kernel Tuner",
+        "",
+        *_report.environment(device),
+        f"- {n} transpose candidates, {args.repeats} repeats each on both sides",
+        "",
+        *_report.table(("figure", "laytune", "Kernel Tuner"), rows),
+    ]
     for label, ours, theirs in (("cold", ours_cold, kt_cold), ("warm", ours_warm, kt_warm)):
         if theirs is not None:
             ratio = theirs.per_candidate / ours.per_candidate
-            print(f"\nKernel Tuner / laytune time per candidate, {label} caches: {ratio:.1f}x")
+            lines.append(
+                f"\nKernel Tuner / laytune time per candidate, {label} caches: {ratio:.1f}x"
+            )
     bad = [r for r in results if not r.ok]
     if bad:
-        print(f"\n{len(bad)} candidates failed: {[(r.program_name, r.error_kind) for r in bad]}")
+        lines.append(
+            f"\n{len(bad)} candidates failed: {[(r.program_name, r.error_kind) for r in bad]}"
+        )
     best = min((r for r in results if r.ok), key=lambda r: r.value_s or float("inf"))
-    print(f"best transpose: {best.program_name} {(best.value_s or 0.0) * 1e6:.1f} us (median)")
+    lines.append(
+        f"\nbest transpose: {best.program_name} {(best.value_s or 0.0) * 1e6:.1f} us (median)"
+    )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.quick:
+        print(f"written to {_report.shown(_report.write('runners_overhead.md', text))}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,62 @@
+"""What the tuning benchmarks (``bench.tuned_vs_fixed``, ``bench.search_efficiency``)
+share: the device and versions lines of a report, markdown tables, writing
+the file."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import laytune
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def environment(device: Any) -> list[str]:
+    """Markdown bullets: the device (name, platform, driver, OpenCL), the
+    versions of what produced the figures, and when."""
+    import optuna
+    import pyopencl as cl
+
+    info = device.info
+    return [
+        f"- device: {info.name}, {info.device_type}, "
+        f"{info.compute_units} compute units, driver {info.driver_version}, "
+        f"{info.opencl_version}",
+        f"- laytune {laytune.__version__}, pyopencl {cl.VERSION_TEXT}, numpy {np.__version__}, "
+        f"optuna {optuna.__version__}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs on the host",
+        f"- run {time.strftime('%Y-%m-%d %H:%M:%S')}",
+    ]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> list[str]:
+    """A markdown table; ``align`` holds one of ``l``/``r`` per column (all
+    left when empty)."""
+    marks = [" ---: |" if a == "r" else " --- |" for a in (align or "l" * len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "".join(marks)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def write(name: str, text: str, out: Path | None = None) -> Path:
+    """Write ``text`` to ``out`` (default ``bench/results/<name>``) atomically;
+    the path written."""
+    path = out if out is not None else RESULTS / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.write_text(text)
+    os.replace(scratch, path)
+    return path
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it."""
+    cwd = Path.cwd()
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)

@@ -1,0 +1,513 @@
+"""Tuned layouts against identity layouts and against the best standard fixed layout.
+
+    python -m bench.tuned_vs_fixed [--quick] [--trials N] [--rounds R] [--out FILE]
+
+For conv2d, matmul, sum and max_pool2d, on ``laytune.runners.default_device()``
+(``LAYTUNE_DEVICE`` picks another):
+
+1. ``laytune.tune`` (TPE) over the workload's whole default space, into a
+   temporary database, measuring as many candidates as the knob sweeps of
+   step 2 measure for all the fixed layouts together (``--trials`` sets
+   another budget).
+2. The standard fixed layouts, built by hand as candidates: NCHW (identity),
+   NHWC (``permute(0, 2, 3, 1)`` of every NCHW tensor, weights OHWI) and
+   NCHW4c (``block`` of the channel axis by 4; weights OIHW4i4o, that is
+   [O/4, I/4, H, W, 4 inputs, 4 outputs], two ``block``s composed); for matmul,
+   row-major A, B, C and row-major with B transposed (stored N x K). Each
+   gets its best knobs from a sweep: every combination of order (logical, or
+   following an output whose layout is not the identity), vector, per_item,
+   work_group, unroll and staging (off, or ``__local`` tiles in identity or
+   ``pad_rows(4)`` layouts) over the values listed in the report, kept where
+   ``SearchSpace.check`` and ``laytune.codegen.lower`` accept it. The sweep
+   measures each valid setting once; the fastest of each layout goes on.
+3. Side by side in one ``Runner`` session with one ``MeasureConfig``: the
+   identity candidate (``SearchSpace.identity()``: identity layouts, baseline
+   knobs), each fixed layout with its best knobs, and the tuned best, in
+   ``--rounds`` interleaved rounds (every candidate once per round). A
+   candidate's time is the smallest over the rounds of its median event time
+   (another process on a shared machine only ever slows a round down).
+   The "best fixed" is the fastest fixed layout in this session.
+
+Every time is of the compute kernels with the buffers already in the
+candidate's layouts (pack and unpack are not counted), each result checked
+against numpy first. The table is printed and written to
+``bench/results/tuned_vs_fixed.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import laytune
+from bench import _report
+from laytune import layout as L
+from laytune import ops
+from laytune.codegen import KernelProgram, lower
+from laytune.exceptions import LayoutRejectedError
+from laytune.layout import Layout
+from laytune.runners import Builder, Device, MeasureConfig, RunInput, Runner, default_device
+from laytune.space import (
+    Candidate,
+    SearchSpace,
+    SpaceOptions,
+    local_buffer_name,
+    order_buffers,
+    stageable_buffers,
+)
+
+RESULT_NAME = "tuned_vs_fixed.md"
+CONFIG = MeasureConfig(warmup=2, repeats=10, measure_conversions=False, time_limit_s=60)
+
+# -- the standard fixed layouts --------------------------------------------------------
+
+Layouts = dict[str, Layout]
+
+
+def _nchw(shapes: Mapping[str, tuple[int, ...]], roles: Mapping[str, str]) -> Layouts:
+    return {name: L.identity(shape) for name, shape in shapes.items()}
+
+
+def _nhwc(shapes: Mapping[str, tuple[int, ...]], roles: Mapping[str, str]) -> Layouts:
+    """Channels last: NHWC activations, OHWI weights; 2-D (N, C) stays as it is."""
+    return {
+        name: L.permute(shape, (0, 2, 3, 1)) if len(shape) == 4 else L.identity(shape)
+        for name, shape in shapes.items()
+    }
+
+
+def _nchw4c(shapes: Mapping[str, tuple[int, ...]], roles: Mapping[str, str]) -> Layouts:
+    """NCHW4c activations, OIHW4i4o weights; (N, C) blocked by 4 is (N, C) itself."""
+    out = {}
+    for name, shape in shapes.items():
+        if len(shape) != 4:
+            out[name] = L.identity(shape)
+        elif roles[name] == "weights":
+            inner = L.block(shape, 1, 4)
+            out[name] = L.compose(L.block(inner.physical_shape, 0, 4), inner)
+        else:
+            out[name] = L.block(shape, 1, 4)
+    return out
+
+
+def _row_major(shapes: Mapping[str, tuple[int, ...]], roles: Mapping[str, str]) -> Layouts:
+    return {name: L.identity(shape) for name, shape in shapes.items()}
+
+
+def _b_transposed(shapes: Mapping[str, tuple[int, ...]], roles: Mapping[str, str]) -> Layouts:
+    out = _row_major(shapes, roles)
+    out["B"] = L.permute(shapes["B"], (1, 0))
+    return out
+
+
+Maker = Callable[[Mapping[str, tuple[int, ...]], Mapping[str, str]], Layouts]
+IMAGE_LAYOUTS: dict[str, Maker] = {"NCHW": _nchw, "NHWC": _nhwc, "NCHW4c": _nchw4c}
+MATRIX_LAYOUTS: dict[str, Maker] = {"row-major": _row_major, "B transposed": _b_transposed}
+
+
+@dataclass(frozen=True)
+class Case:
+    title: str
+    workload: Any
+    fixed: Mapping[str, Maker]
+    weights: tuple[str, ...] = ()  # buffers laid out as OIHW weights
+    knob_options: SpaceOptions = field(default_factory=SpaceOptions)
+    vectors: tuple[int, ...] = (1, 2, 4, 8, 16)
+
+    def fixed_layouts(self) -> dict[str, Layouts]:
+        shapes = {b.name: tuple(b.shape) for b in self.workload.buffers}
+        roles = {name: "weights" if name in self.weights else "data" for name in shapes}
+        return {name: make(shapes, roles) for name, make in self.fixed.items()}
+
+
+def _knobs(quick: bool, **full: tuple[int, ...]) -> SpaceOptions:
+    """The knob values of a sweep (the first two of each with ``quick``) and
+    its ``__local`` tile layouts: identity or rows padded by 4."""
+    if quick:
+        full = {k: v[:2] for k, v in full.items()}
+    return SpaceOptions(
+        families=("identity",),
+        local_families=("identity", "pad_rows"),
+        local_pad_amounts=(4,),
+        **full,
+    )
+
+
+def cases(quick: bool) -> list[Case]:
+    return [
+        Case(
+            "conv2d 1x32x28x28, 32 filters 3x3, pad 1",
+            ops.conv2d(1, 32, 28, 28, 32, 3, stride=1, padding=1),
+            IMAGE_LAYOUTS,
+            weights=("W",),
+            knob_options=_knobs(
+                quick, per_items=(1, 4, 2), work_groups=(0, 64, 32, 128), unrolls=(1,)
+            ),
+        ),
+        Case(
+            "matmul 256x256x256",
+            ops.matmul(256, 256, 256),
+            MATRIX_LAYOUTS,
+            knob_options=_knobs(
+                quick, per_items=(1, 4, 8), work_groups=(0, 32, 64), unrolls=(1, 4, 8)
+            ),
+            vectors=(1, 4, 8),
+        ),
+        Case(
+            "sum over H, W of 4x256x56x56",
+            ops.sum((4, 256, 56, 56), (2, 3)),
+            IMAGE_LAYOUTS,
+            knob_options=_knobs(
+                quick, per_items=(1, 4, 2, 8), work_groups=(0, 32, 64), unrolls=(1, 4, 8)
+            ),
+        ),
+        Case(
+            "max_pool2d 1x64x112x112, 2x2 stride 2",
+            ops.max_pool2d(1, 64, 112, 112, 2, 2),
+            IMAGE_LAYOUTS,
+            knob_options=_knobs(
+                quick, per_items=(1, 4, 2), work_groups=(0, 64, 32, 128), unrolls=(1, 2)
+            ),
+        ),
+    ]
+
+
+# -- knob sweeps of the fixed layouts ----------------------------------------------------
+
+
+def knob_settings(case: Case, device: Device) -> list[tuple[dict[str, Any], Layouts]]:
+    """(knobs, ``__local`` tile layouts) of the sweep: every combination of
+    order (logical or following an output), vector (``case.vectors``),
+    per_item, work_group and unroll (``case.knob_options``), and staging (off,
+    or on with each combination of the space's ``__local`` tile layouts under
+    ``case.knob_options``), guard pad mode. Most combinations are invalid for
+    a given layout; the caller keeps those ``SearchSpace.check`` accepts."""
+    opts = case.knob_options
+    space = SearchSpace(case.workload, device.info, opts)
+    locals_ = [
+        [(local_buffer_name(name), layout) for layout in space.layouts(local_buffer_name(name))]
+        for name in stageable_buffers(case.workload)
+    ]
+    stagings: list[Layouts | None] = [None]
+    if locals_:
+        stagings += [dict(combo) for combo in itertools.product(*locals_)]
+    settings = []
+    for order, vector, per_item, group, unroll, local in itertools.product(
+        ("logical", *order_buffers(case.workload)),
+        case.vectors,
+        sorted({1, *opts.per_items}),
+        sorted({0, *opts.work_groups}),
+        sorted({1, *opts.unrolls}),
+        stagings,
+    ):
+        knobs = {
+            "order": order,
+            "vector": vector,
+            "per_item": per_item,
+            "work_group": group,
+            "unroll": unroll,
+            "local_stage": local is not None,
+            "pad_mode": "guard",
+        }
+        settings.append((knobs, local or {}))
+    return settings
+
+
+@dataclass
+class Entry:
+    """A candidate to measure, with the program lowered for it."""
+
+    label: str
+    candidate: Candidate
+    program: KernelProgram
+
+
+def _lowered(space: SearchSpace, label: str, candidate: Candidate) -> Entry | None:
+    if not space.check(candidate):
+        return None
+    try:
+        program = lower(space.workload, candidate, device=space.device)
+    except LayoutRejectedError:
+        return None
+    return Entry(label, candidate, program)
+
+
+def sweep_entries(case: Case, device: Device) -> tuple[dict[str, list[Entry]], int]:
+    """Per fixed layout, the valid candidates of the knob sweep; and how many
+    knob settings the sweep has."""
+    space = SearchSpace(case.workload, device.info)
+    settings = knob_settings(case, device)
+    out: dict[str, list[Entry]] = {}
+    for name, layouts in case.fixed_layouts().items():
+        entries = []
+        for knobs, local in settings:
+            if knobs["order"] != "logical" and layouts[knobs["order"]].is_identity:
+                continue  # the logical order itself (the space does not offer it either)
+            entry = _lowered(space, name, Candidate.make({**layouts, **local}, knobs))
+            if entry is not None:
+                entries.append(entry)
+        out[name] = entries
+    return out, len(settings)
+
+
+def measure(builder: Builder, runner: Runner, workload: Any, entries: Sequence[Entry]) -> list[Any]:
+    """The runner's results, in order (a failed build is a failed result)."""
+    built = builder.build([e.program for e in entries])
+    return runner.run([RunInput(b, workload) for b in built])
+
+
+# -- one workload ----------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    case: Case
+    identity_s: float
+    fixed_s: dict[str, float]  # fixed layout -> side-by-side time (inf: failed)
+    tuned_s: float
+    tuned: Candidate
+    tuned_record_s: float  # the tuned best's time as recorded while tuning
+    fixed_best: dict[str, Candidate]
+    sweep_counts: dict[str, int]
+    settings: int
+    trials: int
+    tune_s: float
+    sweep_s: float
+    notes: list[str]
+
+    @property
+    def best_fixed(self) -> tuple[str, float]:
+        return min(self.fixed_s.items(), key=lambda kv: kv[1])
+
+
+def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url: str) -> Outcome:
+    """Tune (``trials`` candidates; None: as many as the fixed layouts' sweeps
+    measure together), sweep the fixed layouts' knobs, then measure side by side."""
+    workload = case.workload
+    notes: list[str] = []
+    sweeps, settings = sweep_entries(case, device)
+    started = time.perf_counter()
+    result = laytune.tune(
+        workload,
+        device,
+        trials=trials or sum(len(entries) for entries in sweeps.values()),
+        strategy="tpe",
+        database=db_url,
+        warm_start=0,
+        measure=CONFIG,
+        progress=False,
+    )
+    tune_s = time.perf_counter() - started
+    if result.best is None:
+        raise SystemExit(f"{workload.key}: tuning found no verified candidate ({result.failures})")
+    if result.failures:
+        notes.append(f"tuning failures: {dict(result.failures)}")
+
+    space = SearchSpace(workload, device.info)
+    started = time.perf_counter()
+    fixed_best: dict[str, Entry] = {}
+    with Builder(device) as builder, Runner(device, CONFIG) as runner:
+        for name, entries in sweeps.items():
+            if not entries:
+                notes.append(f"{name}: no knob setting of the sweep is valid")
+                continue
+            results = measure(builder, runner, workload, entries)
+            timed = [
+                (r.value_s, e)
+                for r, e in zip(results, entries, strict=True)
+                if r.ok and r.value_s is not None
+            ]
+            if len(timed) < len(entries):
+                notes.append(f"{name}: {len(entries) - len(timed)} of the sweep failed")
+            if timed:
+                fixed_best[name] = min(timed, key=lambda te: te[0])[1]
+        sweep_s = time.perf_counter() - started
+
+        identity = _lowered(space, "identity", space.identity())
+        tuned = _lowered(space, "tuned", result.best.candidate)
+        assert identity is not None and tuned is not None
+        final = [identity, *fixed_best.values(), tuned]
+        times: list[list[float]] = [[] for _ in final]
+        for _ in range(rounds):
+            for out, r in zip(times, measure(builder, runner, workload, final), strict=True):
+                out.append(r.value_s if r.ok and r.value_s is not None else math.inf)
+    best = [min(t) for t in times]
+    return Outcome(
+        case=case,
+        identity_s=best[0],
+        fixed_s={e.label: t for e, t in zip(final[1:-1], best[1:-1], strict=True)},
+        tuned_s=best[-1],
+        tuned=result.best.candidate,
+        tuned_record_s=result.best.value_s or math.inf,
+        fixed_best={name: e.candidate for name, e in fixed_best.items()},
+        sweep_counts={name: len(entries) for name, entries in sweeps.items()},
+        settings=settings,
+        trials=result.measured,
+        tune_s=tune_s,
+        sweep_s=sweep_s,
+        notes=notes,
+    )
+
+
+# -- the report ------------------------------------------------------------------------
+
+
+def _ms(seconds: float) -> str:
+    return "failed" if math.isinf(seconds) else f"{seconds * 1e3:.3f}"
+
+
+def _ratio(slow: float, fast: float) -> str:
+    return "-" if math.isinf(slow) or math.isinf(fast) else f"{slow / fast:.2f}x"
+
+
+def _knob_text(candidate: Candidate) -> str:
+    return ", ".join(f"{k}={v}" for k, v in candidate.knobs)
+
+
+def _layout_text(candidate: Candidate) -> str:
+    return "; ".join(f"{name}: {layout.describe()}" for name, layout in candidate.layouts)
+
+
+def report(
+    outcomes: Sequence[Outcome], device: Device, args: argparse.Namespace, wall: float
+) -> str:
+    rows = []
+    for o in outcomes:
+        name, fixed = o.best_fixed
+        rows.append(
+            [
+                o.case.title,
+                _ms(o.identity_s),
+                f"{_ms(fixed)} ({name})",
+                _ms(o.tuned_s),
+                _ratio(o.identity_s, o.tuned_s),
+                _ratio(fixed, o.tuned_s),
+                f"{o.trials} / {sum(o.sweep_counts.values())}",
+            ]
+        )
+    lines = [
+        "# Tuned layouts against identity and the best standard fixed layout",
+        "",
+        *_report.environment(device),
+        f"- {'quick run; ' if args.quick else ''}tuning: TPE over the default space, "
+        + (
+            f"{args.trials} trials per workload"
+            if args.trials
+            else "as many trials as the fixed layouts' knob sweeps measure together"
+        )
+        + f"; every candidate measured with warmup {CONFIG.warmup}, "
+        f"repeats {CONFIG.repeats} (median of the event times, compute kernels only, result "
+        f"checked against numpy)",
+        f"- side by side: one Runner session per workload, {args.rounds} interleaved rounds, "
+        "each candidate's time the smallest of its round medians; the fixed layouts run with "
+        f"the best knobs of a sweep (below); {wall:.0f} s in all",
+        "",
+        *_report.table(
+            [
+                "workload",
+                "identity ms",
+                "best fixed ms (which)",
+                "tuned ms",
+                "tuned vs identity",
+                "tuned vs best fixed",
+                "measured: tuning / fixed sweeps",
+            ],
+            rows,
+            "lrrrrrr",
+        ),
+        "",
+        "A ratio is the slower time over the faster one's: above 1.00x the tuned candidate "
+        "is faster. The identity candidate has identity layouts and baseline knobs (scalar, "
+        "one point per work-item, the driver's work-group, no unroll, no staging). The last "
+        "column is the search effort: candidates measured by the tuner, and by the knob "
+        "sweeps of all the fixed layouts together.",
+        "",
+        "## Every fixed layout, side by side",
+        "",
+    ]
+    fixed_rows = []
+    for o in outcomes:
+        for name, t in o.fixed_s.items():
+            fixed_rows.append(
+                [
+                    o.case.title,
+                    name,
+                    f"{o.sweep_counts[name]}",
+                    _ms(t),
+                    _ratio(o.identity_s, t),
+                    _ratio(t, o.tuned_s),
+                    _knob_text(o.fixed_best[name]),
+                ]
+            )
+    lines += _report.table(
+        [
+            "workload",
+            "fixed layout",
+            "settings swept",
+            "ms",
+            "vs identity",
+            "tuned vs this",
+            "best knobs of the sweep",
+        ],
+        fixed_rows,
+        "llrrrrl",
+    )
+    lines += ["", "## Sweeps, tuning and the tuned candidates", ""]
+    for o in outcomes:
+        knobs = o.case.knob_options
+        lines += [
+            f"- {o.case.title} (`{o.case.workload.key}`): tuned {o.trials} trials in "
+            f"{o.tune_s:.0f} s; sweep of {o.settings} knob combinations per fixed layout "
+            f"(per_item {list(knobs.per_items)}, work_group {list(knobs.work_groups)}, "
+            f"unroll {list(knobs.unrolls)}, vector {list(o.case.vectors)} where valid, "
+            f"staging with identity or pad_rows(4) tiles where offered, output order for "
+            f"scalar settings; the valid ones measured) in {o.sweep_s:.0f} s",
+            f"  - tuned ({_ms(o.tuned_record_s)} ms while tuning): {_layout_text(o.tuned)}; "
+            f"{_knob_text(o.tuned)}",
+            *(f"  - {note}" for note in o.notes),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sweeps, so fewer trials")
+    parser.add_argument(
+        "--trials", type=int, default=None, help="tuning trials (default: as the fixed sweeps)"
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="side-by-side rounds (5; quick 2)")
+    parser.add_argument("--out", type=Path, default=None, help="markdown file to write")
+    args = parser.parse_args(argv)
+    args.rounds = args.rounds or (2 if args.quick else 5)
+
+    device = default_device()
+    print(f"device: {device.name}", flush=True)
+    started = time.perf_counter()
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="laytune-bench-") as scratch:
+        db_url = str(Path(scratch, "tuned_vs_fixed.sqlite"))
+        for case in cases(args.quick):
+            print(f"{case.title} ...", flush=True)
+            outcome = run_case(case, device, args.trials, args.rounds, db_url)
+            name, fixed = outcome.best_fixed
+            print(
+                f"  identity {_ms(outcome.identity_s)} ms, best fixed {_ms(fixed)} ms ({name}), "
+                f"tuned {_ms(outcome.tuned_s)} ms",
+                flush=True,
+            )
+            outcomes.append(outcome)
+    text = report(outcomes, device, args, time.perf_counter() - started)
+    print(text)
+    path = _report.write(RESULT_NAME, text, args.out)
+    print(f"written to {_report.shown(path)}")
+
+
+if __name__ == "__main__":
+    main()
