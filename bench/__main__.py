@@ -17,12 +17,20 @@ BENCHMARKS = (
 )
 
 
-def main() -> None:
+def main() -> int:
+    failed = []
     for name in BENCHMARKS:
         print(f"\n### bench.{name}\n", flush=True)
         sys.argv = [name]
-        runpy.run_module(f"bench.{name}", run_name="__main__")
+        try:
+            runpy.run_module(f"bench.{name}", run_name="__main__")
+        except SystemExit as done:  # a benchmark's own exit must not end the others
+            if done.code not in (None, 0):
+                failed.append(name)
+    if failed:
+        print(f"\nbenchmarks that failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

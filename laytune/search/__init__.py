@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
 from laytune.search._strategies import STRATEGIES, make_sampler, params_of
-from laytune.search._tune import DEFAULT_MEASURE, study_name_for, tune, warm_start_candidates
+from laytune.search._tune import (
+    DEFAULT_MEASURE,
+    standard_candidates,
+    study_name_for,
+    tune,
+    warm_start_candidates,
+)
 
 __all__ = [
     "DEFAULT_MEASURE",
@@ -23,6 +29,7 @@ __all__ = [
     "TuneResult",
     "make_sampler",
     "params_of",
+    "standard_candidates",
     "study_name_for",
     "tune",
     "warm_start_candidates",

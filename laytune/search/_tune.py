@@ -16,7 +16,7 @@ from typing import Any
 
 from laytune.codegen import KernelProgram, lower
 from laytune.exceptions import LayoutRejectedError, TuningError
-from laytune.layout import FAMILIES
+from laytune.layout import FAMILIES, block, permute
 from laytune.ops import key_distance
 from laytune.records import DEFAULT_URL, Record, is_baseline, open_database, process_owner
 from laytune.runners import (
@@ -30,9 +30,22 @@ from laytune.runners import (
 )
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
 from laytune.search._strategies import STRATEGIES, make_sampler, params_of
-from laytune.space import Candidate, SearchSpace, SpaceOptions
+from laytune.space import (
+    BASELINE_KNOBS,
+    KNOB_PER_ITEM,
+    KNOB_VECTOR,
+    Candidate,
+    SearchSpace,
+    SpaceOptions,
+)
 
-__all__ = ["DEFAULT_MEASURE", "study_name_for", "tune"]
+__all__ = [
+    "DEFAULT_MEASURE",
+    "standard_candidates",
+    "study_name_for",
+    "tune",
+    "warm_start_candidates",
+]
 
 #: Measurement defaults of a tuning job: enough repeats for a stable median,
 #: few enough that a job of a hundred candidates takes a minute or two.
@@ -191,6 +204,46 @@ def warm_start_candidates(job: Job, limit: int) -> list[Candidate]:
     return unique[:limit]
 
 
+#: Knob settings tried with each standard layout (on top of the baseline's):
+#: what hand-written kernels of these layouts commonly use.
+_START_PROFILES: tuple[dict[str, Any], ...] = (
+    {KNOB_PER_ITEM: 4},
+    {KNOB_PER_ITEM: 8},
+    {KNOB_PER_ITEM: 4, KNOB_VECTOR: 4},
+)
+
+
+def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
+    """Up to ``limit`` candidates in the standard layouts people write by hand,
+    each with a few common knob settings: the identity layouts; each 2-D
+    buffer transposed (a transposed operand);
+    every 4-D buffer in NHWC; every 4-D buffer blocked NCHW4c. Only those the
+    space holds are kept. A search in a space of millions of candidates
+    starts from these before its sampler takes over."""
+    base = dict(space.identity().layouts)
+    assignments: list[dict[str, Any]] = [base]
+    for name, layout in base.items():
+        shape = layout.shape
+        if len(shape) == 2:
+            assignments.append({**base, name: permute(shape, (1, 0))})
+    ranked4 = {n: lay.shape for n, lay in base.items() if len(lay.shape) == 4}
+    if ranked4:
+        assignments.append({**base, **{n: permute(s, (0, 2, 3, 1)) for n, s in ranked4.items()}})
+        assignments.append(
+            {**base, **{n: block(s, 1, 4) for n, s in ranked4.items() if s[1] % 4 == 0}}
+        )
+    found: list[Candidate] = []
+    for layouts in assignments:
+        for profile in _START_PROFILES:
+            candidate = Candidate.make(layouts, {**BASELINE_KNOBS, **profile})
+            replayed = params_of(space, candidate)
+            if replayed is not None and replayed[1] not in found:
+                found.append(replayed[1])
+            if len(found) >= limit:
+                return found
+    return found
+
+
 def _fail_stale_trials(study: Any) -> None:
     """Trials left RUNNING by a killed process of this host become FAIL, so the
     study resumes cleanly (other hosts' trials are left alone)."""
@@ -229,6 +282,7 @@ def tune(
     measure: MeasureConfig | None = None,
     study_name: str | None = None,
     options: SpaceOptions | None = None,
+    starts: int | None = None,
     progress: bool = True,
     callbacks: Sequence[TuneCallback] = (),
 ) -> TuneResult:
@@ -250,6 +304,9 @@ def tune(
       lives in it, so calling again resumes the study.
     - ``warm_start``: how many of the best records of the same workload on
       other devices and of the nearest shapes to try first.
+    - ``starts``: how many standard hand-written layouts (transposed
+      operands, NHWC, NCHW4c, with common knobs; :func:`standard_candidates`)
+      to try before the sampler; default a quarter of ``trials``.
     - ``early_stop``: a candidate slower than this factor times the best
       after its first repeats is not measured to the end (None: never).
     - ``options``: :class:`laytune.space.SpaceOptions` narrowing the space
@@ -291,6 +348,8 @@ def tune(
     forced: list[Candidate] = [space.identity()]
     if warm_start:
         forced += warm_start_candidates(job, warm_start)
+    if strategy != "exhaustive":
+        forced += standard_candidates(space, trials // 4 if starts is None else starts)
     if strategy == "exhaustive":
         order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
     else:

@@ -215,3 +215,33 @@ def test_a_candidate_clearly_slower_than_the_best_is_not_measured_to_the_end(
     assert all(len(r.event_times_s) == 9 for r in full)
     assert not result.best.abandoned
     assert result.best.value_s <= min(r.value_s for r in abandoned)
+
+
+def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
+    from laytune.layout import block, permute
+    from laytune.search import standard_candidates
+
+    info = laytune.runners.default_device().info
+    matmul = SearchSpace(ops.matmul(64, 64, 64), info)
+    starts = standard_candidates(matmul, 100)
+    assert all(params_of(matmul, c) is not None for c in starts)  # all in the space
+    transposed_b = [c for c in starts if c.layout("B") == permute((64, 64), (1, 0))]
+    assert {c.knob("per_item") for c in transposed_b} >= {4, 8}
+    conv = SearchSpace(ops.conv2d(1, 8, 8, 8, 8, 3, 1, 1), info)
+    nchw4c = [
+        c for c in standard_candidates(conv, 100) if c.layout("X") == block((1, 8, 8, 8), 1, 4)
+    ]
+    assert nchw4c and all(c.layout("Y") == block((1, 8, 8, 8), 1, 4) for c in nchw4c)
+    assert len(standard_candidates(matmul, 3)) == 3
+    result = run_tune(
+        f"sqlite:///{tmp_path / 's.db'}",
+        workload=ops.matmul(64, 64, 64),
+        options=None,
+        trials=6,
+        batch=6,
+        starts=5,
+        warm_start=0,
+    )
+    tried = [r.candidate.key for r in open_database(f"sqlite:///{tmp_path / 's.db'}").records()]
+    assert tried[1:6] == [c.key for c in standard_candidates(matmul, 5)]
+    assert result.measured == 6
