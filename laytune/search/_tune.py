@@ -283,6 +283,7 @@ def tune(
     study_name: str | None = None,
     options: SpaceOptions | None = None,
     starts: int | None = None,
+    overlap: bool | None = None,
     progress: bool = True,
     callbacks: Sequence[TuneCallback] = (),
 ) -> TuneResult:
@@ -307,6 +308,9 @@ def tune(
     - ``starts``: how many standard hand-written layouts (transposed
       operands, NHWC, NCHW4c, with common knobs; :func:`standard_candidates`)
       to try before the sampler; default a quarter of ``trials``.
+    - ``overlap``: build the next batch while the current one is measured.
+      Default: yes, except on a CPU device, where the compiler would take
+      the cores the measured kernel runs on and bias its times.
     - ``early_stop``: a candidate slower than this factor times the best
       after its first repeats is not measured to the end (None: never).
     - ``options``: :class:`laytune.space.SpaceOptions` narrowing the space
@@ -363,6 +367,8 @@ def tune(
     for callback in (persist, *watchers):
         callback.on_start(job)
     config = measure or DEFAULT_MEASURE
+    if overlap is None:
+        overlap = "CPU" not in device.info.device_type.upper().split(" | ")
     in_flight: list[_Item] = []
     try:
         with Builder(device) as builder, Runner(device, config) as runner:
@@ -377,7 +383,7 @@ def tune(
                     following = proposer.next(min(batch, room)) if room > 0 else []
                 in_flight = pending + following
                 programs = [i.program for i in following if i.program is not None]
-                if programs:  # build the next batch while this one is measured
+                if programs and overlap:  # build the next batch while this one is measured
                     future = builder.submit(programs)
                 inputs = [RunInput(b, workload) for b in built]
                 if early_stop is not None and job.best is not None:
@@ -385,6 +391,8 @@ def tune(
                     results = iter(runner.run(inputs, abandon_above_s=threshold))
                 else:
                     results = iter(runner.run(inputs))
+                if programs and not overlap:
+                    future = builder.submit(programs)
                 records = [_record(job, item, results) for item in pending]
                 for item, record in zip(pending, records, strict=True):
                     item.trial.set_user_attr("status", record.status)

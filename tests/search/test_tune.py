@@ -245,3 +245,38 @@ def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
     tried = [r.candidate.key for r in open_database(f"sqlite:///{tmp_path / 's.db'}").records()]
     assert tried[1:6] == [c.key for c in standard_candidates(matmul, 5)]
     assert result.measured == 6
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_next_batch_builds_while_this_one_is_measured(
+    overlap: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from laytune.search import _tune
+
+    events: list[str] = []
+
+    class LoggingBuilder(_tune.Builder):
+        def submit(self, batch):
+            events.append("build")
+            return super().submit(batch)
+
+    class LoggingRunner(_tune.Runner):
+        def run(self, batch, **kw):
+            events.append("measure")
+            return super().run(batch, **kw)
+
+    monkeypatch.setattr(_tune, "Builder", LoggingBuilder)
+    monkeypatch.setattr(_tune, "Runner", LoggingRunner)
+    run_tune(
+        f"sqlite:///{tmp_path / 'o.db'}",
+        trials=6,
+        batch=2,
+        overlap=overlap,
+        strategy="random",
+        starts=0,
+    )
+    if overlap:  # batch k+1 is submitted before batch k is measured
+        assert events[:4] == ["build", "build", "measure", "build"]
+    else:
+        assert events[:4] == ["build", "measure", "build", "measure"]
+    assert events.count("measure") == 3
