@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from laytune.records import Record
+from laytune.records import Record, is_baseline
 from laytune.space import SearchSpace
 
 __all__ = ["Job", "LogBatches", "Persist", "Progress", "TuneCallback", "TuneResult"]
@@ -83,8 +83,6 @@ class Job:
 
     def note(self, record: Record) -> None:
         """Update best, baseline, failures and patience with a new record."""
-        from laytune.records import is_baseline
-
         self.records.append(record)
         if not record.ok:
             self.failures[record.status] += 1
