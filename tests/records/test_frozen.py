@@ -152,3 +152,19 @@ def test_freeze_with_nothing_verified_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FrozenFileError, match="has no verified record"):
         freeze(open_database(tmp_path / "empty.db"), tmp_path / "f.json")
     assert not (tmp_path / "f.json").exists()
+
+
+def test_a_frozen_kernel_names_bad_inputs(tuned, cl_context) -> None:
+    from laytune.runners import ExecutionError
+
+    _, path, _ = tuned
+    kernel = load_frozen(path).kernel(WORKLOAD, cl_context)
+    x = WORKLOAD.make_inputs(0)["X"]
+    with pytest.raises(ExecutionError, match=r"takes inputs \['X'\]; missing \['X'\]"):
+        kernel()
+    with pytest.raises(ExecutionError, match=r"unknown \['Z'\]"):
+        kernel(X=x, Z=x)
+    with pytest.raises(ExecutionError, match=r"'X' must have shape \(16, 24\), got \(24, 16\)"):
+        kernel(x.T)
+    with pytest.raises(ExecutionError, match="expected an OpenCL context or device"):
+        load_frozen(path).kernel(WORKLOAD, "not a device")
