@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from laytune.exceptions import DeviceInfoError
+
 __all__ = ["DeviceInfo"]
 
 _VECTOR_TYPES = ("char", "short", "int", "long", "float", "double", "half")
@@ -128,7 +130,7 @@ class DeviceInfo:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise ValueError(f"unknown DeviceInfo fields: {sorted(unknown)}")
+            raise DeviceInfoError(f"unknown DeviceInfo fields: {sorted(unknown)}")
         data = dict(data)
         if "max_work_item_sizes" in data:
             data["max_work_item_sizes"] = tuple(data["max_work_item_sizes"])

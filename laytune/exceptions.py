@@ -9,23 +9,57 @@ Every message names the offending value.
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentTypeError",
+    "ConfigError",
     "DatabaseError",
+    "DeviceInfoError",
     "DeviceNotFoundError",
+    "ExecutionError",
+    "FlowError",
     "FrozenFileError",
+    "GraphError",
     "LayoutError",
     "LayoutRejectedError",
     "LayoutSyntaxError",
     "LaytuneError",
     "NegativeIndexError",
     "NonInjectiveLayoutError",
+    "PlanError",
+    "PlotError",
     "RecordError",
+    "RegistryError",
     "ShapeMismatchError",
+    "StatementError",
     "TuningError",
+    "UnknownNameError",
+    "UnknownWorkloadError",
+    "WorkerError",
 ]
 
 
 class LaytuneError(Exception):
     """Root of every error laytune raises on purpose."""
+
+
+# -- for any stage --------------------------------------------------------------
+
+
+class ConfigError(LaytuneError, ValueError):
+    """A setting out of its range (a measurement config, a time limit, a count)."""
+
+
+class ArgumentTypeError(LaytuneError, TypeError):
+    """An argument of a kind the function does not take; the message says what it takes."""
+
+
+class UnknownNameError(LaytuneError, KeyError):
+    """A name (buffer, port, operator, tensor) that the object asked does not have."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+# -- layouts --------------------------------------------------------------------
 
 
 class LayoutError(LaytuneError, ValueError):
@@ -68,8 +102,45 @@ class LayoutRejectedError(LaytuneError, ValueError):
     """A layout that an access instruction the kernel uses cannot accept."""
 
 
+# -- workloads ------------------------------------------------------------------
+
+
+class StatementError(LaytuneError, ValueError):
+    """A statement outside the index-notation grammar, or a workload built
+    wrong (shapes, axes, dtype); the message says where."""
+
+
+class UnknownWorkloadError(LaytuneError, ValueError):
+    """A workload key that is malformed or names no registered operator, or
+    parameters an operator does not take."""
+
+
+class RegistryError(LaytuneError, ValueError):
+    """A workload constructor that cannot be registered: a name taken twice,
+    a parameter whose type a key cannot write."""
+
+
+# -- devices and measuring ------------------------------------------------------
+
+
 class DeviceNotFoundError(LaytuneError, LookupError):
     """No OpenCL device matches a selection; the message lists what exists."""
+
+
+class DeviceInfoError(LaytuneError, ValueError):
+    """A device description (JSON) with fields this laytune does not know."""
+
+
+class ExecutionError(LaytuneError, RuntimeError):
+    """A program that cannot be built or run on the given context, or inputs
+    that do not fit it; the message names the buffer or kernel."""
+
+
+class WorkerError(LaytuneError, RuntimeError):
+    """A measuring worker process that did not start or broke its protocol."""
+
+
+# -- records --------------------------------------------------------------------
 
 
 class RecordError(LaytuneError, ValueError):
@@ -84,5 +155,25 @@ class FrozenFileError(LaytuneError, ValueError):
     """A frozen-layouts file that is truncated, from a newer schema, or for another device."""
 
 
+# -- search, planning, figures ----------------------------------------------------
+
+
 class TuningError(LaytuneError):
     """A tuning job that cannot start (bad strategy, budget, or workload)."""
+
+
+class GraphError(LaytuneError, ValueError):
+    """A graph that is built wrong: unknown tensors, ports or names, shapes that disagree."""
+
+
+class FlowError(LaytuneError, ValueError):
+    """A layout that cannot flow from one buffer of an operator to another; says why."""
+
+
+class PlanError(LaytuneError, ValueError):
+    """A graph that cannot be planned: a frozen candidate codegen refuses, a
+    ``critical`` name that matches nothing or has no candidate."""
+
+
+class PlotError(LaytuneError, ValueError):
+    """A figure that cannot be drawn from what it was given; the message says why."""

@@ -40,7 +40,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import PlotError
 from laytune.layout import IndexMap, Layout, custom
 from laytune.space import BankConflicts
 
@@ -81,10 +81,6 @@ FAMILY_ORDER = (
 
 OK = "ok"
 _MS = 1e3
-
-
-class PlotError(LaytuneError, ValueError):
-    """A figure that cannot be drawn from what it was given; the message says why."""
 
 
 # -- records ------------------------------------------------------------------

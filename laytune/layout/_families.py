@@ -18,7 +18,12 @@ from functools import reduce
 from operator import mul
 from typing import Any
 
-from laytune.exceptions import LayoutError, LayoutSyntaxError, ShapeMismatchError
+from laytune.exceptions import (
+    ArgumentTypeError,
+    LayoutError,
+    LayoutSyntaxError,
+    ShapeMismatchError,
+)
 from laytune.layout._expr import Const, Expr
 from laytune.layout._index_map import AXIS_SEPARATOR, IndexMap, Shape, default_names
 from laytune.layout._index_map import compose as compose_maps
@@ -442,7 +447,10 @@ def compose(outer: Any, inner: Any) -> Any:
     if isinstance(outer, IndexMap) and isinstance(inner, IndexMap):
         return compose_maps(outer, inner)
     if not (isinstance(outer, Layout) and isinstance(inner, Layout)):
-        raise TypeError("compose takes two IndexMaps or two Layouts")
+        raise ArgumentTypeError(
+            "compose takes two IndexMaps or two Layouts, "
+            f"got {type(outer).__name__} and {type(inner).__name__}"
+        )
     if outer.shape != inner.physical_shape:
         raise ShapeMismatchError(
             f"cannot compose {outer.describe()} (built on {outer.shape}) after "

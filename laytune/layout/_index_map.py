@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from laytune.exceptions import (
+    ArgumentTypeError,
     LayoutError,
     NegativeIndexError,
     NonInjectiveLayoutError,
@@ -566,7 +567,10 @@ def compose(g: IndexMap, f: IndexMap) -> IndexMap:
     result keeps ``g``'s separators.
     """
     if not isinstance(g, IndexMap) or not isinstance(f, IndexMap):
-        raise TypeError("compose takes two IndexMaps (use laytune.layout.compose for layouts)")
+        raise ArgumentTypeError(
+            f"compose takes two IndexMaps, got {type(g).__name__} and {type(f).__name__} "
+            "(use laytune.layout.compose for layouts)"
+        )
     if g.ndim_in != f.ndim_out:
         raise ShapeMismatchError(
             f"cannot compose: {g} takes {g.ndim_in} indices but {f} returns {f.ndim_out}"

@@ -7,7 +7,8 @@ here: every other layout is a candidate the search chooses.
 
 from __future__ import annotations
 
-from laytune.ops._keys import UnknownWorkloadError, from_key, key_distance, parse_key
+from laytune.exceptions import StatementError, UnknownWorkloadError
+from laytune.ops._keys import from_key, key_distance, parse_key
 from laytune.ops._library import (
     bias_add,
     conv2d,
@@ -18,7 +19,7 @@ from laytune.ops._library import (
     sum,
     transpose,
 )
-from laytune.ops._statement import Statement, StatementError, parse_statement
+from laytune.ops._statement import Statement, parse_statement
 from laytune.ops._workload import Axis, BufferDecl, Workload
 
 __all__ = [

@@ -13,17 +13,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import UnknownWorkloadError
 from laytune.ops import _library as lib
 from laytune.ops._workload import Workload
 
 __all__ = ["UnknownWorkloadError", "from_key", "key_distance", "parse_key"]
 
 _KEY = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<params>[^;()]*);(?P<dtype>[a-z0-9]+)\)$")
-
-
-class UnknownWorkloadError(LaytuneError, ValueError):
-    """A workload key that is malformed or names no library operator."""
 
 
 def parse_key(key: str) -> tuple[str, dict[str, tuple[int, ...] | int], str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from laytune.ops._statement import StatementError
+from laytune.exceptions import StatementError
 from laytune.ops._workload import Workload
 
 __all__ = [

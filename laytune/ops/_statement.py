@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import LaytuneError, StatementError
 from laytune.layout import Const, Expr, Var
 
 __all__ = [
@@ -40,10 +40,6 @@ __all__ = [
     "parse_statement",
     "value_text",
 ]
-
-
-class StatementError(LaytuneError, ValueError):
-    """A statement outside the index-notation grammar; the message says where."""
 
 
 @dataclass(frozen=True)

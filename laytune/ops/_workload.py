@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from laytune.exceptions import StatementError, UnknownNameError
 from laytune.layout import Expr, Var
 from laytune.layout._expr import bounds, evaluate, to_text
 from laytune.ops._statement import (
@@ -31,7 +32,6 @@ from laytune.ops._statement import (
     Load,
     Negate,
     Statement,
-    StatementError,
     Value,
     loads,
     parse_statement,
@@ -213,7 +213,7 @@ class Workload:
         for b in self.buffers:
             if b.name == name:
                 return b
-        raise KeyError(f"workload {self.name!r} has no buffer {name!r}")
+        raise UnknownNameError(f"workload {self.name!r} has no buffer {name!r}")
 
     @property
     def ranges(self) -> list[tuple[int, int]]:

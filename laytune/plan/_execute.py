@@ -30,7 +30,7 @@ import pyopencl as cl
 
 from laytune.codegen import KernelProgram, Launch, lower, lower_conversion
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import ConfigError, LaytuneError
 from laytune.layout import Layout, custom, pack
 from laytune.plan._planner import Plan, PlanError, Version
 from laytune.plan._rewrite import Rewrite, is_identity_layout
@@ -275,7 +275,7 @@ class CompiledPlan:
     ) -> PlanTiming:
         """``warmup`` untimed runs, then ``repeats`` timed ones (see :class:`PlanTiming`)."""
         if repeats < 1 or warmup < 0:
-            raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+            raise ConfigError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
         self._upload_inputs(inputs)
         for _ in range(warmup):
             self._enqueue()

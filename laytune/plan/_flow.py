@@ -42,17 +42,13 @@ Given ``layout`` on buffer ``src`` and a target buffer ``dst``:
 
 from __future__ import annotations
 
-from laytune.exceptions import LayoutError, LaytuneError
+from laytune.exceptions import FlowError, LayoutError
 from laytune.layout import Const, Expr, IndexMap, Layout, Var, custom, identity
 from laytune.layout._expr import substitute, to_text, variables
 from laytune.layout._index_map import default_names
 from laytune.ops import Workload
 
 __all__ = ["FlowError", "flow_layout"]
-
-
-class FlowError(LaytuneError, ValueError):
-    """A layout that cannot flow from one buffer of an operator to another; says why."""
 
 
 def _partners(

@@ -16,16 +16,12 @@ from typing import Literal
 
 import numpy as np
 
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import GraphError, UnknownNameError
 from laytune.ops import Workload
 
 __all__ = ["Graph", "GraphError", "Op", "Tensor"]
 
 TensorKind = Literal["input", "constant", "value"]
-
-
-class GraphError(LaytuneError, ValueError):
-    """A graph that is built wrong: unknown tensors, ports or names, shapes that disagree."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,7 @@ class Op:
         for name, tensor in self.inputs:
             if name == port:
                 return tensor
-        raise KeyError(f"operator {self.name!r} has no port {port!r}")
+        raise UnknownNameError(f"operator {self.name!r} has no port {port!r}")
 
     @property
     def output_port(self) -> str:

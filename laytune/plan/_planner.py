@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from laytune.codegen import GENERIC_DEVICE, lower
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import LayoutRejectedError, LaytuneError
+from laytune.exceptions import LayoutRejectedError, LaytuneError, PlanError, UnknownNameError
 from laytune.layout import Layout, identity
 from laytune.ops import Workload
 from laytune.plan._flow import FlowError, flow_layout
@@ -68,11 +68,6 @@ __all__ = ["Placement", "Plan", "PlanError", "Version", "plan_layouts"]
 
 Origin = Literal["input", "constant", "operator", "rewrite"]
 _MAX_SWEEPS = 8
-
-
-class PlanError(LaytuneError, ValueError):
-    """A graph that cannot be planned: a frozen candidate codegen refuses, a
-    ``critical`` name that matches nothing or has no candidate."""
 
 
 @dataclass(frozen=True)
@@ -422,7 +417,7 @@ class Plan:
         for p in self.placements:
             if p.op == op:
                 return p
-        raise KeyError(f"plan has no operator {op!r}")
+        raise UnknownNameError(f"plan has no operator {op!r}")
 
     def candidate(self, op: str) -> Candidate:
         return self.placement(op).candidate
@@ -432,7 +427,7 @@ class Plan:
         for name, p, i in self.reads:
             if (name, p) == (op, port):
                 return i
-        raise KeyError(f"plan has no port {op}.{port}")
+        raise UnknownNameError(f"plan has no port {op}.{port}")
 
     def read(self, op: str, port: str) -> Version:
         """The copy operator ``op`` reads at ``port``."""
@@ -443,7 +438,7 @@ class Plan:
         for v in self.versions:
             if v.tensor == tensor and v.origin in ("input", "operator"):
                 return v.layout
-        raise KeyError(f"{tensor!r} is a constant (see plan.folded) or not in the plan")
+        raise UnknownNameError(f"{tensor!r} is a constant (see plan.folded) or not in the plan")
 
     @property
     def rewrites(self) -> tuple[Rewrite, ...]:

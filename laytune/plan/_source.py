@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
+from laytune.exceptions import ArgumentTypeError
 from laytune.space import Candidate
 
 __all__ = ["LayoutSource", "SourceLike", "lookup_candidate"]
@@ -49,12 +50,12 @@ def lookup_candidate(source: SourceLike, workload_key: str, device_key: str) -> 
     elif isinstance(source, LayoutSource):
         found = source.best_candidate(workload_key, device_key)
     else:
-        raise TypeError(
+        raise ArgumentTypeError(
             "a layout source is a Mapping[str, Candidate] keyed by workload key or an object "
             f"with best_candidate(workload_key, device_key); got {type(source).__name__}"
         )
     if found is not None and not isinstance(found, Candidate):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"the layout source gave a {type(found).__name__} for {workload_key!r}, not a Candidate"
         )
     return found

@@ -15,6 +15,7 @@ from joblib.externals.loky import ProcessPoolExecutor
 from joblib.externals.loky.process_executor import BrokenProcessPool, TerminatedWorkerError
 
 from laytune.codegen import KernelProgram
+from laytune.exceptions import ConfigError
 from laytune.runners._cache import BinaryCache
 from laytune.runners._compile import compile_program, warm_worker
 from laytune.runners._devices import Device, select_device
@@ -75,11 +76,11 @@ class Builder:
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if time_limit_s <= 0:
-            raise ValueError(f"time_limit_s must be positive, got {time_limit_s}")
+            raise ConfigError(f"time_limit_s must be positive, got {time_limit_s}")
         self._device = device if isinstance(device, Device) else select_device(device)
         self._max_workers = max_workers or len(os.sched_getaffinity(0))
         if self._max_workers < 1:
-            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+            raise ConfigError(f"max_workers must be >= 1, got {max_workers}")
         self._time_limit_s = time_limit_s
         self._startup_time_limit_s = startup_time_limit_s
         self._executor: ProcessPoolExecutor | None = None

@@ -8,6 +8,8 @@ from typing import Literal
 
 import numpy as np
 
+from laytune.exceptions import ConfigError
+
 __all__ = ["Clock", "MeasureConfig", "Statistic", "Tolerance"]
 
 Clock = Literal["event", "wall"]
@@ -93,28 +95,28 @@ class MeasureConfig:
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+            raise ConfigError(f"warmup must be >= 0, got {self.warmup}")
         if self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+            raise ConfigError(f"repeats must be >= 1, got {self.repeats}")
         if self.max_repeats < self.repeats:
-            raise ValueError(
+            raise ConfigError(
                 f"max_repeats ({self.max_repeats}) must be >= repeats ({self.repeats})"
             )
         if self.early_stop_after < 1:
-            raise ValueError(f"early_stop_after must be >= 1, got {self.early_stop_after}")
+            raise ConfigError(f"early_stop_after must be >= 1, got {self.early_stop_after}")
         if self.min_total_time_s < 0:
-            raise ValueError(f"min_total_time_s must be >= 0, got {self.min_total_time_s}")
+            raise ConfigError(f"min_total_time_s must be >= 0, got {self.min_total_time_s}")
         if self.flush_bytes is not None and self.flush_bytes <= 0:
-            raise ValueError(f"flush_bytes must be positive, got {self.flush_bytes}")
+            raise ConfigError(f"flush_bytes must be positive, got {self.flush_bytes}")
         if self.clock not in _CLOCKS:
-            raise ValueError(f"clock must be one of {_CLOCKS}, got {self.clock!r}")
+            raise ConfigError(f"clock must be one of {_CLOCKS}, got {self.clock!r}")
         if self.statistic not in _STATISTICS:
-            raise ValueError(f"statistic must be one of {_STATISTICS}, got {self.statistic!r}")
+            raise ConfigError(f"statistic must be one of {_STATISTICS}, got {self.statistic!r}")
         for name in ("time_limit_s", "prepare_time_limit_s"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.clock_rtol < 0 or self.clock_atol_s < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"clock tolerances must be >= 0, got {self.clock_rtol}, {self.clock_atol_s}"
             )
 

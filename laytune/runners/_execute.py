@@ -17,14 +17,9 @@ import numpy as np
 import pyopencl as cl
 
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import ExecutionError
 
 __all__ = ["ExecutionError", "ProgramExecutor", "as_context"]
-
-
-class ExecutionError(LaytuneError, RuntimeError):
-    """A program that cannot be built or run on the given context, or inputs
-    that do not fit it; the message names the buffer or kernel."""
 
 
 def _image_format(spec: BufferSpec) -> cl.ImageFormat:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laytune.codegen import KernelProgram
+from laytune.exceptions import ConfigError
 from laytune.runners._config import Clock, Statistic, Tolerance
 from laytune.runners._workload import VerifiableWorkload
 
@@ -100,7 +101,7 @@ class RunInput:
     def __post_init__(self) -> None:
         threshold = self.abandon_above_s
         if threshold is not None and not threshold > 0:  # also refuses NaN
-            raise ValueError(f"abandon_above_s must be positive or None, got {threshold}")
+            raise ConfigError(f"abandon_above_s must be positive or None, got {threshold}")
 
 
 @dataclass(frozen=True)

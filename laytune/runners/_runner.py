@@ -9,6 +9,7 @@ from dataclasses import replace
 import cloudpickle
 
 from laytune.device_info import DeviceInfo
+from laytune.exceptions import ConfigError, WorkerError
 from laytune.runners._config import MeasureConfig
 from laytune.runners._devices import Device, select_device
 from laytune.runners._results import ErrorKind, RunInput, RunResult
@@ -88,7 +89,7 @@ class Runner:
         """Measure ``batch``; ``abandon_above_s`` is the early-stop threshold of
         every input that does not set its own (see :class:`RunInput`)."""
         if abandon_above_s is not None and not abandon_above_s > 0:  # also refuses NaN
-            raise ValueError(f"abandon_above_s must be positive or None, got {abandon_above_s}")
+            raise ConfigError(f"abandon_above_s must be positive or None, got {abandon_above_s}")
         batch = [
             replace(item, abandon_above_s=abandon_above_s)
             if abandon_above_s is not None and item.abandon_above_s is None
@@ -106,7 +107,7 @@ class Runner:
         while todo:
             try:
                 worker = self._ready_worker()
-            except RuntimeError as exc:
+            except RuntimeError as exc:  # WorkerError, or spawning failed
                 # Do not pay for a doomed start per candidate; the next batch tries again.
                 for index in todo:
                     results[index] = self._failure(batch[index], ErrorKind.DEVICE_LOST, str(exc))
@@ -207,7 +208,7 @@ class Runner:
                 return self._lost(batch, items, position, results, ErrorKind.CRASH, message)
             kind = reply[0]
             if reply[1] != index:
-                raise RuntimeError(f"the measuring worker answered {reply!r} for candidate {index}")
+                raise WorkerError(f"the measuring worker answered {reply!r} for candidate {index}")
             if kind == "preparing":
                 doing = "preparing the workload's inputs and reference"
                 limit_s = config.prepare_time_limit_s
@@ -252,7 +253,7 @@ class Runner:
             worker.wait_ready(self._startup_time_limit_s)
         except (WorkerTimeout, WorkerDied) as exc:
             self._worker = None
-            raise RuntimeError(f"the measuring worker did not start: {exc}") from exc
+            raise WorkerError(f"the measuring worker did not start: {exc}") from exc
         except RuntimeError:
             self._worker = None
             raise

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from laytune.exceptions import WorkerError
 from laytune.runners._devices import Device
 
 __all__ = ["WorkerDied", "WorkerProcess", "WorkerTimeout"]
@@ -96,7 +97,7 @@ class WorkerProcess:
         reply = self.receive(time.monotonic() + time_limit_s)
         if reply[0] != "ready":
             self.kill()
-            raise RuntimeError(str(reply[1]))
+            raise WorkerError(str(reply[1]))
         self.ready = True
 
     def send(self, message: tuple[Any, ...]) -> None:

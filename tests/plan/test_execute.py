@@ -12,6 +12,7 @@ import pytest
 
 from laytune import layout as L
 from laytune import ops
+from laytune.exceptions import ConfigError
 from laytune.plan import Graph, Plan, plan_layouts
 from tests.plan.graphs import (
     conv_candidate,
@@ -134,7 +135,7 @@ def test_profiling_times_every_launch(cl_context: cl.Context) -> None:
     with plan_layouts(graph, source).compile(cl_context) as compiled:
         timing = compiled.profile({"x": weights((1, 8, 6, 6), 0)}, repeats=3, warmup=1)
         assert [label for label, _ in timing.per_step] == [s.label for s in compiled.steps]
-        with pytest.raises(ValueError, match="repeats must be >= 1"):
+        with pytest.raises(ConfigError, match="repeats must be >= 1"):
             compiled.profile({"x": weights((1, 8, 6, 6), 0)}, repeats=0)
     assert len(timing.device_seconds) == len(timing.wall_seconds) == 3
     assert timing.device_median > 0 and timing.wall_median > 0

@@ -11,6 +11,7 @@ import pytest
 from laytune import layout as L
 from laytune import ops
 from laytune.codegen import GENERIC_DEVICE
+from laytune.exceptions import ArgumentTypeError
 from laytune.plan import Graph, LayoutSource, PlanError, plan_layouts
 from laytune.space import Candidate
 from tests.plan.graphs import (
@@ -199,7 +200,7 @@ def test_a_records_database_and_a_mapping_give_the_same_plan() -> None:
     }
     with pytest.raises(PlanError, match="a LayoutSource answers per device: pass device="):
         plan_layouts(graph, records)
-    with pytest.raises(TypeError, match="not a Candidate"):
+    with pytest.raises(ArgumentTypeError, match="not a Candidate"):
         plan_layouts(graph, {graph.op("conv1").workload.key: "NCHW4c"})
 
 

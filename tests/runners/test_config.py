@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from laytune.exceptions import ConfigError
 from laytune.runners import MeasureConfig, Tolerance, input_seed
 
 pytestmark = pytest.mark.xdist_group("runners")
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.xdist_group("runners")
     ],
 )
 def test_invalid_config_names_the_value(fields: dict[str, object]) -> None:
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ConfigError) as caught:
         MeasureConfig(**fields)  # type: ignore[arg-type]
     assert str(next(iter(fields.values()))) in str(caught.value)
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from laytune.exceptions import ConfigError
 from laytune.runners import (
     Builder,
     BuildResult,
@@ -328,7 +329,7 @@ def test_abandon_threshold_must_be_positive(
     builder: Builder, kit: SimpleNamespace, threshold: float
 ) -> None:
     build = _build_one(builder, kit.scale_program("threshold"))
-    with pytest.raises(ValueError, match="abandon_above_s"):
+    with pytest.raises(ConfigError, match="abandon_above_s"):
         RunInput(build, kit.ScaleWorkload(), abandon_above_s=threshold)
 
 
@@ -387,7 +388,7 @@ def test_batch_threshold_applies_to_inputs_without_their_own(
     build = _build_one(builder, kit.scale_program("batch_threshold"))
     config = MeasureConfig(warmup=0, repeats=4, early_stop_after=1, clock="wall")
     with Runner(device, config) as runner:
-        with pytest.raises(ValueError, match="abandon_above_s"):
+        with pytest.raises(ConfigError, match="abandon_above_s"):
             runner.run([RunInput(build, kit.ScaleWorkload())], abandon_above_s=-1.0)
         stopped, own = runner.run(
             [
