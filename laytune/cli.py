@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from laytune.exceptions import LaytuneError
@@ -30,63 +29,35 @@ def _default_db() -> str:
     return os.environ.get("LAYTUNE_DB", "sqlite:///laytune.db")
 
 
-@dataclass(frozen=True)
-class _Op:
-    params: tuple[str, ...]
-    build: Callable[[dict[str, int]], Any]
-    help: str
-
-
-def _ops() -> dict[str, _Op]:
+def _workloads(args: argparse.Namespace) -> list[Any]:
+    """The workloads ``tune`` was asked for: the registry's demo examples, a
+    workload key, or an operator with ``--shape NAME=VALUE`` parameters."""
     from laytune import ops
 
-    return {
-        "transpose": _Op(
-            ("rows", "cols"),
-            lambda s: ops.transpose((s["rows"], s["cols"]), (1, 0)),
-            "2-D transpose",
-        ),
-        "copy": _Op(("rows", "cols"), lambda s: ops.copy((s["rows"], s["cols"])), "2-D copy"),
-        "matmul": _Op(("M", "N", "K"), lambda s: ops.matmul(s["M"], s["N"], s["K"]), "C = A @ B"),
-        "relu": _Op(("rows", "cols"), lambda s: ops.relu((s["rows"], s["cols"])), "max(x, 0)"),
-        "sum": _Op(("rows", "cols"), lambda s: ops.sum((s["rows"], s["cols"]), (1,)), "row sums"),
-        "bias_add": _Op(
-            ("N", "C", "H", "W"),
-            lambda s: ops.bias_add((s["N"], s["C"], s["H"], s["W"]), 1),
-            "NCHW + bias[C]",
-        ),
-        "max_pool2d": _Op(
-            ("N", "C", "H", "W", "K", "stride"),
-            lambda s: ops.max_pool2d(s["N"], s["C"], s["H"], s["W"], s["K"], s["stride"]),
-            "NCHW max pooling",
-        ),
-        "conv2d": _Op(
-            ("N", "C", "H", "W", "F", "K", "stride", "pad"),
-            lambda s: ops.conv2d(
-                s["N"], s["C"], s["H"], s["W"], s["F"], s["K"], s["stride"], s["pad"]
-            ),
-            "NCHW / OIHW convolution",
-        ),
-    }
+    if args.demo:
+        return [c.example_workload() for c in ops.constructors().values() if c.demo]
+    if args.op is None:
+        raise LaytuneError("tune needs an operator (or --demo); see laytune tune --help")
+    if "(" in args.op:  # a whole workload key, as `laytune records` prints it
+        if args.shape:
+            raise LaytuneError(f"a workload key ({args.op}) takes no --shape")
+        return [ops.from_key(args.op)]
+    constructor = ops.constructor(args.op)
+    texts: dict[str, str] = {}
+    for item in args.shape:
+        texts.update(ops.parse_params(item, "--shape"))
+    return [constructor.build(constructor.parse(texts), args.dtype)]
 
 
-def _parse_shape(items: Sequence[str], op: str, spec: _Op) -> dict[str, int]:
-    values: dict[str, int] = {}
-    for item in items:
-        for part in item.split(","):
-            name, sep, value = part.partition("=")
-            if not sep or not value.strip().lstrip("-").isdigit():
-                raise LaytuneError(f"--shape expects NAME=INTEGER, got {part!r}")
-            values[name.strip()] = int(value)
-    unknown = set(values) - set(spec.params)
-    missing = [p for p in spec.params if p not in values]
-    if unknown or missing:
-        raise LaytuneError(
-            f"{op} takes --shape {' '.join(f'{p}=...' for p in spec.params)}"
-            + (f"; unknown: {sorted(unknown)}" if unknown else "")
-            + (f"; missing: {missing}" if missing else "")
-        )
-    return values
+def _operators_help() -> str:
+    from laytune import ops
+
+    lines = ["operators (--shape NAME=VALUE,...; tuples as 4x8, as in workload keys):"]
+    for name, c in ops.constructors().items():
+        example = ",".join(f"{k}={ops.format_value(v)}" for k, v in c.example)
+        lines.append(f"  {name} {c.usage()}: {c.summary.replace('``', '')}")
+        lines.append(f"      e.g. laytune tune {name} --shape {example}")
+    return "\n".join(lines)
 
 
 def _positive(text: str) -> int:
@@ -126,17 +97,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from laytune.runners import default_device, select_device
     from laytune.search import tune
 
-    if args.demo:
-        from laytune import ops
-
-        jobs = [ops.transpose((512, 512), (1, 0)), ops.matmul(128, 128, 128)]
-    else:
-        if args.op is None:
-            raise LaytuneError("tune needs an operator (or --demo); see laytune tune --help")
-        table = _ops()
-        if args.op not in table:
-            raise LaytuneError(f"unknown operator {args.op!r}; known: {', '.join(table)}")
-        jobs = [table[args.op].build(_parse_shape(args.shape, args.op, table[args.op]))]
+    jobs = _workloads(args)
     device = select_device(args.device) if args.device is not None else default_device()
     database = open_database(args.db)
     status = EXIT_OK
@@ -288,6 +249,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from laytune.ops import DTYPES
     from laytune.search import STRATEGIES
 
     parser = argparse.ArgumentParser(
@@ -308,11 +270,18 @@ def _parser() -> argparse.ArgumentParser:
     tune = commands.add_parser(
         "tune",
         help="search the layouts of one operator",
-        epilog="operators: "
-        + "; ".join(f"{name} ({', '.join(op.params)}): {op.help}" for name, op in _ops().items()),
+        epilog=_operators_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    tune.add_argument("op", nargs="?", help="operator to tune")
-    tune.add_argument("--shape", action="append", default=[], metavar="NAME=VALUE")
+    tune.add_argument("op", nargs="?", help="operator to tune, or a whole workload key")
+    tune.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="the operator's parameters (see below); repeat or separate with commas",
+    )
+    tune.add_argument("--dtype", choices=DTYPES, default="float32", help="(float32)")
     tune.add_argument("--trials", type=_positive, default=24, help="candidates to measure (24)")
     tune.add_argument("--timeout", type=_seconds, help="stop proposing after this many seconds")
     tune.add_argument(
@@ -324,7 +293,11 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--device", help="index, platform:device, or name substring")
     tune.add_argument("--no-warm-start", action="store_true", help="do not try records first")
     tune.add_argument("--quiet", action="store_true", help="no progress lines")
-    tune.add_argument("--demo", action="store_true", help="a transpose and a matmul")
+    tune.add_argument(
+        "--demo",
+        action="store_true",
+        help="the examples of the demo operators (a transpose, a matmul)",
+    )
     db_option(tune)
     tune.set_defaults(run=_cmd_tune)
 

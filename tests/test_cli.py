@@ -14,13 +14,20 @@ from laytune.cli import main
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["tune", "spiral"], "unknown operator 'spiral'; known: transpose"),
+        (["tune", "spiral"], "unknown operator 'spiral'; known: copy, transpose"),
         (["tune", "matmul", "--shape", "M=3"], "missing: ['N', 'K']"),
         (["tune", "matmul", "--shape", "M=3,N=4,K=5,Q=1"], "unknown: ['Q']"),
-        (["tune", "matmul", "--shape", "M=three"], "--shape expects NAME=INTEGER, got 'M=three'"),
+        (
+            ["tune", "matmul", "--shape", "M=three,N=4,K=5"],
+            "parameter M: 'three' is not an integer",
+        ),
+        (["tune", "matmul", "--shape", "M"], "--shape: expected NAME=VALUE, got 'M'"),
+        (["tune", "sum", "--shape", "shape=4x4,axes=0x1"], "keep at least one axis"),
+        (["tune", "matmul(M=4;float32)"], "missing: ['N', 'K']"),
+        (["tune", "copy(shape=4;float32)", "--shape", "shape=8"], "takes no --shape"),
         (["tune"], "tune needs an operator"),
         (
-            ["tune", "copy", "--shape", "rows=4,cols=4", "--device", "no-such-gpu"],
+            ["tune", "copy", "--shape", "shape=4x4", "--device", "no-such-gpu"],
             "no OpenCL device matches 'no-such-gpu'",
         ),
         (["records", "--db", "sqlite:///no/such/folder/x.db"], "folder"),
@@ -72,7 +79,7 @@ def test_tune_records_show_freeze_export_plot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = ["--db", f"sqlite:///{tmp_path / 'cli.db'}"]
-    argv = ["tune", "copy", "--shape", "rows=32,cols=32", "--trials", "4", "--batch", "2"]
+    argv = ["tune", "copy", "--shape", "shape=32x32", "--trials", "4", "--batch", "2"]
     assert main([*argv, *db]) == 0
     captured = capsys.readouterr()
     assert "4/4 measured" in captured.err  # progress
@@ -103,5 +110,8 @@ def test_tune_records_show_freeze_export_plot(
     assert main(["plot", "convergence", *db, "--out", str(image)]) == 0
     assert image.read_bytes().startswith(b"\x89PNG")
     image = tmp_path / "map.png"
-    assert main(["plot", "address-map", *db, "--record", "1", "--buffer", "X", "--out", str(image)]) == 0
+    assert (
+        main(["plot", "address-map", *db, "--record", "1", "--buffer", "X", "--out", str(image)])
+        == 0
+    )
     assert image.stat().st_size > 0

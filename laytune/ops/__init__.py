@@ -1,6 +1,10 @@
 """Workloads: buffers with logical shapes, one statement in index notation,
 a numpy reference, flop and byte counts.
 
+The library's constructors (``matmul``, ``conv2d``, ...) are registered with
+:func:`register`: :func:`constructors` lists them with their parameters,
+:func:`from_key` rebuilds a workload from its key.
+
 Pipeline stage before :mod:`laytune.space`. Only identity layouts are known
 here: every other layout is a candidate the search chooses.
 """
@@ -19,25 +23,42 @@ from laytune.ops._library import (
     sum,
     transpose,
 )
+from laytune.ops._registry import (
+    Parameter,
+    WorkloadConstructor,
+    constructor,
+    constructors,
+    format_value,
+    parse_params,
+    register,
+)
 from laytune.ops._statement import Statement, parse_statement
-from laytune.ops._workload import Axis, BufferDecl, Workload
+from laytune.ops._workload import DTYPES, Axis, BufferDecl, Workload
 
 __all__ = [
+    "DTYPES",
     "Axis",
     "BufferDecl",
+    "Parameter",
     "Statement",
     "StatementError",
     "UnknownWorkloadError",
     "Workload",
+    "WorkloadConstructor",
     "bias_add",
+    "constructor",
+    "constructors",
     "conv2d",
     "copy",
+    "format_value",
     "from_key",
     "key_distance",
     "matmul",
     "max_pool2d",
     "parse_key",
+    "parse_params",
     "parse_statement",
+    "register",
     "relu",
     "sum",
     "transpose",

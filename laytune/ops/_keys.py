@@ -1,20 +1,20 @@
 """Workload keys read back: the operator, its parameters and dtype.
 
 A key is what :meth:`Workload.define` writes, ``name(p=v,...;dtype)`` with
-tuples written ``4x8``. :func:`from_key` rebuilds a library workload from its
-key (records and frozen files name workloads by key), and :func:`key_distance`
-says how far apart two shapes of one operator are (warm starts use it).
+tuples written ``4x8``. :func:`from_key` rebuilds a registered workload from
+its key (records and frozen files name workloads by key), and
+:func:`key_distance` says how far apart two shapes of one operator are
+(warm starts use it). Both read the workload registry
+(:func:`laytune.ops.register`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
 
 from laytune.exceptions import UnknownWorkloadError
-from laytune.ops import _library as lib
+from laytune.ops._registry import ParamValue, constructors, parse_params
 from laytune.ops._workload import Workload
 
 __all__ = ["UnknownWorkloadError", "from_key", "key_distance", "parse_key"]
@@ -22,64 +22,47 @@ __all__ = ["UnknownWorkloadError", "from_key", "key_distance", "parse_key"]
 _KEY = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<params>[^;()]*);(?P<dtype>[a-z0-9]+)\)$")
 
 
-def parse_key(key: str) -> tuple[str, dict[str, tuple[int, ...] | int], str]:
-    """(operator, parameters, dtype) of a library workload key."""
+def _split(key: str) -> tuple[str, dict[str, str], str]:
     match = _KEY.match(key.strip())
     if match is None:
         raise UnknownWorkloadError(f"not a workload key: {key!r} (expected name(p=v,...;dtype))")
-    params: dict[str, tuple[int, ...] | int] = {}
-    text = match["params"]
-    for part in text.split(",") if text else ():
-        name, sep, value = part.partition("=")
+    return match["name"], parse_params(match["params"], f"workload key {key!r}"), match["dtype"]
+
+
+def parse_key(key: str) -> tuple[str, dict[str, ParamValue], str]:
+    """(operator, parameters, dtype) of a workload key.
+
+    A registered operator's parameters are typed as it declares them (a
+    tuple parameter stays a tuple when it has one element); any other
+    operator's values are tuples where the key writes ``x``, else ints.
+    """
+    name, texts, dtype = _split(key)
+    entry = constructors().get(name)
+    params: dict[str, ParamValue] = {}
+    for param, text in texts.items():
+        if entry is not None and any(p.name == param for p in entry.parameters):
+            params[param] = entry.parameter(param).parse(text)
+            continue
         try:
-            numbers = tuple(int(v) for v in value.split("x"))
+            numbers = tuple(int(v) for v in text.split("x"))
         except ValueError:
-            raise UnknownWorkloadError(f"workload key {key!r}: bad value {part!r}") from None
-        if not sep or not numbers:
-            raise UnknownWorkloadError(f"workload key {key!r}: bad parameter {part!r}")
-        params[name] = numbers if "x" in value else numbers[0]
-    return match["name"], params, match["dtype"]
-
-
-def _tuple(value: Any) -> tuple[int, ...]:
-    return value if isinstance(value, tuple) else (value,)
-
-
-_BUILDERS: Mapping[str, Callable[[dict[str, Any], str], Workload]] = {
-    "copy": lambda p, d: lib.copy(_tuple(p["shape"]), d),
-    "transpose": lambda p, d: lib.transpose(_tuple(p["shape"]), _tuple(p["perm"]), d),
-    "relu": lambda p, d: lib.relu(_tuple(p["shape"]), d),
-    "bias_add": lambda p, d: lib.bias_add(_tuple(p["shape"]), p["axis"], d),
-    "sum": lambda p, d: lib.sum(_tuple(p["shape"]), _tuple(p["axes"]), d),
-    "max_pool2d": lambda p, d: lib.max_pool2d(
-        p["n"], p["c"], p["h"], p["w"], p["kernel"], p["stride"], d
-    ),
-    "matmul": lambda p, d: lib.matmul(p["M"], p["N"], p["K"], d),
-    "conv2d": lambda p, d: lib.conv2d(
-        p["batch"],
-        p["in_channels"],
-        p["height"],
-        p["width"],
-        p["filters"],
-        p["kernel"],
-        p["stride"],
-        p["padding"],
-        d,
-    ),
-}
+            raise UnknownWorkloadError(f"workload key {key!r}: bad value {text!r}") from None
+        params[param] = numbers if "x" in text else numbers[0]
+    return name, params, dtype
 
 
 def from_key(key: str) -> Workload:
-    """The library workload whose key is ``key`` (checked: same key back)."""
+    """The registered workload whose key is ``key`` (checked: same key back)."""
     name, params, dtype = parse_key(key)
-    if name not in _BUILDERS:
+    if name not in constructors():
         raise UnknownWorkloadError(
-            f"workload key {key!r} names no library operator (known: {', '.join(_BUILDERS)})"
+            f"workload key {key!r} names no registered operator "
+            f"(known: {', '.join(constructors())})"
         )
     try:
-        workload = _BUILDERS[name](params, dtype)
-    except (KeyError, TypeError) as err:
-        raise UnknownWorkloadError(f"workload key {key!r} lacks parameter {err}") from None
+        workload = constructors()[name].build(params, dtype)
+    except UnknownWorkloadError as err:
+        raise UnknownWorkloadError(f"workload key {key!r}: {err}") from None
     if workload.key != key.strip():
         raise UnknownWorkloadError(f"workload key {key!r} rebuilds as {workload.key!r}")
     return workload
@@ -87,8 +70,10 @@ def from_key(key: str) -> Workload:
 
 def key_distance(a: str, b: str) -> float:
     """How far apart two shapes of one operator are: the sum of |log ratio| of
-    their numeric parameters; ``inf`` for different operators, dtypes, or
-    parameters that must match (permutations, axes, ranks)."""
+    their size parameters; ``inf`` for different operators, dtypes, ranks or
+    structural parameters (permutations, axes; see
+    :class:`laytune.ops.Parameter`). Keys of an operator that is not
+    registered are 0 apart when equal, else ``inf``."""
     try:
         name_a, params_a, dtype_a = parse_key(a)
         name_b, params_b, dtype_b = parse_key(b)
@@ -96,15 +81,21 @@ def key_distance(a: str, b: str) -> float:
         return math.inf
     if (name_a, dtype_a, params_a.keys()) != (name_b, dtype_b, params_b.keys()):
         return math.inf
+    entry = constructors().get(name_a)
+    if entry is None:
+        return 0.0 if params_a == params_b else math.inf
     distance = 0.0
-    for name, value_a in params_a.items():
-        va, vb = _tuple(value_a), _tuple(params_b[name])
-        if len(va) != len(vb):
-            return math.inf
-        if name in ("perm", "axes", "axis"):
-            if va != vb:
+    for param, value_a in params_a.items():
+        value_b = params_b[param]
+        declared = any(p.name == param for p in entry.parameters)
+        if not declared or entry.parameter(param).structural:
+            if value_a != value_b:
                 return math.inf
             continue
+        va = value_a if isinstance(value_a, tuple) else (value_a,)
+        vb = value_b if isinstance(value_b, tuple) else (value_b,)
+        if len(va) != len(vb):
+            return math.inf
         for x, y in zip(va, vb, strict=True):
             if (x <= 0) != (y <= 0):
                 return math.inf

@@ -3,6 +3,9 @@
 Axis order is loop-nest order: the last spatial axis is the innermost (the
 one that vectors and register tiles run along), so every constructor lists
 the output's axes in the output's row-major order.
+
+Every constructor is registered (:func:`laytune.ops.register`): its
+parameter names are the names its key writes.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from laytune.exceptions import StatementError
+from laytune.ops._registry import register
 from laytune.ops._workload import Workload
 
 __all__ = [
@@ -46,6 +50,7 @@ def _offset(axis: str, stride: int, window: str, shift: int) -> str:
     return text
 
 
+@register(example={"shape": (512, 512)})
 def copy(shape: Sequence[int], dtype: str = "float32") -> Workload:
     """``Y = X``."""
     shape = _shape(shape)
@@ -61,10 +66,14 @@ def copy(shape: Sequence[int], dtype: str = "float32") -> Workload:
     )
 
 
-def transpose(shape: Sequence[int], perm: Sequence[int], dtype: str = "float32") -> Workload:
-    """``Y = X.transpose(perm)`` for any permutation of the axes of ``shape``."""
+@register(example={"shape": (512, 512), "perm": (1, 0)}, structural=("perm",), demo=True)
+def transpose(
+    shape: Sequence[int], perm: Sequence[int] | None = None, dtype: str = "float32"
+) -> Workload:
+    """``Y = X.transpose(perm)`` for any permutation of the axes of ``shape``
+    (default: the axes reversed, as numpy's)."""
     shape = _shape(shape)
-    perm = tuple(int(p) for p in perm)
+    perm = tuple(reversed(range(len(shape)))) if perm is None else tuple(int(p) for p in perm)
     if sorted(perm) != list(range(len(shape))):
         raise StatementError(
             f"perm {perm} is not a permutation of the {len(shape)} axes of {shape}"
@@ -84,6 +93,7 @@ def transpose(shape: Sequence[int], perm: Sequence[int], dtype: str = "float32")
     )
 
 
+@register(example={"shape": (1, 64, 56, 56), "axis": 1}, structural=("axis",))
 def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Workload:
     """``Y = X + B`` with ``B`` of shape ``(shape[axis],)`` broadcast along the other axes."""
     shape = _shape(shape)
@@ -102,6 +112,7 @@ def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Wor
     )
 
 
+@register(example={"shape": (512, 512)})
 def relu(shape: Sequence[int], dtype: str = "float32") -> Workload:
     """``Y = max(X, 0)``."""
     shape = _shape(shape)
@@ -117,6 +128,7 @@ def relu(shape: Sequence[int], dtype: str = "float32") -> Workload:
     )
 
 
+@register(example={"shape": (512, 512), "axes": (1,)}, structural=("axes",))
 def sum(shape: Sequence[int], axes: Sequence[int], dtype: str = "float32") -> Workload:
     """``Y = X.sum(axis=axes)``; at least one axis must remain."""
     shape = _shape(shape)
@@ -138,6 +150,7 @@ def sum(shape: Sequence[int], axes: Sequence[int], dtype: str = "float32") -> Wo
     )
 
 
+@register(example={"n": 1, "c": 64, "h": 56, "w": 56, "kernel": 2, "stride": 2})
 def max_pool2d(
     n: int, c: int, h: int, w: int, kernel: int, stride: int, dtype: str = "float32"
 ) -> Workload:
@@ -156,22 +169,39 @@ def max_pool2d(
     )
 
 
-def matmul(m: int, n: int, k: int, dtype: str = "float32") -> Workload:
-    """``C[i, j] += A[i, k] * B[k, j]``; offers 16 x 16 (or the largest of 8, 4
-    dividing every extent) tiles of A and B for ``__local`` staging."""
-    tile = next((t for t in (16, 8, 4) if m % t == 0 and n % t == 0 and k % t == 0), None)
+@register(example={"M": 128, "N": 128, "K": 128}, demo=True)
+def matmul(M: int, N: int, K: int, dtype: str = "float32") -> Workload:
+    """``C[i, j] += A[i, k] * B[k, j]`` for ``A`` of shape (M, K) and ``B``
+    of shape (K, N).
+
+    Offers 16 x 16 (or the largest of 8, 4 dividing every extent) tiles of A
+    and B for ``__local`` staging.
+    """
+    tile = next((t for t in (16, 8, 4) if M % t == 0 and N % t == 0 and K % t == 0), None)
     tiles = {"A": (tile, tile), "B": (tile, tile)} if tile else None
     return Workload.define(
         "matmul",
         "C[i, j] += A[i, k] * B[k, j]",
-        {"i": m, "j": n, "k": k},
-        {"A": (m, k), "B": (k, n)},
+        {"i": M, "j": N, "k": K},
+        {"A": (M, K), "B": (K, N)},
         dtype,
-        params={"M": m, "N": n, "K": k},
+        params={"M": M, "N": N, "K": K},
         local_tiles=tiles,
     )
 
 
+@register(
+    example={
+        "batch": 1,
+        "in_channels": 32,
+        "height": 28,
+        "width": 28,
+        "filters": 32,
+        "kernel": 3,
+        "stride": 1,
+        "padding": 1,
+    }
+)
 def conv2d(
     batch: int,
     in_channels: int,

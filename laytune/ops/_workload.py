@@ -26,6 +26,7 @@ import numpy as np
 from laytune.exceptions import StatementError, UnknownNameError
 from laytune.layout import Expr, Var
 from laytune.layout._expr import bounds, evaluate, to_text
+from laytune.ops._registry import format_value
 from laytune.ops._statement import (
     BinaryOp,
     Literal,
@@ -37,8 +38,9 @@ from laytune.ops._statement import (
     parse_statement,
 )
 
-__all__ = ["Axis", "BufferDecl", "Workload"]
+__all__ = ["DTYPES", "Axis", "BufferDecl", "Workload"]
 
+#: The element types a workload may have.
 DTYPES = ("float32", "float16")
 
 
@@ -174,7 +176,7 @@ class Workload:
             shapes = ",".join(f"{b.name}{list(b.shape)}" for b in buffers)
             key = f"{name}({shapes};{dtype})"
         else:
-            args = ",".join(f"{k}={_key_value(v)}" for k, v in params.items())
+            args = ",".join(f"{k}={format_value(v)}" for k, v in params.items())
             key = f"{name}({args};{dtype})"
         tiles = tuple(
             sorted((str(b), tuple(int(t) for t in s)) for b, s in (local_tiles or {}).items())
@@ -286,12 +288,6 @@ class Workload:
                 np.maximum(acc, term, out=acc)
         assert acc is not None
         return {out.name: acc.astype(out.dtype)}
-
-
-def _key_value(v: Any) -> str:
-    if isinstance(v, (tuple, list)):
-        return "x".join(str(x) for x in v)
-    return str(v)
 
 
 def _count_ops(value: Value) -> int:
