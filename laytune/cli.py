@@ -1,24 +1,34 @@
 """The ``laytune`` command line.
 
-Commands: ``devices``, ``tune``, ``records``, ``show``, ``freeze``,
-``export``, ``plot``. Each is a thin shell over the Python API.
+Commands: ``devices``, ``tune``, ``workloads``, ``records``, ``show``,
+``freeze``, ``export``, ``plot``. Each is a thin shell over the Python API.
 
 Exit codes scripts can rely on: 0 success; 1 the command ran but found
-nothing (no verified candidate, no matching record); 2 a user mistake (bad
-arguments, unknown device or record, unreadable database or file: one line
-on stderr, no traceback); 130 interrupted (Ctrl-C; tuning keeps every
+nothing (no verified candidate, no matching workload or record, no such
+record id, no records database or frozen file at the path given: the
+read-only commands never create one); 2 a user mistake (bad arguments,
+unknown device or operator, a database or file that cannot be read: one
+line on stderr, no traceback); 130 interrupted (Ctrl-C; tuning keeps every
 finished record).
+
+Tables fit the terminal's width (``COLUMNS`` when set, else 80 columns when
+the output is not a terminal); ``--format csv|json|jsonl`` give every column.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import LaytuneError, NotFoundError
 
 __all__ = ["main"]
 
@@ -124,64 +134,265 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     return status
 
 
-_TABLE_COLUMNS = ("record_id", "op", "status", "time_ms", "speedup", "trial", "layouts")
+# -- tables -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    field: str
+    numeric: bool = False
+    shrink: int | None = None  # narrowest width when the terminal is narrow (None: never)
+    wide: bool = False  # long text, folded onto more lines rather than cut
+    drop: int = 0  # left out, lowest first, when even the narrowest widths do not fit (0: never)
+
+
+#: Folded columns give way first, down to this width, before names are cut.
+_FOLD_WIDTH = 24
+
+
+def _widths(rows: Sequence[dict[str, str]], columns: Sequence[_Column], total: int) -> list[int]:
+    """Column widths that fit ``total`` characters with two spaces between
+    columns: the natural widths; then, while too wide, the widest folded
+    column down to :data:`_FOLD_WIDTH`, the widest cut column down to its
+    ``shrink`` width, and the folded columns down to theirs. Numbers are
+    never narrowed."""
+    widths = [max([len(c.header)] + [len(row[c.field]) for row in rows]) for c in columns]
+    room = total - 2 * (len(columns) - 1)
+    stages = (
+        [(k, _FOLD_WIDTH) for k, c in enumerate(columns) if c.wide and c.shrink is not None],
+        [(k, c.shrink) for k, c in enumerate(columns) if not c.wide and c.shrink is not None],
+        [(k, c.shrink) for k, c in enumerate(columns) if c.wide and c.shrink is not None],
+    )
+    for stage in stages:
+        while sum(widths) > room:
+            narrowable = [(k, low) for k, low in stage if widths[k] > low]
+            if not narrowable:
+                break
+            widest = max(narrowable, key=lambda item: widths[item[0]])[0]
+            widths[widest] -= 1
+    return widths
+
+
+def _cell_lines(text: str, width: int, column: _Column) -> list[str]:
+    if column.wide:
+        return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+    return [text if len(text) <= width else text[: width - 1] + "…"]
+
+
+def _print_table(rows: Sequence[dict[str, str]], columns: Sequence[_Column]) -> None:
+    """Rows as an aligned table as wide as the terminal (see the module doc):
+    numbers are never cut, names are cut with an ellipsis, long text is
+    folded onto more lines; on a terminal too narrow even for that, the
+    columns that can go (``drop``) go."""
+    total = shutil.get_terminal_size().columns
+    widths = _widths(rows, columns, total)
+    droppable = sorted((c for c in columns if c.drop), key=lambda c: c.drop)
+    while sum(widths) + 2 * (len(columns) - 1) > total and droppable:
+        gone = droppable.pop(0)
+        columns = [c for c in columns if c is not gone]
+        widths = _widths(rows, columns, total)
+    header = {c.field: c.header for c in columns}
+    for row in (header, *rows):
+        cells = [_cell_lines(row[c.field], w, c) for c, w in zip(columns, widths, strict=True)]
+        for line in range(max(len(lines) for lines in cells)):
+            parts = []
+            for column, width, lines in zip(columns, widths, cells, strict=True):
+                text = lines[line] if line < len(lines) else ""
+                parts.append(text.rjust(width) if column.numeric else text.ljust(width))
+            print("  ".join(parts).rstrip())
+
+
+def _ms(value: Any) -> str:
+    return "-" if _missing(value) else f"{float(value) * 1e3:.4g}"
+
+
+def _times(value: Any) -> str:
+    return "-" if _missing(value) else f"{float(value):.2f}x"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _layouts_text(record: Any) -> str:
+    """The buffers not in their identity layout, described briefly."""
+    changed = [
+        f"{name}: {layout.describe()}"
+        for name, layout in record.candidate.layouts
+        if not layout.is_identity
+    ]
+    return "; ".join(changed) or "identity"
+
+
+def _write_json(items: Sequence[dict[str, Any]], lines: bool) -> None:
+    if lines:
+        for item in items:
+            print(json.dumps(item, sort_keys=True))
+    else:
+        json.dump(list(items), sys.stdout, indent=1, sort_keys=True)
+        print()
+
+
+def _open_existing(url: str) -> Any:
+    """The records database at ``url``; NotFoundError (exit 1) when there is none."""
+    from laytune.records import open_database
+
+    return open_database(url, create=False)
+
+
+def _workload_keys(db: Any, args: argparse.Namespace) -> list[str] | None:
+    """The keys ``--workload`` and ``--shape`` select (None: no selection)."""
+    from laytune.records import match_workloads
+
+    if args.workload is None and args.shape is None:
+        return None
+    return match_workloads(db, args.workload, args.shape)
+
+
+def _cmd_workloads(args: argparse.Namespace) -> int:
+    from laytune.records import workloads_dataframe
+
+    db = _open_existing(args.db)
+    frame = workloads_dataframe(db)
+    keys = _workload_keys(db, args)
+    if keys is not None:
+        frame = frame[frame["workload_key"].isin(keys)]
+    if frame.empty:
+        print(f"no records in {db.safe_url}", file=sys.stderr)
+        return EXIT_NO_RESULT
+    if args.format == "csv":
+        frame.to_csv(sys.stdout, index=False)
+    elif args.format in ("json", "jsonl"):
+        items = [
+            {k: None if _missing(v) else v for k, v in item.items()}  # JSON has no NaN
+            for item in frame.to_dict(orient="records")
+        ]
+        _write_json(items, lines=args.format == "jsonl")
+    else:
+        rows = [
+            {
+                "op": row.op,
+                "shape": row.shape,
+                "device": row.device_name or row.device_key,
+                "counts": f"{row.ok}/{row.records}",
+                "best": "-" if _missing(row.best_record_id) else str(int(row.best_record_id)),
+                "time": _ms(row.best_time_s),
+                "speedup": _times(row.speedup),
+                "layout_speedup": _times(row.layout_speedup),
+                "key": row.workload_key,
+            }
+            for row in frame.itertuples()
+        ]
+        _print_table(rows, _WORKLOAD_TABLE)
+    return EXIT_OK
+
+
+_WORKLOAD_TABLE = (
+    _Column("workload", "op", shrink=8),
+    _Column("shape", "shape", shrink=9),
+    _Column("device", "device", shrink=8, drop=1),
+    _Column("ok/all", "counts", numeric=True),
+    _Column("best", "best", numeric=True),
+    _Column("ms", "time", numeric=True),
+    _Column("base", "speedup", numeric=True),
+    _Column("layout", "layout_speedup", numeric=True),
+    _Column("key", "key", shrink=8, wide=True, drop=2),
+)
+
+_RECORD_TABLE = (
+    _Column("id", "id", numeric=True),
+    _Column("workload", "op", shrink=8),
+    _Column("shape", "shape", shrink=9),
+    _Column("device", "device", shrink=8, drop=1),
+    _Column("status", "status", shrink=6),
+    _Column("ms", "time", numeric=True),
+    _Column("base", "speedup", numeric=True),
+    _Column("layout", "layout_speedup", numeric=True),
+    _Column("buffers", "layouts", shrink=10, wide=True, drop=2),
+)
+
+#: What the columns of the tables mean.
+_TABLE_EPILOG = (
+    "ms: the ranking time in milliseconds; base: the speed-up over the baseline candidate "
+    "(identity layouts, baseline knobs), what the whole candidate bought; layout: the "
+    "speed-up over identity layouts with the same knobs, what the layouts alone bought; "
+    "buffers: those not in their identity layout; ok/all: verified and all records. "
+    "Tables fit the terminal width; csv and json give every column."
+)
 
 
 def _cmd_records(args: argparse.Namespace) -> int:
-    from laytune.records import open_database, records_dataframe
+    from laytune.records import records_dataframe, reference_records, select_records
 
-    db = open_database(args.db)
-    filters = {"workload": args.workload, "device": args.device, "op": args.op}
-    records = db.best_records(**filters) if args.best else db.records(**filters, status=args.status)
+    db = _open_existing(args.db)
+    keys = _workload_keys(db, args)
+    records = select_records(
+        db, keys, best=args.best, device=args.device, status=args.status, op=args.op
+    )
     if args.limit is not None:
         records = records[-args.limit :]
     if not records:
         print(f"no matching records in {db.safe_url}", file=sys.stderr)
         return EXIT_NO_RESULT
-    if args.format == "json":
-        for record in records:
-            print(record.dumps())
+    if args.format in ("json", "jsonl"):
+        _write_json([record.to_json() for record in records], lines=args.format == "jsonl")
         return EXIT_OK
-    if args.best:  # speed-ups need each workload's baseline, which is not a best
-        frame = db.to_dataframe(**filters)
-        frame = frame[frame["record_id"].isin([r.id for r in records])]
-    else:
-        frame = records_dataframe(records)
+    # speed-ups are against references the selection may have left out
+    frame = records_dataframe(records, reference_records(db, records))
     if args.format == "csv":
         frame.to_csv(sys.stdout, index=False)
         return EXIT_OK
-    frame["time_ms"] = frame["time_s"] * 1e3
-    layout_cols = [c for c in frame.columns if c.startswith("layout.")]
-    frame["layouts"] = frame[layout_cols].apply(
-        lambda row: "; ".join(
-            f"{c[len('layout.') :]}: {v}" for c, v in row.items() if isinstance(v, str)
-        ),
-        axis=1,
-    )
-    with _pandas_display():
-        print(frame[list(_TABLE_COLUMNS)].to_string(index=False, float_format="{:.4g}".format))
+    rows = [
+        {
+            "id": str(record.id),
+            "op": record.op,
+            "shape": row.shape,
+            "device": record.device_name or record.device_key,
+            "status": record.status,
+            "time": _ms(row.time_s),
+            "speedup": _times(row.speedup),
+            "layout_speedup": _times(row.layout_speedup),
+            "layouts": _layouts_text(record),
+        }
+        for record, row in zip(records, frame.itertuples(), strict=True)
+    ]
+    _print_table(rows, _RECORD_TABLE)
     return EXIT_OK
 
 
-def _pandas_display() -> Any:
-    import pandas as pd
-
-    return pd.option_context("display.max_colwidth", 120, "display.width", 200)
-
-
 def _cmd_show(args: argparse.Namespace) -> int:
-    from laytune.records import open_database
+    import numpy as np
 
-    record = open_database(args.db).get(args.record)
-    print(f"record {record.id}: {record.workload_key} on {record.device_name or record.device_key}")
+    from laytune.ops import short_key
+    from laytune.records import reference_times
+    from laytune.search import speedup_text
+
+    db = _open_existing(args.db)
+    record = db.get(args.record)
+    print(
+        f"record {record.id}: {short_key(record.workload_key)} on "
+        f"{record.device_name or record.device_key}"
+    )
+    print(f"  workload {record.workload_key}, device key {record.device_key}")
     print(
         f"  status {record.status}" + (f": {record.error_message}" if record.error_message else "")
     )
     if record.value_s is not None:
-        times = ", ".join(f"{t * 1e3:.4f}" for t in record.event_times_s)
-        print(f"  {record.statistic} {record.value_s * 1e3:.4f} ms over repeats [{times}] ms")
+        times = np.asarray(record.event_times_s, dtype=float) * 1e3
+        q1, q3 = np.percentile(times, [25, 75]) if len(times) else (math.nan, math.nan)
+        print(
+            f"  {record.statistic} {record.value_s * 1e3:.4f} ms, min {times.min():.4f} ms, "
+            f"IQR {q3 - q1:.4f} ms over {len(times)} repeats"
+        )
+        print("  repeats [" + ", ".join(f"{t:.4f}" for t in times) + "] ms")
         if record.abandoned:
             print("  abandoned after its first repeats: clearly slower than the best")
+        references = db.records(workload=record.workload_key, device=record.device_key, status="ok")
+        baseline, twin = reference_times(references, record.candidate)
+        for reference, what in ((baseline, "over the baseline"), (twin, "from the layouts")):
+            ratio = None if reference is None else reference.value_s / record.value_s
+            print("  " + speedup_text(ratio, reference, what))
     if record.max_error is not None:
         print(f"  max error vs numpy {record.max_error:.3g}")
     print(f"  study {record.study!r}, trial {record.trial}, laytune {record.laytune_version}")
@@ -197,21 +408,33 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_freeze(args: argparse.Namespace) -> int:
-    from laytune.records import freeze, load_frozen, open_database
+    from laytune.ops import short_key
+    from laytune.records import freeze, load_frozen
 
-    db = open_database(args.db)
+    db = _open_existing(args.db)
     if not db.best_records(device=args.device):
         print(f"no verified record in {db.safe_url} to freeze", file=sys.stderr)
         return EXIT_NO_RESULT
-    path = freeze(db, args.out, workloads=args.workload or None, device=args.device)
+    keys = None
+    if args.workload:
+        keys = sorted({key for name in args.workload for key in _match(db, name)})
+    path = freeze(db, args.out, workloads=keys, device=args.device)
     frozen = load_frozen(path)
     print(f"froze {len(frozen)} workload(s) into {path}")
     for entry in frozen:
-        ratio = f"{entry.speedup:.2f}x over identity" if entry.speedup else "no baseline"
+        base = _times(entry.speedup)
+        layouts = _times(entry.layout_speedup)
         print(
-            f"  {entry.workload_key} on {entry.device_name}: {entry.time_s * 1e3:.4f} ms ({ratio})"
+            f"  {short_key(entry.workload_key)} on {entry.device_name}: "
+            f"{entry.time_s * 1e3:.4f} ms, {base} over the baseline, {layouts} from the layouts"
         )
     return EXIT_OK
+
+
+def _match(db: Any, name: str) -> list[str]:
+    from laytune.records import match_workloads
+
+    return match_workloads(db, name)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -225,9 +448,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from laytune import plots
-    from laytune.records import open_database
+    from laytune.records import records_dataframe, reference_records, select_records
 
-    db = open_database(args.db)
+    db = _open_existing(args.db)
     options: dict[str, Any] = {}
     if args.kind == "address-map":
         if args.record is None or args.buffer is None:
@@ -235,7 +458,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         layout = db.get(args.record).candidate.layout(args.buffer)
         figure = plots.plot(args.kind, layout)
     else:
-        frame = db.to_dataframe(workload=args.workload, op=args.op)
+        records = select_records(db, _workload_keys(db, args), op=args.op)
+        frame = records_dataframe(records, reference_records(db, records))
         if frame.empty:
             print(f"no matching records in {db.safe_url}", file=sys.stderr)
             return EXIT_NO_RESULT
@@ -256,7 +480,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="laytune",
         description="Search memory layouts of OpenCL kernels, keep every measurement, "
         "freeze the best layouts.",
-        epilog="exit codes: 0 ok, 1 nothing found, 2 user error, 130 interrupted. "
+        epilog="exit codes: 0 ok, 1 nothing found (also: no such database, record or file), "
+        "2 user error, 130 interrupted. "
         "The database defaults to $LAYTUNE_DB or sqlite:///laytune.db.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -301,14 +526,35 @@ def _parser() -> argparse.ArgumentParser:
     db_option(tune)
     tune.set_defaults(run=_cmd_tune)
 
-    records = commands.add_parser("records", help="list records")
+    def workload_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--workload",
+            metavar="NAME",
+            help="operator (matmul), workload key or its prefix, or 'matmul 256x256x256'",
+        )
+        sub.add_argument("--shape", metavar="SHAPE", help="shape as listed: 256x256x256")
+
+    formats = ("table", "csv", "json", "jsonl")
+    format_help = "table (fits the terminal), csv, json (one array) or jsonl (JSON Lines)"
+
+    workloads = commands.add_parser(
+        "workloads",
+        help="list the workloads with records: counts, best time, speed-ups",
+        epilog=_TABLE_EPILOG,
+    )
+    workload_options(workloads)
+    workloads.add_argument("--format", choices=formats, default="table", help=format_help)
+    db_option(workloads)
+    workloads.set_defaults(run=_cmd_workloads)
+
+    records = commands.add_parser("records", help="list records", epilog=_TABLE_EPILOG)
     records.add_argument("--best", action="store_true", help="best per workload and device")
-    records.add_argument("--workload", help="workload key")
+    workload_options(records)
     records.add_argument("--op", help="operator name")
     records.add_argument("--device", help="device key")
     records.add_argument("--status", help="ok, rejected, build, run, timeout, wrong_result, ...")
     records.add_argument("--limit", type=_positive, help="only the last N")
-    records.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    records.add_argument("--format", choices=formats, default="table", help=format_help)
     db_option(records)
     records.set_defaults(run=_cmd_records)
 
@@ -320,7 +566,9 @@ def _parser() -> argparse.ArgumentParser:
 
     freeze = commands.add_parser("freeze", help="write the best layouts to a frozen file")
     freeze.add_argument("--out", default="laytune-frozen.json", help="(laytune-frozen.json)")
-    freeze.add_argument("--workload", action="append", help="only this workload key")
+    freeze.add_argument(
+        "--workload", action="append", metavar="NAME", help="only this workload (repeatable)"
+    )
     freeze.add_argument("--device", help="only this device key")
     db_option(freeze)
     freeze.set_defaults(run=_cmd_freeze)
@@ -335,7 +583,7 @@ def _parser() -> argparse.ArgumentParser:
         "kind", choices=("convergence", "families", "speedup", "pareto", "address-map")
     )
     plot.add_argument("--out", required=True, help="image file (.png, .svg, .pdf)")
-    plot.add_argument("--workload", help="workload key")
+    workload_options(plot)
     plot.add_argument("--op", help="operator name")
     plot.add_argument("--record", type=int, help="address-map: the record")
     plot.add_argument("--buffer", help="address-map: the buffer")
@@ -348,6 +596,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.run(args))
+    except NotFoundError as err:  # nothing to read: no database, record or frozen file
+        print(f"laytune: {err}", file=sys.stderr)
+        return EXIT_NO_RESULT
     except LaytuneError as err:
         print(f"laytune: error: {err}", file=sys.stderr)
         return EXIT_USAGE

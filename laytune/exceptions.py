@@ -12,11 +12,13 @@ __all__ = [
     "ArgumentTypeError",
     "ConfigError",
     "DatabaseError",
+    "DatabaseNotFoundError",
     "DeviceInfoError",
     "DeviceNotFoundError",
     "ExecutionError",
     "FlowError",
     "FrozenFileError",
+    "FrozenFileNotFoundError",
     "GraphError",
     "LayoutError",
     "LayoutRejectedError",
@@ -24,9 +26,11 @@ __all__ = [
     "LaytuneError",
     "NegativeIndexError",
     "NonInjectiveLayoutError",
+    "NotFoundError",
     "PlanError",
     "PlotError",
     "RecordError",
+    "RecordNotFoundError",
     "RegistryError",
     "ShapeMismatchError",
     "StatementError",
@@ -143,16 +147,35 @@ class WorkerError(LaytuneError, RuntimeError):
 # -- records --------------------------------------------------------------------
 
 
+class NotFoundError(LaytuneError, LookupError):
+    """What was asked to be read does not exist: a record id, a records database
+    opened only to read, a frozen file. (The ``laytune`` command exits 1 on
+    these, "nothing found"; a device that matches no selection is a
+    :class:`DeviceNotFoundError`, a mistake in the selection.)"""
+
+
 class RecordError(LaytuneError, ValueError):
     """A record that is malformed, corrupt or from an unknown schema version."""
+
+
+class RecordNotFoundError(RecordError, NotFoundError):
+    """No record with the given id in a database."""
 
 
 class DatabaseError(LaytuneError):
     """A records database that cannot be opened or used; the URL is shown without password."""
 
 
+class DatabaseNotFoundError(DatabaseError, NotFoundError):
+    """A records database opened to read that does not exist (nothing was created)."""
+
+
 class FrozenFileError(LaytuneError, ValueError):
     """A frozen-layouts file that is truncated, from a newer schema, or for another device."""
+
+
+class FrozenFileNotFoundError(FrozenFileError, NotFoundError):
+    """No frozen-layouts file at the given path."""
 
 
 # -- search, planning, figures ----------------------------------------------------

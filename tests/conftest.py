@@ -1,11 +1,27 @@
-"""Shared fixtures: an OpenCL context on the device laytune picks by default.
+"""Shared fixtures: an OpenCL context on the device laytune picks by default,
+and a PostgreSQL server on loopback.
 
-That is the first device here that builds a kernel (PoCL or Intel's CPU
+The device is the first one here that builds a kernel (PoCL or Intel's CPU
 runtime, both installed from PyPI), so these tests run everywhere and nothing
 is skipped. ``LAYTUNE_DEVICE`` selects another one.
+
+The PostgreSQL server for the multi-host tests is started from the
+PostgreSQL binaries installed on the machine (``.ci/run`` installs Debian's
+``postgresql`` package when they are missing) in a temporary folder, on a
+free port, and stopped after the session. As root it runs as the
+``postgres`` user, since PostgreSQL refuses root.
 """
 
 from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pyopencl as cl
 import pytest
@@ -31,3 +47,51 @@ def cl_context(cl_device: cl.Device) -> cl.Context:
 @pytest.fixture(scope="session")
 def cl_queue(cl_context: cl.Context) -> cl.CommandQueue:
     return cl.CommandQueue(cl_context)
+
+
+def _pg_bin() -> Path | None:
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    return Path(versions[-1]).parent if versions else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    bin_dir = _pg_bin()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server binaries (pg_ctl); .ci/run installs Debian's postgresql")
+    pytest.importorskip("psycopg", reason="psycopg is in the 'test' extra")
+    # not under pytest's base temp: that folder is private to the user, and
+    # the server may run as another user
+    folder = Path(tempfile.mkdtemp(prefix="laytune-postgres-"))
+    data, sockets = folder / "data", folder / "sockets"
+    sockets.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        prefix = ["runuser", "-u", "postgres", "--"]
+        shutil.chown(folder, "postgres")
+        shutil.chown(sockets, "postgres")
+    port = _free_port()
+
+    def run(*args: str) -> None:
+        done = subprocess.run([*prefix, *args], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args[:1])} failed: {done.stderr or done.stdout}")
+
+    run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "laytune")
+    options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
+    log = folder / "server.log"
+    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start")
+    try:
+        yield f"postgresql+psycopg://laytune@127.0.0.1:{port}/postgres"
+    finally:
+        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(folder, ignore_errors=True)

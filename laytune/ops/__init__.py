@@ -12,7 +12,7 @@ here: every other layout is a candidate the search chooses.
 from __future__ import annotations
 
 from laytune.exceptions import StatementError, UnknownWorkloadError
-from laytune.ops._keys import from_key, key_distance, parse_key
+from laytune.ops._keys import from_key, key_distance, parse_key, shape_text, short_key
 from laytune.ops._library import (
     bias_add,
     conv2d,
@@ -60,6 +60,8 @@ __all__ = [
     "parse_statement",
     "register",
     "relu",
+    "shape_text",
+    "short_key",
     "sum",
     "transpose",
 ]

@@ -14,10 +14,17 @@ import math
 import re
 
 from laytune.exceptions import UnknownWorkloadError
-from laytune.ops._registry import ParamValue, constructors, parse_params
+from laytune.ops._registry import ParamValue, constructors, format_value, parse_params
 from laytune.ops._workload import Workload
 
-__all__ = ["UnknownWorkloadError", "from_key", "key_distance", "parse_key"]
+__all__ = [
+    "UnknownWorkloadError",
+    "from_key",
+    "key_distance",
+    "parse_key",
+    "shape_text",
+    "short_key",
+]
 
 _KEY = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\((?P<params>[^;()]*);(?P<dtype>[a-z0-9]+)\)$")
 
@@ -49,6 +56,49 @@ def parse_key(key: str) -> tuple[str, dict[str, ParamValue], str]:
             raise UnknownWorkloadError(f"workload key {key!r}: bad value {text!r}") from None
         params[param] = numbers if "x" in text else numbers[0]
     return name, params, dtype
+
+
+#: Parameters that are not extents of the data: written ``name=value`` after
+#: the shape in :func:`shape_text`.
+_SETTINGS = frozenset({"perm", "axes", "axis", "filters", "kernel", "stride", "padding"})
+
+
+def shape_text(key: str) -> str:
+    """The shape part of a workload key, the way people write it.
+
+    The extents first, joined by ``x`` (a ``shape`` parameter, else the
+    leading parameters up to the first setting), then the settings
+    (permutation, axes, kernel, stride, ...) as ``name=value``, then the dtype
+    when it is not float32: ``matmul(M=256,N=256,K=256;float32)`` gives
+    ``"256x256x256"``, ``transpose(shape=64x32,perm=1x0;float32)`` gives
+    ``"64x32 perm=1x0"``. A key that is not of that form gives its text
+    between the parentheses.
+    """
+    try:
+        _, params, dtype = parse_key(key)
+    except UnknownWorkloadError:
+        inner = key.partition("(")[2]
+        return inner[:-1] if inner.endswith(")") else inner
+    if "shape" in params:
+        extents = [format_value(params["shape"])]
+        settings = [(n, v) for n, v in params.items() if n != "shape"]
+    else:
+        names = list(params)
+        first = next((k for k, n in enumerate(names) if n in _SETTINGS), len(names))
+        extents = ["x".join(format_value(params[n]) for n in names[:first])] if first else []
+        settings = [(n, params[n]) for n in names[first:]]
+    parts = extents + [f"{name}={format_value(value)}" for name, value in settings]
+    if dtype != "float32":
+        parts.append(dtype)
+    return " ".join(parts)
+
+
+def short_key(key: str) -> str:
+    """Operator and shape of a workload key: ``"matmul 256x256x256"`` (see
+    :func:`shape_text`), for titles and tables."""
+    op = key.split("(", 1)[0]
+    shape = shape_text(key)
+    return f"{op} {shape}" if shape else op
 
 
 def from_key(key: str) -> Workload:

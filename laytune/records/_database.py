@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -34,7 +35,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from laytune.exceptions import DatabaseError, RecordError
+from laytune.exceptions import (
+    DatabaseError,
+    DatabaseNotFoundError,
+    RecordError,
+    RecordNotFoundError,
+)
 from laytune.records._record import SCHEMA_VERSION, Record
 from laytune.space import Candidate
 
@@ -123,9 +129,14 @@ class Database:
     a pandas DataFrame). A record that cannot be read back raises
     :class:`RecordError` naming its id. The URL's password is never shown:
     ``str(db)`` and every error print :attr:`safe_url`.
+
+    With ``create=False`` the database must exist already and hold laytune's
+    tables, else :class:`~laytune.exceptions.DatabaseNotFoundError` is raised
+    and nothing is created (no SQLite file appears): what read-only tools use,
+    so that a mistyped URL is an error, not a new empty database.
     """
 
-    def __init__(self, url: str | os.PathLike[str]) -> None:
+    def __init__(self, url: str | os.PathLike[str], *, create: bool = True) -> None:
         self.url = _normalise_url(url)
         try:
             parsed = sa.engine.make_url(self.url)
@@ -133,8 +144,13 @@ class Database:
             raise DatabaseError(f"not a database URL: {os.fspath(url)!r} ({err})") from None
         self.safe_url = parsed.render_as_string(hide_password=True)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if not create and self.is_sqlite:
+            self._require_sqlite_records(parsed.database)
         self._engine = self._create_engine(parsed)
         self._optuna_storage: Any = None
+        if not create and not self.is_sqlite and not self._has_records_table():
+            self._engine.dispose()
+            raise DatabaseNotFoundError(f"{self.safe_url} holds no laytune records")
         self._setup()
 
     # -- lifecycle ----------------------------------------------------------------
@@ -173,6 +189,31 @@ class Database:
             finally:
                 conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _SCHEMA_LOCK_KEY})
                 conn.commit()
+
+    def _require_sqlite_records(self, path: str | None) -> None:
+        """A SQLite file with laytune's records table, looked at read-only
+        (opening it the usual way would create the file, or switch its journal)."""
+        if not path or path == ":memory:" or not Path(path).expanduser().is_file():
+            raise DatabaseNotFoundError(
+                f"no records database at {self.safe_url} (laytune tune creates one)"
+            )
+        uri = Path(path).expanduser().resolve().as_uri() + "?mode=ro"
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+                found = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                    (_records.name,),
+                ).fetchone()
+        except sqlite3.Error as err:
+            raise DatabaseError(f"cannot open {self.safe_url}: {err}") from None
+        if found is None:
+            raise DatabaseNotFoundError(f"{self.safe_url} holds no laytune records")
+
+    def _has_records_table(self) -> bool:
+        try:
+            return bool(sa.inspect(self._engine).has_table(_records.name))
+        except SQLAlchemyError as err:
+            raise DatabaseError(f"cannot open {self.safe_url}: {_reason(err)}") from None
 
     def _setup(self) -> None:
         try:
@@ -407,7 +448,7 @@ class Database:
         query = sa.select(_records.c.id, _records.c.body).where(_records.c.id == record_id)
         found = list(self._read(query))
         if not found:
-            raise RecordError(f"no record {record_id} in {self.safe_url}")
+            raise RecordNotFoundError(f"no record {record_id} in {self.safe_url}")
         return found[0]
 
     def lookup(self, workload_key: str, device_key: str, candidate_key: str) -> Record | None:
@@ -474,10 +515,15 @@ class Database:
     # -- pandas ------------------------------------------------------------------------
     def to_dataframe(self, **filters: Any) -> Any:
         """One row per record (filters as :meth:`records`); see
-        :func:`laytune.records.records_dataframe` for the columns."""
-        from laytune.records._frame import records_dataframe
+        :func:`laytune.records.records_dataframe` for the columns. Speed-ups
+        are against the reference records of the whole database, also when
+        the filters leave them out (a study, a status, a limit)."""
+        from laytune.records._frame import records_dataframe, reference_records
 
-        return records_dataframe(self.records(**filters))
+        records = self.records(**filters)
+        narrowed = set(filters) - {"workload", "device", "op"}
+        references = reference_records(self, records) if narrowed else ()
+        return records_dataframe(records, references)
 
     # -- JSON Lines ---------------------------------------------------------------------
     def export_jsonl(self, out: str | os.PathLike[str] | IO[str], **filters: Any) -> int:
@@ -569,13 +615,18 @@ def _text_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
             raise RecordError(f"no such file: {os.fspath(source)}") from None  # type: ignore[arg-type]
 
 
-def open_database(url: str | os.PathLike[str] | Database = DEFAULT_URL) -> Database:
+def open_database(
+    url: str | os.PathLike[str] | Database = DEFAULT_URL, *, create: bool = True
+) -> Database:
     """Open (creating when needed) a records database.
 
     ``url`` is an SQLAlchemy URL (``sqlite:///laytune.db``,
     ``postgresql+psycopg://user:pass@host/db``) or a plain file path (a
-    SQLite file). An open :class:`Database` is returned as is.
+    SQLite file). An open :class:`Database` is returned as is. With
+    ``create=False`` a database that does not exist (or holds no laytune
+    tables) raises :class:`~laytune.exceptions.DatabaseNotFoundError` and
+    nothing is created.
     """
     if isinstance(url, Database):
         return url
-    return Database(url)
+    return Database(url, create=create)

@@ -1,9 +1,10 @@
 """Frozen layouts: the best verified record per (workload, device), replayable.
 
 A frozen file is small, versioned, indented JSON that a person can read:
-per entry the workload and device, the best time and its speed-up over
-identity layouts, each buffer's layout in canonical text, the candidate,
-and the generated program (source, buffers, launches). Loading it needs
+per entry the workload and device, the best time and its speed-ups (over
+the baseline candidate, and over identity layouts with the same knobs), each
+buffer's layout in canonical text, the candidate, and the generated program
+(source, buffers, launches). Loading it needs
 neither optuna nor a database: :func:`load_frozen` reads JSON, and
 :meth:`FrozenLayouts.kernel` builds the recorded source with pyopencl.
 """
@@ -21,7 +22,7 @@ from typing import Any
 from laytune import __version__
 from laytune.codegen import KernelProgram
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import FrozenFileError, LaytuneError
+from laytune.exceptions import FrozenFileError, FrozenFileNotFoundError, LaytuneError
 from laytune.runners import ProgramExecutor, as_context
 from laytune.space import Candidate
 
@@ -33,7 +34,14 @@ _FORMAT = "laytune-frozen"
 
 @dataclass(frozen=True)
 class FrozenEntry:
-    """The frozen layouts of one workload on one device."""
+    """The frozen layouts of one workload on one device.
+
+    ``speedup`` is the baseline candidate's time (identity layouts, baseline
+    knobs) over ``time_s``, what the whole candidate bought;
+    ``layout_speedup`` the time of identity layouts with the same knobs over
+    ``time_s``, what the layouts bought. Either is None when its reference
+    was not measured.
+    """
 
     workload_key: str
     device_key: str
@@ -43,6 +51,7 @@ class FrozenEntry:
     time_s: float
     speedup: float | None
     record_id: int | None
+    layout_speedup: float | None = None
 
     @property
     def layouts(self) -> dict[str, str]:
@@ -59,7 +68,8 @@ class FrozenEntry:
             "device_key": self.device_key,
             "device_name": self.device_name,
             "time_s": self.time_s,
-            "speedup_over_identity": self.speedup,
+            "speedup_over_baseline": self.speedup,
+            "speedup_over_identity_layouts": self.layout_speedup,
             "record_id": self.record_id,
             "layouts": self.layouts,
             "knobs": dict(self.candidate.knobs),
@@ -72,7 +82,9 @@ class FrozenEntry:
         try:
             candidate = Candidate.from_json(data["candidate"])
             program = KernelProgram.from_json(data["program"])
-            speedup = data.get("speedup_over_identity")
+            # "speedup_over_identity": the name files of laytune 0.1.0 give it
+            speedup = data.get("speedup_over_baseline", data.get("speedup_over_identity"))
+            layout_speedup = data.get("speedup_over_identity_layouts")
             record_id = data.get("record_id")
             return cls(
                 workload_key=str(data["workload_key"]),
@@ -83,6 +95,7 @@ class FrozenEntry:
                 time_s=float(data["time_s"]),
                 speedup=None if speedup is None else float(speedup),
                 record_id=None if record_id is None else int(record_id),
+                layout_speedup=None if layout_speedup is None else float(layout_speedup),
             )
         except (KeyError, TypeError, ValueError, LaytuneError) as err:
             raise FrozenFileError(f"{where}: malformed entry ({err})") from None
@@ -169,7 +182,7 @@ def load_frozen(path: str | os.PathLike[str]) -> FrozenLayouts:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise FrozenFileError(f"no frozen file at {where}") from None
+        raise FrozenFileNotFoundError(f"no frozen file at {where}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise FrozenFileError(f"cannot read {where}: {err}") from None
     try:
@@ -207,7 +220,7 @@ def freeze(
     Database or URL) to ``path``; optionally only some workloads (Workloads or
     keys) or one device. Raises FrozenFileError when nothing matches."""
     from laytune.records._database import open_database
-    from laytune.records._frame import is_baseline
+    from laytune.records._frame import reference_times
 
     db = open_database(database)
     wanted = None if workloads is None else {w if isinstance(w, str) else w.key for w in workloads}
@@ -216,11 +229,8 @@ def freeze(
     for best in db.best_records(device=device_key):
         if wanted is not None and best.workload_key not in wanted:
             continue
-        baseline = [
-            r.value_s
-            for r in db.records(workload=best.workload_key, device=best.device_key, status="ok")
-            if is_baseline(r)
-        ]
+        references = db.records(workload=best.workload_key, device=best.device_key, status="ok")
+        baseline, twin = reference_times(references, best.candidate)
         assert best.value_s is not None
         entries.append(
             FrozenEntry(
@@ -230,8 +240,9 @@ def freeze(
                 candidate=best.candidate,
                 program=best.kernel_program(),
                 time_s=best.value_s,
-                speedup=min(baseline) / best.value_s if baseline else None,
+                speedup=None if baseline is None else baseline.value_s / best.value_s,  # type: ignore[operator]
                 record_id=best.id,
+                layout_speedup=None if twin is None else twin.value_s / best.value_s,  # type: ignore[operator]
             )
         )
     if not entries:

@@ -49,10 +49,15 @@ class Record:
     is ``"ok"``. ``abandoned`` is true when the measurement stopped early
     because the candidate was clearly slower than the best so far (its time
     is then from the repeats it had). ``result`` holds the runner's whole
-    result (:meth:`laytune.runners.RunResult.to_json`) and ``program`` the
-    generated program (:meth:`laytune.codegen.KernelProgram.to_json`);
-    either is empty when the candidate never got that far. ``id`` is set by
-    the database.
+    result (:meth:`laytune.runners.RunResult.to_json`) and ``program``
+    the generated program (:meth:`laytune.codegen.KernelProgram.to_json`);
+    either is empty when the candidate never got that far. ``run`` names the
+    tuning job (one call of ``tune``) that wrote the record, so that a study
+    resumed several times can be told apart by run. ``started_at`` is when
+    the candidate's measurement began (``time.time()``; its compilation's
+    start for a build failure; ``None`` when it never reached the compiler)
+    and ``created_at`` when the record was made, for a measured candidate
+    the end of its measurement. ``id`` is set by the database.
     """
 
     workload_key: str
@@ -73,7 +78,9 @@ class Record:
     study: str = ""
     trial: int | None = None
     strategy: str = ""
+    run: str = ""
     laytune_version: str = __version__
+    started_at: float | None = None
     created_at: float = field(default_factory=time.time)
     schema_version: int = SCHEMA_VERSION
     id: int | None = None
@@ -99,8 +106,11 @@ class Record:
         study: str = "",
         trial: int | None = None,
         strategy: str = "",
+        run: str = "",
     ) -> Record:
-        """The record of a runner's result (any outcome)."""
+        """The record of a runner's result (any outcome), dated by the result's
+        start and end when the runner gave them."""
+        finished = getattr(result, "finished_at", None)
         return cls(
             workload_key=result.workload_key,
             device_key=result.device_key,
@@ -120,6 +130,9 @@ class Record:
             study=study,
             trial=trial,
             strategy=strategy,
+            run=run,
+            started_at=getattr(result, "started_at", None),
+            created_at=time.time() if finished is None else float(finished),
         )
 
     @classmethod
@@ -184,7 +197,9 @@ class Record:
             "study": self.study,
             "trial": self.trial,
             "strategy": self.strategy,
+            "run": self.run,
             "laytune_version": self.laytune_version,
+            "started_at": self.started_at,
             "created_at": self.created_at,
         }
 
@@ -220,7 +235,9 @@ class Record:
                 study=str(data.get("study", "")),
                 trial=None if data.get("trial") is None else int(data["trial"]),
                 strategy=str(data.get("strategy", "")),
+                run=str(data.get("run", "")),
                 laytune_version=str(data.get("laytune_version", "")),
+                started_at=None if data.get("started_at") is None else float(data["started_at"]),
                 created_at=float(data.get("created_at", 0.0)),
                 id=None if data.get("id") is None else int(data["id"]),
             )

@@ -467,6 +467,7 @@ def measure_candidate(
 ) -> RunResult:
     """Verify then time one built program; every failure comes back as a RunResult."""
     started = time.perf_counter()
+    started_at = time.time()
     enqueuer = _Enqueuer(session.queue, session.injected_statuses.get(program.name))
     base = {
         "program_name": program.name,
@@ -551,6 +552,8 @@ def measure_candidate(
             warmup=config.warmup,
             launches=enqueuer.launch_counts(),
             measure_seconds=time.perf_counter() - started,
+            started_at=started_at,
+            finished_at=time.time(),
         )
     finally:
         if buffers is not None:
@@ -576,6 +579,8 @@ def measure_candidate(
         launches=enqueuer.launch_counts(),
         measure_seconds=time.perf_counter() - started,
         abandoned=abandoned,
+        started_at=started_at,
+        finished_at=time.time(),
     )
 
 

@@ -151,7 +151,10 @@ class RunResult:
     true when the candidate was verified but its timing stopped after
     ``MeasureConfig.early_stop_after`` repeats because it was slower than
     ``RunInput.abandon_above_s``; its times and ``value_s`` are those of the
-    repeats it had, and ``error_kind`` is still ``none``.
+    repeats it had, and ``error_kind`` is still ``none``. ``started_at`` and
+    ``finished_at`` (``time.time()``) date the measurement; for a candidate
+    whose build failed they are the build's, and either is ``None`` when
+    unknown.
     """
 
     program_name: str
@@ -175,6 +178,8 @@ class RunResult:
     launches: LaunchCounts = field(default_factory=LaunchCounts)
     measure_seconds: float = 0.0
     abandoned: bool = False
+    started_at: float | None = None
+    finished_at: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -218,6 +223,8 @@ class RunResult:
             },
             "measure_seconds": self.measure_seconds,
             "abandoned": self.abandoned,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
         }
 
 

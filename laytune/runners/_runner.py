@@ -145,6 +145,7 @@ class Runner:
                 build.error_kind if build.error_kind is not ErrorKind.NONE else ErrorKind.BUILD,
                 build.error_message or "the program has no binary",
                 build.cl_error_code,
+                dated=(build.started_at, build.finished_at),
             )
         if build.device_key != self._device.key:
             return self._failure(
@@ -271,9 +272,17 @@ class Runner:
         self._start_worker()
 
     def _failure(
-        self, item: RunInput, kind: ErrorKind, message: str, code: int | None = None
+        self,
+        item: RunInput,
+        kind: ErrorKind,
+        message: str,
+        code: int | None = None,
+        dated: tuple[float | None, float | None] | None = None,
     ) -> RunResult:
+        """A failed result; ``dated`` is (start, end) of what failed, else it
+        is dated when the failure was seen."""
         program = item.build.program
+        started_at, finished_at = dated if dated is not None else (None, time.time())
         return RunResult(
             program_name=program.name,
             source_hash=program.source_hash,
@@ -284,4 +293,6 @@ class Runner:
             cl_error_code=code,
             statistic=self._config.statistic,
             clock=self._config.clock,
+            started_at=started_at,
+            finished_at=finished_at,
         )

@@ -8,10 +8,19 @@ every trial to a records database beside its optuna study, and returns a
 
 from __future__ import annotations
 
-from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
+from laytune.search._job import (
+    Job,
+    LogBatches,
+    Persist,
+    Progress,
+    TuneCallback,
+    TuneResult,
+    speedup_text,
+)
 from laytune.search._strategies import STRATEGIES, make_sampler, params_of
 from laytune.search._tune import (
     DEFAULT_MEASURE,
+    layout_reference,
     standard_candidates,
     study_name_for,
     tune,
@@ -27,8 +36,10 @@ __all__ = [
     "Progress",
     "TuneCallback",
     "TuneResult",
+    "layout_reference",
     "make_sampler",
     "params_of",
+    "speedup_text",
     "standard_candidates",
     "study_name_for",
     "tune",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,15 @@ from typing import Any
 from laytune.records import Record, is_baseline
 from laytune.space import SearchSpace
 
-__all__ = ["Job", "LogBatches", "Persist", "Progress", "TuneCallback", "TuneResult"]
+__all__ = [
+    "Job",
+    "LogBatches",
+    "Persist",
+    "Progress",
+    "TuneCallback",
+    "TuneResult",
+    "speedup_text",
+]
 
 log = logging.getLogger("laytune.search")
 
@@ -21,9 +30,12 @@ log = logging.getLogger("laytune.search")
 class Job:
     """What the loop and its callbacks share while a job runs.
 
-    ``records`` are the records this job wrote (in order); ``best`` and
-    ``baseline`` are the best verified record and the identity baseline of
-    the workload on the device, counting earlier jobs (records are shared).
+    ``records`` are the records this job wrote (in order), ``references``
+    how many of them are layout references (measured after the search,
+    outside the trial budget); ``best`` and ``baseline`` are the best
+    verified record and the identity baseline of the workload on the
+    device, counting earlier jobs (records are shared). ``run`` names this
+    job in its records.
     """
 
     workload: Any
@@ -38,6 +50,8 @@ class Job:
     patience: int | None = None
     started: float = field(default_factory=time.monotonic)
     records: list[Record] = field(default_factory=list)
+    references: int = 0
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     cached: int = 0
     failures: Counter[str] = field(default_factory=Counter)
     best: Record | None = None
@@ -47,7 +61,8 @@ class Job:
 
     @property
     def measured(self) -> int:
-        return len(self.records)
+        """Candidates this job measured for its search (references excluded)."""
+        return len(self.records) - self.references
 
     @property
     def elapsed_s(self) -> float:
@@ -81,9 +96,11 @@ class Job:
             return f"no improvement in {self.patience} trials"
         return None
 
-    def note(self, record: Record) -> None:
-        """Update best, baseline, failures and patience with a new record."""
+    def note(self, record: Record, *, reference: bool = False) -> None:
+        """Update best, baseline, failures and patience with a new record
+        (``reference``: a layout reference, outside the trial budget)."""
         self.records.append(record)
+        self.references += reference
         if not record.ok:
             self.failures[record.status] += 1
         if record.ok and is_baseline(record):
@@ -100,9 +117,14 @@ class TuneResult:
     """The outcome of :func:`laytune.tune`.
 
     ``best`` is the best verified record of the workload on the device in
-    the database (this job's or an earlier one's); ``speedup`` is the
-    identity baseline's time over the best time; ``trials`` is a DataFrame
-    of this study's records (columns: :data:`laytune.records.FRAME_COLUMNS`).
+    the database (this job's or an earlier one's). Two speed-ups say what
+    it bought: :attr:`speedup` over ``baseline`` (identity layouts with the
+    baseline knobs: the whole candidate), :attr:`layout_speedup` over
+    ``reference`` (identity layouts with the best's own knobs: the layouts
+    alone; ``None`` when the space has no such candidate). ``measured``
+    counts the search's candidates, ``references`` the layout references
+    measured after it. ``trials`` is a DataFrame of this study's records
+    (columns: :data:`laytune.records.FRAME_COLUMNS`).
     """
 
     workload_key: str
@@ -113,7 +135,9 @@ class TuneResult:
     database: str
     best: Record | None
     baseline: Record | None
+    reference: Record | None
     measured: int
+    references: int
     cached: int
     failures: dict[str, int]
     stop_reason: str
@@ -122,25 +146,54 @@ class TuneResult:
 
     @property
     def speedup(self) -> float | None:
-        if self.best is None or self.baseline is None:
-            return None
-        return self.baseline.value_s / self.best.value_s  # type: ignore[operator]
+        """Baseline time over best time: what the whole best candidate bought."""
+        return _ratio(self.baseline, self.best)
+
+    @property
+    def layout_speedup(self) -> float | None:
+        """Reference time over best time: what the best candidate's layouts
+        bought over identity layouts with the same knobs."""
+        return _ratio(self.reference, self.best)
 
     def summary(self) -> str:
+        """The outcome in a few lines: the best time, both speed-ups, the layouts."""
+        extra = f" (+{self.references} layout reference)" if self.references else ""
         lines = [
-            f"{self.workload_key} on {self.device_name}: {self.measured} measured, "
+            f"{self.workload_key} on {self.device_name}: {self.measured} measured{extra}, "
             f"{self.cached} from records, stopped: {self.stop_reason} ({self.elapsed_s:.1f} s)"
         ]
         if self.best is None:
             lines.append("  no verified candidate")
             return "\n".join(lines)
-        ratio = f"{self.speedup:.2f}x over identity" if self.speedup else "no identity baseline"
-        lines.append(f"  best {self.best.value_s * 1e3:.4f} ms ({ratio}), record {self.best.id}")
+        lines.append(f"  best {self.best.value_s * 1e3:.4f} ms, record {self.best.id}")
+        lines.append("    " + speedup_text(self.speedup, self.baseline, "over the baseline"))
+        lines.append("    " + speedup_text(self.layout_speedup, self.reference, "from the layouts"))
         for name, layout in self.best.candidate.layouts:
             lines.append(f"    {name}: {layout.index_map}")
         knobs = ", ".join(f"{k}={v}" for k, v in self.best.candidate.knobs)
         lines.append(f"    knobs: {knobs}")
         return "\n".join(lines)
+
+
+def _ratio(reference: Record | None, record: Record | None) -> float | None:
+    if reference is None or record is None or not reference.ok or not record.ok:
+        return None
+    return reference.value_s / record.value_s  # type: ignore[operator]
+
+
+_REFERENCES = {
+    "over the baseline": "identity layouts, baseline knobs",
+    "from the layouts": "identity layouts, the same knobs",
+}
+
+
+def speedup_text(ratio: float | None, reference: Record | None, what: str) -> str:
+    """One speed-up in words: ``"2.22x over the baseline (identity layouts,
+    baseline knobs: 0.0105 ms, record 1)"``, or why there is none."""
+    described = _REFERENCES[what]
+    if ratio is None or reference is None:
+        return f"- {what} (not measured: {described})"
+    return f"{ratio:.2f}x {what} ({described}: {reference.value_s * 1e3:.4f} ms, record {reference.id})"
 
 
 class TuneCallback:

@@ -18,7 +18,14 @@ from laytune.codegen import KernelProgram, lower
 from laytune.exceptions import LayoutRejectedError, TuningError
 from laytune.layout import FAMILIES, block, permute
 from laytune.ops import key_distance
-from laytune.records import DEFAULT_URL, Record, is_baseline, open_database, process_owner
+from laytune.records import (
+    DEFAULT_URL,
+    Record,
+    identity_twin,
+    is_baseline,
+    open_database,
+    process_owner,
+)
 from laytune.runners import (
     Builder,
     Device,
@@ -41,6 +48,7 @@ from laytune.space import (
 
 __all__ = [
     "DEFAULT_MEASURE",
+    "layout_reference",
     "standard_candidates",
     "study_name_for",
     "tune",
@@ -82,8 +90,8 @@ class _Proposer:
         self.exhausted_why = ""
         self.proposed: set[str] = set()  # by this job, recorded or still in flight
 
-    def _forced_trial(self, known: dict[str, float | None]) -> Any:
-        """A trial of the next forced candidate not yet recorded, or None.
+    def _forced_trial(self, known: dict[str, float | None], forced: Iterator[Candidate]) -> Any:
+        """A trial of the next candidate of ``forced`` not yet recorded, or None.
 
         The trial is created RUNNING with its parameters fixed, never queued
         as WAITING: a waiting trial could be popped by two workers at once on
@@ -91,7 +99,7 @@ class _Proposer:
         """
         import optuna
 
-        for candidate in self.forced:
+        for candidate in forced:
             if candidate.key in known:
                 continue
             found = params_of(self.job.space, candidate)
@@ -105,7 +113,9 @@ class _Proposer:
             return optuna.trial.Trial(study, trial_id)
         return None
 
-    def next(self, count: int) -> list[_Item]:
+    def next(self, count: int, only: Sequence[Candidate] | None = None) -> list[_Item]:
+        """Up to ``count`` new items: the forced candidates, then the sampler's.
+        With ``only``, those candidates alone (the ones not recorded yet)."""
         import optuna
 
         job = self.job
@@ -113,9 +123,12 @@ class _Proposer:
         misses = 0
         known: dict[str, float | None] = dict.fromkeys(self.proposed)
         known.update(job.database.measured(job.workload, job.device))
-        while len(items) < count and not self.exhausted:
-            trial = self._forced_trial(known)
+        forced = self.forced if only is None else iter(only)
+        while len(items) < count and (only is not None or not self.exhausted):
+            trial = self._forced_trial(known, forced)
             if trial is None:
+                if only is not None:
+                    break
                 if not self.sampled:
                     self.exhausted = True
                     self.exhausted_why = "every valid candidate measured"
@@ -244,6 +257,15 @@ def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
     return found
 
 
+def layout_reference(space: SearchSpace, candidate: Candidate) -> Candidate | None:
+    """The identity layouts with ``candidate``'s knobs, as ``space`` makes it
+    (:func:`laytune.records.identity_twin`): what ``candidate``'s layouts are
+    measured against. None when the space does not hold it (knobs that
+    identity layouts do not admit)."""
+    found = params_of(space, identity_twin(candidate))
+    return None if found is None else found[1]
+
+
 def _fail_stale_trials(study: Any) -> None:
     """Trials left RUNNING by a killed process of this host become FAIL, so the
     study resumes cleanly (other hosts' trials are left alone)."""
@@ -320,7 +342,12 @@ def tune(
       (``progress=True``) and logging.
 
     The identity baseline is measured first (once per workload and device).
-    Ctrl-C stops after cleaning up; everything measured is kept.
+    When the search ends (not on Ctrl-C or an error), the identity layouts
+    with the best candidate's knobs (:func:`layout_reference`) are measured
+    too, if not recorded yet, so that the result says what the layouts
+    bought apart from the knobs; this reference is a record like any other
+    but does not count against ``trials``. Ctrl-C stops after cleaning up;
+    everything measured is kept.
     """
     if strategy not in STRATEGIES:
         raise TuningError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
@@ -394,10 +421,7 @@ def tune(
                 if programs and not overlap:
                     future = builder.submit(programs)
                 records = [_record(job, item, results) for item in pending]
-                for item, record in zip(pending, records, strict=True):
-                    item.trial.set_user_attr("status", record.status)
-                    value = record.value_s if record.ok else math.inf
-                    job.study.tell(item.trial, value)
+                _tell(job, pending, records)
                 in_flight = list(following)
                 persist.on_batch(job, records)  # ids first: the job's best is a stored record
                 for record in records:
@@ -407,6 +431,20 @@ def tune(
                 pending = following
             if job.stop_reason is None:
                 job.stop_reason = job.out_of_budget() or proposer.exhausted_why or "done"
+            reference = _reference_items(job, proposer)
+            in_flight = list(reference)
+            if reference:
+                programs = [i.program for i in reference if i.program is not None]
+                built = builder.submit(programs).result() if programs else []
+                results = iter(runner.run([RunInput(b, workload) for b in built]))
+                records = [_record(job, item, results) for item in reference]
+                _tell(job, reference, records)
+                in_flight = []
+                persist.on_batch(job, records)
+                for record in records:
+                    job.note(record, reference=True)
+                for callback in watchers:
+                    callback.on_batch(job, records)
     except KeyboardInterrupt:
         job.stop_reason = "interrupted (Ctrl-C); every finished record is kept"
         proposer.abandon(in_flight)
@@ -417,6 +455,8 @@ def tune(
     finally:
         for callback in (persist, *watchers):
             callback.on_end(job)
+    best = db.best(workload, device)
+    twin = None if best is None else layout_reference(space, best.candidate)
     return TuneResult(
         workload_key=workload.key,
         device_key=device.key,
@@ -424,9 +464,11 @@ def tune(
         study_name=name,
         strategy=strategy,
         database=db.safe_url,
-        best=db.best(workload, device),
+        best=best,
         baseline=job.baseline,
+        reference=None if twin is None else db.lookup(workload.key, device.key, twin.key),
         measured=job.measured,
+        references=job.references,
         cached=job.cached,
         failures=dict(job.failures),
         stop_reason=job.stop_reason or "done",
@@ -435,12 +477,29 @@ def tune(
     )
 
 
+def _reference_items(job: Job, proposer: _Proposer) -> list[_Item]:
+    """The best candidate's layout reference to measure, if it is not recorded
+    (and not being measured by another worker)."""
+    if job.best is None:
+        return []
+    twin = layout_reference(job.space, job.best.candidate)
+    return [] if twin is None else proposer.next(1, only=[twin])
+
+
+def _tell(job: Job, items: Sequence[_Item], records: Sequence[Record]) -> None:
+    """Give each trial its record's outcome."""
+    for item, record in zip(items, records, strict=True):
+        item.trial.set_user_attr("status", record.status)
+        job.study.tell(item.trial, record.value_s if record.ok else math.inf)
+
+
 def _record(job: Job, item: _Item, results: Iterator[Any]) -> Record:
     meta = {
         "device_name": job.device.name,
         "study": job.study_name,
         "trial": item.trial.number,
         "strategy": job.strategy,
+        "run": job.run,
     }
     if item.program is None:
         return Record.rejected(

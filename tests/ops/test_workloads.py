@@ -102,3 +102,28 @@ def test_workloads_satisfy_the_space_and_runner_protocols() -> None:
     w = ops.matmul(16, 16, 16)
     assert isinstance(w, WorkloadLike) and isinstance(w, VerifiableWorkload)
     assert dict(w.local_tiles) == {"A": (16, 16), "B": (16, 16)}
+
+
+@pytest.mark.parametrize(
+    ("workload", "short"),
+    [
+        (ops.matmul(256, 128, 64), "matmul 256x128x64"),
+        (ops.copy((64, 32)), "copy 64x32"),
+        (ops.transpose((64, 32), (1, 0)), "transpose 64x32 perm=1x0"),
+        (ops.sum((4, 8), (1,)), "sum 4x8 axes=1"),
+        (ops.max_pool2d(1, 32, 28, 28, 2, 2), "max_pool2d 1x32x28x28 kernel=2 stride=2"),
+        (
+            ops.conv2d(1, 32, 28, 28, 16, 3, 1, 1),
+            "conv2d 1x32x28x28 filters=16 kernel=3 stride=1 padding=1",
+        ),
+        (ops.copy((8,), "float16"), "copy 8 float16"),
+    ],
+)
+def test_short_keys_name_the_operator_and_shape(workload, short: str) -> None:
+    assert ops.short_key(workload.key) == short
+    assert ops.shape_text(workload.key) == short.split(" ", 1)[1]
+
+
+def test_a_key_not_of_the_library_form_is_shortened_to_its_text() -> None:
+    assert ops.short_key("mine(a, b)") == "mine a, b"
+    assert ops.short_key("mine") == "mine"

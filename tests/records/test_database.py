@@ -223,3 +223,96 @@ def test_a_password_is_never_shown() -> None:
         open_database("postgresql+psycopg://user:hunter2@127.0.0.1:1/none")
     assert "hunter2" not in str(info.value)
     assert "***" in str(info.value)
+
+
+def test_layout_speedup_compares_with_identity_layouts_of_the_same_knobs(db) -> None:
+    from laytune.records import identity_twin, records_dataframe
+
+    db.add(record(candidate("identity"), 8e-6))  # the baseline: per_item=1
+    db.add(record(candidate("identity", per_item=2), 4e-6))  # the knobs alone: 2x
+    db.add(record(candidate("pad", per_item=2), 1e-6))  # the layouts on top: 4x
+    db.add(record(candidate("permute", per_item=4), 2e-6))  # no identity twin measured
+    frame = db.to_dataframe()
+    assert frame["shape"].tolist() == ["8x8 perm=1x0"] * 4
+    assert frame["identity_layouts"].tolist() == [True, True, False, False]
+    assert frame["speedup"].tolist() == pytest.approx([1.0, 2.0, 8.0, 4.0])
+    assert frame["layout_speedup"].iloc[:3].tolist() == pytest.approx([1.0, 1.0, 4.0])
+    assert pd.isna(frame["layout_speedup"].iloc[3])
+    twin = identity_twin(candidate("pad", per_item=2))
+    assert twin == candidate("identity", per_item=2)
+    # a selection that leaves the references out keeps its speed-ups
+    ours = db.records(status="ok")[2:]
+    alone = records_dataframe(ours)
+    assert alone["speedup"].isna().all()
+    assert db.to_dataframe(status="ok", limit=None).iloc[2:]["speedup"].tolist() == [8.0, 4.0]
+    study = db.to_dataframe(study="s")
+    assert study["layout_speedup"].iloc[2] == pytest.approx(4.0)
+
+
+def test_identity_twin_reads_order_and_pad_mode_as_on_identity_layouts() -> None:
+    from laytune.records import identity_twin
+
+    chosen = Candidate.make(
+        {"X": pad_rows((8, 8), 4), "Y": identity((8, 8))},
+        {**BASE_KNOBS, "order": "X", "pad_mode": "overcompute"},
+        {"X": 0.0},
+    )
+    assert identity_twin(chosen) == candidate("identity")
+
+
+def test_dataframe_numbers_are_nan_never_none_and_runs_leave_out_the_pauses(db) -> None:
+    t0 = 1_700_000_000.0
+    db.add(record(candidate("identity"), 4e-6, run="a", started_at=t0, created_at=t0 + 1))
+    db.add(record(candidate("pad"), None, status="rejected", run="a", created_at=t0 + 2))
+    # the study resumed an hour later
+    db.add(record(candidate("permute"), 3e-6, run="b", started_at=t0 + 3600, created_at=t0 + 3603))
+    frame = db.to_dataframe()
+    assert not frame.map(lambda value: value is None).any().any()
+    assert frame["elapsed_s"].tolist() == [1.0, 2.0, 5.0]  # 2 s in run a, then 3 s in run b
+    assert pd.isna(frame["datetime_start"].iloc[1]) and pd.isna(frame["duration"].iloc[1])
+    assert frame["duration"].iloc[2] == pd.Timedelta(seconds=3)
+    assert (frame["datetime_complete"] == frame["created_at"]).all()
+    assert frame["time_min_s"].iloc[0] == 4e-6 and frame["time_iqr_s"].iloc[0] == 0.0
+    assert pd.isna(frame["time_min_s"].iloc[1]) and pd.isna(frame["max_error"].iloc[0])
+
+
+def test_reading_a_database_that_does_not_exist_creates_nothing(tmp_path: Path) -> None:
+    import sqlite3
+
+    from laytune.exceptions import DatabaseNotFoundError, NotFoundError, RecordNotFoundError
+
+    path = tmp_path / "typo.db"
+    with pytest.raises(DatabaseNotFoundError, match="no records database at sqlite:///"):
+        open_database(f"sqlite:///{path}", create=False)
+    assert not path.exists()
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    before = other.read_bytes()
+    with pytest.raises(DatabaseNotFoundError, match="holds no laytune records"):
+        open_database(other, create=False)
+    assert other.read_bytes() == before
+    open_database(path).close()
+    existing = open_database(path, create=False)
+    with pytest.raises(RecordNotFoundError, match="no record 99999") as info:
+        existing.get(99999)
+    existing.close()
+    assert isinstance(info.value, NotFoundError) and isinstance(info.value, LookupError)
+
+
+def test_reading_a_postgresql_database_without_records_creates_nothing(postgres_url: str) -> None:
+    from laytune.exceptions import DatabaseNotFoundError
+
+    server = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.execute(sa.text("CREATE DATABASE empty_for_reading"))
+    server.dispose()
+    url = postgres_url.rsplit("/", 1)[0] + "/empty_for_reading"
+    with pytest.raises(DatabaseNotFoundError, match="holds no laytune records"):
+        open_database(url, create=False)
+    probe = sa.create_engine(url)
+    with probe.connect() as conn:
+        assert sa.inspect(conn).get_table_names() == []
+    probe.dispose()
+    open_database(url).close()  # created to write, then readable
+    open_database(url, create=False).close()

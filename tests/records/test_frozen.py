@@ -168,3 +168,20 @@ def test_a_frozen_kernel_names_bad_inputs(tuned, cl_context) -> None:
         kernel(x.T)
     with pytest.raises(ExecutionError, match="expected an OpenCL context or device"):
         load_frozen(path).kernel(WORKLOAD, "not a device")
+
+
+def test_a_frozen_entry_carries_both_speedups(tuned, tmp_path: Path) -> None:
+    _, path, result = tuned
+    (entry,) = load_frozen(path)
+    assert entry.speedup == pytest.approx(result.speedup)
+    assert entry.layout_speedup == pytest.approx(result.layout_speedup)
+    data = json.loads(path.read_text())["entries"][0]
+    assert data["speedup_over_baseline"] == entry.speedup
+    assert data["speedup_over_identity_layouts"] == entry.layout_speedup
+    # files of laytune 0.1.0 named the speed-up over the baseline "over identity"
+    old = json.loads(path.read_text())
+    for item in old["entries"]:
+        item["speedup_over_identity"] = item.pop("speedup_over_baseline")
+        del item["speedup_over_identity_layouts"]
+    (legacy,) = load_frozen(_write(tmp_path / "old.json", old))
+    assert legacy.speedup == entry.speedup and legacy.layout_speedup is None

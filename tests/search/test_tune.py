@@ -158,14 +158,14 @@ def test_a_job_killed_with_sigkill_resumes_the_same_study(tmp_path: Path) -> Non
     storage = open_database(url).optuna_storage()
     trials_before = len(optuna.load_study(study_name=worker.STUDY, storage=storage).trials)
 
-    worker.main(url, "random", 6, 2)  # the same study, in this process
+    resumed = worker.main(url, "random", 6, 2)  # the same study, in this process
 
     after = {r.id: r for r in _records(url)}
     assert all(after[i] == r for i, r in before.items())  # nothing finished was lost
     keys = [(r.workload_key, r.device_key, r.candidate.key) for r in after.values()]
     assert len(keys) == len(set(keys))  # nothing duplicated
     new = [r for i, r in after.items() if i not in before]
-    assert len(new) == 6
+    assert len(new) == 6 + resumed.references  # the layout reference is measured after
     assert min(r.trial for r in new) > last_trial  # the trial count goes on
     study = optuna.load_study(study_name=worker.STUDY, storage=storage)
     assert len(study.trials) > trials_before
@@ -267,7 +267,7 @@ def test_the_next_batch_builds_while_this_one_is_measured(
 
     monkeypatch.setattr(_tune, "Builder", LoggingBuilder)
     monkeypatch.setattr(_tune, "Runner", LoggingRunner)
-    run_tune(
+    result = run_tune(
         f"sqlite:///{tmp_path / 'o.db'}",
         trials=6,
         batch=2,
@@ -279,4 +279,92 @@ def test_the_next_batch_builds_while_this_one_is_measured(
         assert events[:4] == ["build", "build", "measure", "build"]
     else:
         assert events[:4] == ["build", "measure", "build", "measure"]
-    assert events.count("measure") == 3
+    # three batches, then the layout reference of the best when it was not measured
+    assert events.count("measure") == 3 + result.references
+
+
+def _slow_when_identity(lowered):
+    """``lower`` whose kernels of all-identity layouts spin first: a layout
+    that is not the identity is then the best, whatever the device."""
+
+    def lower(workload, candidate, device=None):
+        program = lowered(workload, candidate, device=device)
+        if not all(layout.is_identity for _, layout in candidate.layouts):
+            return program
+        kernel = program.compute[0].kernel
+        body = program.source.index("{", program.source.index(f"void {kernel}(")) + 1
+        spin = " { volatile float s = 0.0f; for (int k = 0; k < 20000; k++) s += k; } "
+        source = program.source[:body] + spin + program.source[body:]
+        return type(program)(**{**program.__dict__, "source": source})
+
+    return lower
+
+
+def test_the_speedup_splits_into_the_knobs_and_the_layouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from laytune.layout import identity, permute
+    from laytune.records import Record, has_identity_layouts
+    from laytune.search import _tune, layout_reference
+    from laytune.space import BASELINE_KNOBS, Candidate
+
+    monkeypatch.setattr(_tune, "lower", _slow_when_identity(_tune.lower))
+    url = f"sqlite:///{tmp_path / 'split.db'}"
+    shape = worker.WORKLOAD.buffers[0].shape
+    transposed = Candidate.make(
+        {"X": permute(shape, (1, 0)), "Y": identity(shape)}, {**BASELINE_KNOBS, "per_item": 2}
+    )
+    # on another device, so that the warm start tries it right after the baseline
+    open_database(url).add(Record(worker.WORKLOAD.key, "elsewhere", transposed, "ok", value_s=1e-6))
+    result = run_tune(url, trials=2, batch=2, strategy="random", starts=0)
+
+    assert result.measured == 2 and result.references == 1
+    best, reference, baseline = result.best, result.reference, result.baseline
+    assert best.candidate.layout("X") == permute(shape, (1, 0))
+    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, TINY)
+    assert reference.candidate == layout_reference(space, best.candidate)
+    assert has_identity_layouts(reference) and reference.candidate.knobs == best.candidate.knobs
+    assert reference.trial is not None and reference.study == result.study_name
+    assert is_baseline(baseline) and baseline.candidate.knob("per_item") == 1
+    assert result.speedup == pytest.approx(baseline.value_s / best.value_s)
+    assert result.layout_speedup == pytest.approx(reference.value_s / best.value_s)
+    assert result.layout_speedup > 1  # the identity kernels spin
+    summary = result.summary()
+    assert f"{result.speedup:.2f}x over the baseline" in summary
+    assert f"{result.layout_speedup:.2f}x from the layouts" in summary
+    assert "(+1 layout reference)" in summary
+
+    frame = result.trials.set_index("record_id")
+    assert frame.loc[best.id, "layout_speedup"] == pytest.approx(result.layout_speedup)
+    assert frame.loc[best.id, "speedup"] == pytest.approx(result.speedup)
+    assert frame.loc[reference.id, "layout_speedup"] == pytest.approx(1.0)
+    assert frame.loc[baseline.id, "speedup"] == pytest.approx(1.0)
+
+    # a second job whose one candidate (identity layouts, the first in the
+    # exhaustive order) spins keeps the best and finds its reference recorded
+    again = run_tune(url, trials=1, strategy="exhaustive")
+    assert again.measured == 1 and again.best == best
+    assert again.references == 0 and again.reference == reference
+
+
+def test_trials_carry_times_repeats_and_nan_for_missing_numbers(tmp_path: Path) -> None:
+    import numpy as np
+    import pandas as pd
+
+    result = run_tune(f"sqlite:///{tmp_path / 't.db'}", trials=4, batch=4, strategy="random")
+    frame = result.trials
+    assert frame["datetime_complete"].is_unique  # measured one after another
+    measured = frame[frame["status"] == "ok"]
+    assert (measured["datetime_start"] < measured["datetime_complete"]).all()
+    assert (
+        measured["duration"] == measured["datetime_complete"] - measured["datetime_start"]
+    ).all()
+    assert (measured["duration"] > pd.Timedelta(0)).all()
+    for _, row in measured.iterrows():
+        record = open_database(f"sqlite:///{tmp_path / 't.db'}").get(int(row["record_id"]))
+        times = np.array(record.event_times_s)
+        assert row["time_min_s"] == times.min() <= row["time_s"]
+        q1, q3 = np.percentile(times, [25, 75])
+        assert row["time_iqr_s"] == pytest.approx(q3 - q1)
+        assert row["repeats"] == len(times)
+    assert not frame.map(lambda value: value is None).any().any()

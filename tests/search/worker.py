@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from laytune import ops, tune
+from laytune.search import TuneResult
 from laytune.space import SpaceOptions
 
 WORKLOAD = ops.copy((16, 16))
@@ -18,7 +19,7 @@ OPTIONS = SpaceOptions(
 STUDY = "shared-study"
 
 
-def main(url: str, strategy: str, trials: int, batch: int = 2) -> None:
+def main(url: str, strategy: str, trials: int, batch: int = 2) -> TuneResult:
     result = tune(
         WORKLOAD,
         trials=trials,
@@ -31,6 +32,7 @@ def main(url: str, strategy: str, trials: int, batch: int = 2) -> None:
         warm_start=0,
     )
     print(f"measured {result.measured} cached {result.cached} stop {result.stop_reason}")
+    return result
 
 
 if __name__ == "__main__":
