@@ -9,9 +9,14 @@ The records figures (:func:`convergence`, :func:`families`, :func:`speedup`,
 ``laytune.records.Database.to_dataframe()``) or anything with a
 ``to_dataframe()`` method, such as a records database. They draw one row of
 panels per (workload, device) pair found, after the optional ``workload`` and
-``device`` filters. Only records with status ``"ok"`` contribute times: a
-failed candidate counts as a trial in :func:`convergence` and nowhere else.
-Times are drawn in milliseconds.
+``device`` filters, titled once with the workload's operator and shape
+(``matmul 256x256x256``, :func:`laytune.ops.short_key`); the device is named
+once in the figure's title (in each row's title when there are several).
+Only records with status ``"ok"`` contribute times: a failed candidate
+counts as a trial in :func:`convergence` and nowhere else. A panel that
+would hold fewer than two points is left out. Times are drawn in
+milliseconds; log axes carry at least two labelled ticks; legends sit
+outside the data, right of the panels.
 
 :func:`address_map` takes a :class:`~laytune.layout.Layout` (or an index map
 and a logical shape) and shows where each logical element lies in memory and
@@ -37,11 +42,18 @@ from matplotlib.axes import Axes
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import (
+    EngFormatter,
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+)
 
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import PlotError
 from laytune.layout import IndexMap, Layout, custom
+from laytune.ops import short_key
 from laytune.space import BankConflicts
 
 __all__ = [
@@ -142,16 +154,34 @@ def _times(frame: pd.DataFrame) -> pd.Series:
     return frame["time_s"].astype(float).where(ok)
 
 
+def _device_name(rows: pd.DataFrame) -> str:
+    names = rows["device_name"].dropna().astype(str) if "device_name" in rows else []
+    names = [n for n in names if n]
+    return names[0] if names else str(rows["device_key"].iloc[0])
+
+
 def _facets(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(title, rows) for each (workload, device) pair, in order of appearance."""
+    """(title, rows) for each (workload, device) pair, in order of appearance:
+    the workload in short form, and its device when the frame has several
+    (else :func:`_title` names the one device in the figure's title)."""
+    several = frame["device_key"].nunique(dropna=False) > 1
     out = []
-    for (workload, device_key), rows in frame.groupby(
+    for (workload, _), rows in frame.groupby(
         ["workload_key", "device_key"], sort=False, dropna=False
     ):
-        names = rows["device_name"].dropna().unique() if "device_name" in rows else []
-        device = names[0] if len(names) else str(device_key)
-        out.append((f"{workload} on {device}", rows))
+        title = short_key(str(workload))
+        out.append((f"{title} on {_device_name(rows)}" if several else title, rows))
     return out
+
+
+def _title(fig: Figure, text: str, frame: pd.DataFrame, size: float = 11.0) -> None:
+    """The figure's title: ``text``, and the device when every row is of one
+    device, wrapped to the figure's width (a character is taken as 0.6 of
+    the font size wide)."""
+    if frame["device_key"].nunique(dropna=False) == 1:
+        text += f" on {_device_name(frame)}"
+    width = max(20, int(fig.get_figwidth() * 72 / (0.6 * size)) - 4)
+    fig.suptitle("\n".join(textwrap.wrap(text, width)), fontsize=size)
 
 
 def _ok_rows(frame: pd.DataFrame, figure: str) -> pd.DataFrame:
@@ -177,19 +207,76 @@ def _figure(nrows: int, ncols: int, width: float, height: float) -> tuple[Figure
     return fig, axes
 
 
+def _rows(
+    titles: Sequence[str], ncols: int, width: float, height: float
+) -> tuple[Figure, list[np.ndarray]]:
+    """A figure with one row of ``ncols`` panels per title, each row a
+    subfigure titled once."""
+    fig = Figure(figsize=(width * ncols + 1.5, height * len(titles) + 0.6), layout="constrained")
+    subfigures = np.atleast_1d(fig.subfigures(len(titles), 1))
+    rows = []
+    for subfigure, title in zip(subfigures, titles, strict=True):
+        subfigure.suptitle(title, fontsize=10, x=0.02, ha="left")
+        rows.append(np.atleast_1d(subfigure.subplots(1, ncols, squeeze=False)[0]))
+    return fig, rows
+
+
+def _legend_outside(ax: Axes, only: str | None = None) -> None:
+    """The panel's legend right of it, outside the data (``only``: just the
+    entry of that label)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if only is not None:
+        kept = [(h, label) for h, label in zip(handles, labels, strict=True) if label == only]
+        handles, labels = [h for h, _ in kept], [label for _, label in kept]
+    if handles:
+        ax.legend(
+            handles,
+            labels,
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1.0),
+            borderaxespad=0.0,
+            fontsize=8,
+        )
+
+
+def _plain(value: float, _: Any = None) -> str:
+    return f"{value:g}"
+
+
+#: Multiples of each power tried for log ticks, fewest first.
+_LOG_SUBS = {
+    10: ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0), tuple(float(k) for k in range(1, 10))),
+    2: ((1.0,), (1.0, 1.5)),
+}
+
+
+def _log_ticks(low: float, high: float, base: int) -> list[float]:
+    """Labelled ticks for a log axis shown from ``low`` to ``high``: the
+    fewest-first multiples of the powers of ``base`` that put at least three
+    ticks in view (at most eight); for a range too narrow for any of them,
+    four ticks evenly spaced in log and rounded to three significant digits."""
+    for subs in _LOG_SUBS[base]:
+        ticks = LogLocator(base=base, subs=subs).tick_values(low, high)
+        ticks = [float(t) for t in ticks if low <= t <= high]
+        if len(ticks) > 8:
+            ticks = ticks[:: math.ceil(len(ticks) / 8)]
+        if len(ticks) >= 3:
+            return ticks
+    even = np.geomspace(low, high, 6)[1:-1]
+    return sorted({float(f"{t:.3g}") for t in even})
+
+
 def _log_y(ax: Axes, base: int = 10) -> None:
-    """A log y axis labelled in plain numbers; within about a decade the
-    minor ticks are labelled too, so a narrow range still reads."""
+    """A log y axis labelled in plain numbers with at least two labelled
+    ticks in view, however narrow the data's range (see :func:`_log_ticks`);
+    call it after the data is drawn."""
     ax.set_yscale("log", base=base)
-    plain = FuncFormatter(lambda value, _: f"{value:g}")
-    ax.yaxis.set_major_formatter(plain)
-    if base == 2:
-        ax.yaxis.set_major_locator(LogLocator(base=2, subs=(1.0, 1.5)))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        return
+    ax.autoscale_view()
     low, high = ax.get_ylim()
-    narrow = low > 0 and high / low < 12
-    ax.yaxis.set_minor_formatter(plain if narrow else NullFormatter())
+    ax.yaxis.set_major_locator(FixedLocator(_log_ticks(low, high, base)))
+    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(low, high)
 
 
 # -- convergence ----------------------------------------------------------------
@@ -212,6 +299,14 @@ def _step_at(xs: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray
 _Line = tuple[str, str, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
 
 
+def _study_label(study: str, strategy: str) -> str:
+    """A study as a legend says it: its strategy for the names ``tune`` gives
+    (``<workload>@<device>/<strategy>``), else its name and strategy."""
+    if "@" in study and study.endswith(f"/{strategy}"):
+        return strategy
+    return f"{study} ({strategy})"
+
+
 def _convergence_lines(rows: pd.DataFrame, by: str, x: str) -> list[_Line]:
     """(key, label, x, best-so-far ms, band low, band high) per line."""
     per_study = []
@@ -224,7 +319,8 @@ def _convergence_lines(rows: pd.DataFrame, by: str, x: str) -> list[_Line]:
         per_study.append((str(study), strategy, xs[order], best))
     if by == "study":
         return [
-            (s, f"{s} ({strategy})", xs, best, None, None) for s, strategy, xs, best in per_study
+            (s, _study_label(s, strategy), xs, best, None, None)
+            for s, strategy, xs, best in per_study
         ]
     lines = []
     strategies = list(dict.fromkeys(strategy for _, strategy, _, _ in per_study))
@@ -253,17 +349,21 @@ def convergence(
     workload: str | None = None,
     device: str | None = None,
 ) -> Figure:
-    """Best time so far against trial and against wall time.
+    """Best time so far against trial and against tuning time.
 
-    One line per study (``by="study"``, labelled with its strategy) or per
-    strategy (``by="strategy"``: with several studies of one strategy, their
-    median best-so-far, with the range between the best and the worst study
+    One line per study (``by="study"``, labelled with its strategy, or with
+    its name when ``tune`` did not name it) or per strategy
+    (``by="strategy"``: with several studies of one strategy, their median
+    best-so-far, with the range between the best and the worst study
     shaded). The best so far at trial t is the least ``time_s`` of the ok
     records up to t; before the first ok record there is no line. ``x`` is
-    ``"trial"``, ``"time"`` (``elapsed_s``, seconds since the study's first
-    record) or ``"both"`` (two panels). A dashed line marks the best time of
-    the identity candidate when one was measured. Lines are drawn in the
-    order the studies appear; y is logarithmic.
+    ``"trial"``, ``"time"`` (``elapsed_s``: seconds of tuning in the study,
+    each run counted from its start and the runs laid end to end, so the
+    pause between two runs of a resumed study is not drawn; dotted lines
+    mark where a later run begins) or ``"both"`` (two panels). A dashed line
+    marks the best time of the baseline candidate when one was measured.
+    Lines are drawn in the order the studies appear; y is logarithmic. A
+    workload with fewer than two ok records gets no row.
     """
     if by not in ("study", "strategy"):
         raise PlotError(f"convergence: by must be 'study' or 'strategy', got {by!r}")
@@ -275,41 +375,65 @@ def convergence(
     _require(frame, needed + [c for c in panels[x] if c != "trial"], "convergence")
     frame = _select(frame, workload, device)
     _ok_rows(frame, "convergence")
-    facets = _facets(frame)
-    colours = _colours(list(dict.fromkeys(frame[by].astype(str))))
-    fig, axes = _figure(len(facets), len(panels[x]), 6.0, 3.8)
-    for row, (title, rows) in zip(axes, facets, strict=True):
+    facets = [(t, rows) for t, rows in _facets(frame) if _times(rows).notna().sum() >= 2]
+    if not facets:
+        raise PlotError(
+            "the convergence figure needs a workload with at least two ok records; "
+            "each of these has fewer"
+        )
+    lines = {
+        id(rows): {column: _convergence_lines(rows, by, column) for column in panels[x]}
+        for _, rows in facets
+    }
+    labels = [line[1] for drawn in lines.values() for each in drawn.values() for line in each]
+    colours = _colours(list(dict.fromkeys(labels)))  # one colour per label in every row
+    fig, rows_of_axes = _rows([t for t, _ in facets], len(panels[x]), 4.6, 3.0)
+    for row, (_, rows) in zip(rows_of_axes, facets, strict=True):
         baseline = None
         if "is_identity" in rows.columns:
             identity = _times(rows[rows["is_identity"].astype(bool)]).dropna()
             baseline = identity.min() * _MS if len(identity) else None
         for ax, column in zip(row, panels[x], strict=True):
-            for key, label, xs, best, low, high in _convergence_lines(rows, by, column):
-                ax.plot(xs, best, drawstyle="steps-post", label=label, color=colours[key])
+            for _, label, xs, best, low, high in lines[id(rows)][column]:
+                ax.plot(xs, best, drawstyle="steps-post", label=label, color=colours[label])
                 if low is not None and high is not None:
                     ax.fill_between(
-                        xs, low, high, step="post", alpha=0.2, color=colours[key], linewidth=0
+                        xs, low, high, step="post", alpha=0.2, color=colours[label], linewidth=0
                     )
             if baseline is not None:
-                ax.axhline(baseline, color="0.4", linestyle="--", linewidth=1, label="identity")
+                ax.axhline(baseline, color="0.4", linestyle="--", linewidth=1, label="baseline")
+            if column == "elapsed_s":
+                for start in _run_starts(rows):
+                    ax.axvline(start, color="0.6", linestyle=":", linewidth=1)
             _log_y(ax)
-            ax.set_xlabel("trial" if column == "trial" else "wall time since start (s)")
-            ax.set_ylabel("best time so far (ms)")
-            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("trial" if column == "trial" else "tuning time (s)")
+            ax.set_ylabel("best so far (ms)")
             ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize=8)
-    fig.suptitle("Convergence: best verified time so far")
+        _legend_outside(row[-1])
+    _title(fig, "Convergence: best verified time so far", frame)
     return fig
+
+
+def _run_starts(rows: pd.DataFrame) -> list[float]:
+    """``elapsed_s`` where each run after a study's first begins (per study)."""
+    if "run" not in rows.columns:
+        return []
+    starts: set[float] = set()
+    for _, records in rows.groupby("study", sort=False):
+        firsts = records.groupby("run", sort=False)["elapsed_s"].min().sort_values()
+        starts.update(float(v) for v in firsts.iloc[1:])
+    return sorted(starts)
 
 
 # -- families and speed-up ----------------------------------------------------------
 
 
-def _buffers(frame: pd.DataFrame) -> list[str]:
+def _buffers(frame: pd.DataFrame, at_least: int = 1) -> list[str]:
+    """Buffers with a family in at least ``at_least`` rows."""
     return [
         c.removeprefix("family.")
         for c in frame.columns
-        if c.startswith("family.") and frame[c].notna().any()
+        if c.startswith("family.") and int(frame[c].notna().sum()) >= at_least
     ]
 
 
@@ -331,28 +455,25 @@ def _by_family(
     for title, rows in _facets(frame):
         ok = rows[rows["status"] == OK]
         ok = ok[np.isfinite(ok[value].astype(float))]
-        if not ok.empty and _buffers(ok):
+        if _buffers(ok, 2):  # a panel of one point says nothing
             facets.append((title, ok))
     if not facets:
-        what = "a speed-up (an ok identity record of the same workload and device)"
+        what = "a speed-up (an ok baseline record of the same workload and device)"
         raise PlotError(
-            f"the {figure} figure needs records with status 'ok' and "
-            f"{what if value == 'speedup' else 'a time'}; none of these {len(frame)} has one"
+            f"the {figure} figure needs at least two records with status 'ok' and "
+            f"{what if value == 'speedup' else 'a time'} in one workload; these "
+            f"{len(frame)} have fewer"
         )
-    ncols = max(len(_buffers(rows)) for _, rows in facets)
-    fig, axes = _figure(len(facets), ncols, 4.2, 3.6)
-    for row, (title, rows) in zip(axes, facets, strict=True):
-        buffers = _buffers(rows)
+    ncols = max(len(_buffers(rows, 2)) for _, rows in facets)
+    fig, axes = _rows([t for t, _ in facets], ncols, 3.4, 3.0)
+    for row, (_, rows) in zip(axes, facets, strict=True):
+        buffers = _buffers(rows, 2)
         for ax in row[len(buffers) :]:
             ax.remove()
         for ax, buffer in zip(row, buffers, strict=False):
             _strip(ax, rows, buffer, value)
-            ax.set_title(f"buffer {buffer}" + (f"\n{title}" if len(facets) > 1 else ""), fontsize=9)
+            ax.set_title(f"buffer {buffer}", fontsize=9)
     return fig, facets, axes
-
-
-def _suptitle(fig: Figure, text: str, facets: Sequence[tuple[str, pd.DataFrame]]) -> None:
-    fig.suptitle(text + (f"\n{facets[0][0]}" if len(facets) == 1 else ""))
 
 
 def _strip(ax: Axes, rows: pd.DataFrame, buffer: str, value: str) -> None:
@@ -375,7 +496,7 @@ def _strip(ax: Axes, rows: pd.DataFrame, buffer: str, value: str) -> None:
         )
         jitter = rng.uniform(-0.2, 0.2, size=len(values))
         ax.scatter(k + jitter, values, s=12, alpha=0.7, color=colours[family], label=family)
-    ax.set_xticks(range(len(order)), order, rotation=30, ha="right", fontsize=8)
+    ax.set_xticks(range(len(order)), order, rotation=90, fontsize=8)
     ax.set_xlim(-0.6, len(order) - 0.4)
     ax.grid(True, axis="y", alpha=0.3)
 
@@ -389,42 +510,50 @@ def families(source: Any, *, workload: str | None = None, device: str | None = N
     records as jittered points; the points of family F are the scatter
     labelled F. Every other choice (the other buffers' layouts, the knobs)
     varies within a box, so a box is the spread a family allows, and its
-    bottom the best it reached. A dashed line marks the identity candidate's
-    best time when measured. Log y, milliseconds.
+    bottom the best it reached. A dashed line marks the baseline candidate's
+    best time when measured. A buffer with fewer than two ok records (a
+    local tile staged once, say) gets no panel. Log y, milliseconds.
     """
     fig, facets, axes = _by_family(source, "time_s", "families", workload, device)
     for row, (_, rows) in zip(axes, facets, strict=True):
         identity = rows[rows["is_identity"].astype(bool)] if "is_identity" in rows else rows[:0]
-        for ax in row[: len(_buffers(rows))]:
+        for ax in row[: len(_buffers(rows, 2))]:
             if not identity.empty:
                 ax.axhline(
                     identity["time_s"].min() * _MS,
                     color="0.4",
                     linestyle="--",
                     linewidth=1,
-                    label="identity",
+                    label="baseline",
                 )
             _log_y(ax)
             ax.set_ylabel("time (ms)")
-    _suptitle(fig, "Time by layout family, per buffer", facets)
+        if not identity.empty:
+            _legend_outside(row[len(_buffers(rows, 2)) - 1], only="baseline")
+    frame = pd.concat([rows for _, rows in facets])
+    _title(fig, "Time by layout family, per buffer", frame)
     return fig
 
 
 def speedup(source: Any, *, workload: str | None = None, device: str | None = None) -> Figure:
-    """Speed-up over the identity candidate by the layout family of each buffer.
+    """Speed-up over the baseline candidate by the layout family of each buffer.
 
-    As :func:`families` with ``speedup`` (identity time / time) on a log2
-    axis instead of the time, and a line at 1 (no gain). Rows without a
-    speed-up (failed, or no identity record of their workload and device)
-    are left out; a (workload, device) with none gets no row.
+    As :func:`families` with ``speedup`` (baseline time / time: what the
+    whole candidate bought) on a log2 axis instead of the time, and a line
+    at 1 (no gain). Rows without a speed-up (failed, or no baseline record
+    of their workload and device) are left out; a (workload, device) with
+    none gets no row.
     """
     fig, facets, axes = _by_family(source, "speedup", "speedup", workload, device)
     for row, (_, rows) in zip(axes, facets, strict=True):
-        for ax in row[: len(_buffers(rows))]:
-            ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="identity")
+        buffers = _buffers(rows, 2)
+        for ax in row[: len(buffers)]:
+            ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="baseline")
             _log_y(ax, base=2)
-            ax.set_ylabel("speed-up over identity (x)")
-    _suptitle(fig, "Speed-up over identity by layout family, per buffer", facets)
+            ax.set_ylabel("speed-up (x)")
+        _legend_outside(row[len(buffers) - 1], only="baseline")
+    frame = pd.concat([rows for _, rows in facets])
+    _title(fig, "Speed-up over the baseline by layout family, per buffer", frame)
     return fig
 
 
@@ -483,10 +612,12 @@ def pareto(
     Every ok record is a grey point at (``memory``, time); the records on
     the Pareto front (:func:`pareto_front`: no other record is both faster
     and smaller) are joined by a step line labelled ``"Pareto front"``, and
-    when there are at most ``annotate`` of them each is labelled with its
-    non-identity buffer families. ``memory`` is ``"padding_overhead"``
-    (drawn in percent) or ``"physical_bytes"``. One panel per (workload,
-    device). Log y, milliseconds.
+    when there are at most ``annotate`` of them each gets its own marker,
+    named in the legend by its non-identity buffer families (the legend
+    sits outside the data, so labels never cover points or each other).
+    ``memory`` is ``"padding_overhead"`` (drawn in percent) or
+    ``"physical_bytes"``. One panel per (workload, device) with at least
+    two ok records. Log y, milliseconds.
     """
     if memory not in _MEMORY:
         raise PlotError(f"pareto: memory must be one of {sorted(_MEMORY)}, got {memory!r}")
@@ -495,8 +626,13 @@ def pareto(
     frame = _select(frame, workload, device)
     _ok_rows(frame, "pareto")
     label, scale = _MEMORY[memory]
-    facets = [(t, rows) for t, rows in _facets(frame) if (rows["status"] == OK).any()]
-    fig, axes = _figure(len(facets), 1, 7.0, 4.2)
+    facets = [(t, rows) for t, rows in _facets(frame) if _times(rows).notna().sum() >= 2]
+    if not facets:
+        raise PlotError(
+            "the pareto figure needs a workload with at least two ok records; "
+            "each of these has fewer"
+        )
+    fig, axes = _figure(len(facets), 1, 6.0, 3.4)
     for (ax,), (title, rows) in zip(axes, facets, strict=True):
         ok = _ok_rows(rows, "pareto")
         front = pareto_front(ok, memory, "time_s")
@@ -509,26 +645,31 @@ def pareto(
             label=f"candidates ({len(ok)})",
         )
         fx, fy = front[memory].to_numpy(float) * scale, front["time_s"].to_numpy(float) * _MS
-        ax.plot(fx, fy, "o-", drawstyle="steps-post", color="tab:red", label="Pareto front")
+        ax.plot(fx, fy, "-", drawstyle="steps-post", color="tab:red", label="Pareto front")
         if len(front) <= annotate:
             buffers = _buffers(ok)
-            for (_, record), px, py in zip(front.iterrows(), fx, fy, strict=True):
-                ax.annotate(
-                    _short_candidate(record, buffers),
-                    (px, py),
-                    textcoords="offset points",
-                    xytext=(5, 4),
-                    fontsize=7,
+            markers = "osD^v<>ph*"
+            for k, ((_, record), px, py) in enumerate(zip(front.iterrows(), fx, fy, strict=True)):
+                ax.plot(
+                    [px],
+                    [py],
+                    markers[k % len(markers)],
+                    color=colormaps["tab10"](k % 10),
+                    markeredgecolor="black",
+                    markeredgewidth=0.5,
+                    label=_short_candidate(record, buffers),
                 )
+        else:
+            ax.plot(fx, fy, "o", color="tab:red")
         if memory == "physical_bytes":
             ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
         _log_y(ax)
         ax.set_xlabel(label)
         ax.set_ylabel("time (ms)")
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=10, loc="left")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("Time against memory: the Pareto front")
+        _legend_outside(ax)
+    _title(fig, "Time against memory: the Pareto front", frame)
     return fig
 
 
@@ -588,12 +729,27 @@ def _bank_cmap(banks: int) -> ListedColormap:
     return ListedColormap(colormaps["hsv"](np.linspace(0, 1, banks, endpoint=False)))
 
 
-def _cell_numbers(ax: Axes, values: np.ndarray) -> None:
+#: Smallest font (points) worth printing a cell's number in.
+_MIN_CELL_FONT = 3.5
+
+
+def _cell_font(ax: Axes, values: np.ndarray) -> float:
+    """The largest font (at most 8 points) whose numbers fit inside a cell of
+    ``ax`` as laid out now: a digit is about 0.62 of the font size wide."""
+    fig = ax.get_figure()
+    box = ax.get_window_extent()
+    points = 72.0 / fig.dpi
+    rows, cols = values.shape
+    cell = min(box.width / cols, box.height / rows) * points
+    digits = max(len(str(int(v))) for v in values.flat)
+    return min(8.0, 0.7 * cell, 0.8 * cell / (0.62 * digits))
+
+
+def _cell_numbers(ax: Axes, values: np.ndarray, size: float) -> None:
     """Each cell's value, black on light colours and white on dark ones."""
     image = ax.images[0]
     rgba = image.cmap(image.norm(values))
     light = rgba[..., :3] @ np.array([0.299, 0.587, 0.114]) > 0.5
-    size = max(4.0, min(8.0, 160.0 / max(values.shape)))
     for (r, c), v in np.ndenumerate(values):
         colour = "black" if light[r, c] else "white"
         ax.text(c, r, str(int(v)), ha="center", va="center", fontsize=size, color=colour)
@@ -636,8 +792,11 @@ def address_map(
     outlined, those in its most loaded bank crossed. Grids of rank above 2
     are drawn with the leading axes flattened into rows; only the top-left
     ``window`` (rows, columns) of a larger grid is drawn, the degree is
-    always over the whole buffer. Cells carry their numbers when the drawn
-    grid has at most 24 x 24 cells (``numbers`` forces it either way).
+    always over the whole buffer, and the offset panel's title states the
+    window when it is smaller than the buffer. Cells carry their numbers
+    when the drawn grid has at most 24 x 24 cells and the numbers fit their
+    cells in a legible font (``numbers`` forces it either way; forced, they
+    are drawn as small as they must be to fit).
     """
     layout = _as_layout(layout, shape)
     shape = layout.shape
@@ -662,10 +821,12 @@ def address_map(
     bank = access.bank_of(offsets, dtype)
 
     grid_offsets, grid_banks = _grid(offsets), _grid(bank)
+    full_rows, full_cols = grid_offsets.shape
     if window is not None:
         rows, cols = (int(w) for w in window)
         grid_offsets, grid_banks = grid_offsets[:rows, :cols], grid_banks[:rows, :cols]
     n_rows, n_cols = grid_offsets.shape
+    forced = bool(numbers)
     if numbers is None:
         numbers = n_rows <= 24 and n_cols <= 24
 
@@ -681,9 +842,7 @@ def address_map(
     bar = fig.colorbar(image, ax=ax_bank, label="bank", shrink=0.8)
     bar.set_ticks(range(0, banks, max(1, banks // 8)))
 
-    for ax, values in ((ax_offset, grid_offsets), (ax_bank, grid_banks)):
-        if numbers:
-            _cell_numbers(ax, values)
+    for ax in (ax_offset, ax_bank):
         ax.set_xlabel(f"logical axis {len(shape) - 1}")
         ylabel = "rows (leading axes flattened)" if len(shape) > 2 else "logical axis 0"
         ax.set_ylabel(ylabel if len(shape) > 1 else "")
@@ -709,11 +868,16 @@ def address_map(
 
     def wrapped(*lines: str) -> str:
         return "\n".join(
-            w for line in lines for w in textwrap.wrap(line, 42, break_on_hyphens=False)
+            w for line in lines for w in textwrap.wrap(line, 50, break_on_hyphens=False)
         )
 
+    shown = []
+    if n_rows < full_rows or n_cols < full_cols:
+        shown.append(
+            f"window: rows 0-{n_rows - 1} of {full_rows}, columns 0-{n_cols - 1} of {full_cols}"
+        )
     ax_offset.set_title(
-        wrapped(f"{layout.describe()} on {shape} {dtype}", "physical offset"),
+        wrapped(f"{layout.describe()} on {shape} {dtype}", *shown, "physical offset"),
         fontsize=9,
         loc="left",
     )
@@ -726,6 +890,12 @@ def address_map(
         fontsize=9,
         loc="left",
     )
+    if numbers:  # sized to the cells as laid out
+        fig.draw_without_rendering()
+        for ax, values in ((ax_offset, grid_offsets), (ax_bank, grid_banks)):
+            size = _cell_font(ax, values)
+            if forced or size >= _MIN_CELL_FONT:
+                _cell_numbers(ax, values, size)
     return fig
 
 

@@ -186,11 +186,11 @@ def test_convergence_lines_are_the_best_time_so_far(records, tmp_path):
     assert min(np.nanmin(line.get_ydata()) for line in by_trial.get_lines()) > 0.5
 
 
-def test_convergence_marks_the_identity_time(records):
+def test_convergence_marks_the_baseline_time(records):
     fig = plots.convergence(records, x="trial")
     (ax,) = fig.axes
     identity_time = records.loc[records["is_identity"] & (records["status"] == "ok"), "time_s"]
-    np.testing.assert_allclose(_lines(ax)["identity"].get_ydata(), [identity_time.min() * 1e3] * 2)
+    np.testing.assert_allclose(_lines(ax)["baseline"].get_ydata(), [identity_time.min() * 1e3] * 2)
 
 
 def test_convergence_by_strategy_takes_the_median_over_studies():
@@ -221,12 +221,13 @@ def test_convergence_draws_one_row_per_workload_and_filters(records):
     both = pd.concat([records, other], ignore_index=True)
     fig = plots.convergence(both)
     assert len(fig.axes) == 4
-    titles = {ax.get_title() for ax in fig.axes}
-    assert any(t.startswith("transpose(") for t in titles)
-    assert any(t.startswith("matmul(") for t in titles)
+    # one title per workload row, in short form; the one device in the figure's title
+    assert [sub.get_suptitle() for sub in fig.subfigs] == ["matmul 16x16x16", "transpose 16x16"]
+    assert fig.get_suptitle().endswith(" on Test device dev0")
+    assert all(ax.get_title() == "" for ax in fig.axes)
     fig = plots.convergence(both, workload="transpose", x="time")
     (ax,) = fig.axes
-    assert set(_lines(ax)) == {"job-t (tpe)", "identity"}
+    assert set(_lines(ax)) == {"job-t (tpe)", "baseline"}
 
 
 def test_a_study_that_never_succeeds_has_no_line_value(records):
@@ -248,7 +249,8 @@ def test_families_draw_every_ok_time_by_family_per_buffer(records, tmp_path):
     fig = plots.families(records)
     _save(fig, tmp_path, "families")
     assert [ax.get_title() for ax in fig.axes] == ["buffer A", "buffer B", "buffer C"]
-    assert fig.get_suptitle().endswith("\nmatmul(M=16,N=16,K=16;float32) on Test device dev0")
+    assert [sub.get_suptitle() for sub in fig.subfigs] == ["matmul 16x16x16"]
+    assert fig.get_suptitle() == "Time by layout family, per buffer on Test device dev0"
     ok = records[records["status"] == "ok"]
     for ax in fig.axes:
         buffer = ax.get_title().removeprefix("buffer ")
@@ -274,7 +276,7 @@ def test_speedup_draws_the_speedup_column(records, tmp_path):
     for family, values in _scatter_values(ax_a).items():
         times = ok.loc[ok["family.A"] == family, "time_s"]
         np.testing.assert_allclose(values, np.sort(identity_time / times))
-    assert _lines(ax_a)["identity"].get_ydata()[0] == 1.0
+    assert _lines(ax_a)["baseline"].get_ydata()[0] == 1.0
 
 
 def test_speedup_needs_an_identity_record(records):
@@ -494,3 +496,49 @@ def test_figures_leave_no_pyplot_state(records):
     plots.convergence(records)
     plots.address_map(identity((8, 8)))
     assert plt.get_fignums() == before
+
+
+# -- what survives real databases -------------------------------------------------------
+
+
+def test_a_buffer_with_one_point_gets_no_panel(records):
+    staged = records.copy()
+    staged["family.A.local"] = None
+    staged.loc[staged.index[1], "family.A.local"] = "identity"  # staged once
+    fig = plots.families(staged)
+    assert [ax.get_title() for ax in fig.axes] == ["buffer A", "buffer B", "buffer C"]
+    lonely = _frame(_study("one", "tpe", 5, 1, 700, workload="copy(shape=8x8;float32)"))
+    with pytest.raises(plots.PlotError, match="at least two"):
+        plots.families(lonely)
+    with pytest.raises(plots.PlotError, match="at least two ok records"):
+        plots.pareto(lonely)
+    fig = plots.pareto(pd.concat([records, lonely], ignore_index=True))
+    assert len(fig.axes) == 1  # the copy with one record gets no panel
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "base"),
+    [(0.0105, 0.0112, 10), (0.02, 0.09, 10), (1e-4, 10.0, 10), (0.9, 1.3, 2), (0.25, 16.0, 2)],
+)
+def test_log_axes_label_at_least_two_ticks_in_view(low: float, high: float, base: int):
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([0, 1], [low, high])
+    plots._log_y(ax, base=base)
+    shown_low, shown_high = ax.get_ylim()
+    ticks = [t for t in ax.get_yticks() if shown_low <= t <= shown_high]
+    labels = [ax.yaxis.get_major_formatter()(t) for t in ticks]
+    assert 2 <= len(ticks) <= 8 and all(labels), labels
+    assert len(set(labels)) == len(labels)  # no two ticks read the same
+
+
+def test_several_devices_are_named_in_each_row(records):
+    other = records.assign(
+        device_key="dev1", device_name="Other device", study="x-" + records["study"]
+    )
+    fig = plots.convergence(pd.concat([records, other], ignore_index=True), x="trial")
+    assert [sub.get_suptitle() for sub in fig.subfigs] == [
+        "matmul 16x16x16 on Test device dev0",
+        "matmul 16x16x16 on Other device",
+    ]
+    assert " on " not in fig.get_suptitle()

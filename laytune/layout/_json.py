@@ -37,7 +37,5 @@ def load_versioned(
     found = data.get(version_field, version)
     if found != version:
         label = version_field.replace("_", " ")
-        raise error(
-            f"{what} JSON {label} {found} is not supported (this laytune reads {version})"
-        )
+        raise error(f"{what} JSON {label} {found} is not supported (this laytune reads {version})")
     return data

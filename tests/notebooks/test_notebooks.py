@@ -1,4 +1,5 @@
-"""Every notebook under notebooks/ runs top to bottom without a failing cell."""
+"""Every notebook under notebooks/ runs top to bottom without a failing cell,
+and every cell that draws shows its figure."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def test_notebook_runs(path: Path, tmp_path: Path) -> None:
         if output.get("output_type") == "error"
     ]
     assert not errors, errors
+    # a cell that draws shows its figure (no backend switch hides it)
+    blank = [
+        cell.source.splitlines()[0]
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        and ("plots." in cell.source or "plt." in cell.source)
+        and not any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+    ]
+    assert not blank, f"cells that draw but show no figure: {blank}"
+

@@ -1,0 +1,246 @@
+"""Figures survive real databases: on a records database of four workloads,
+each plot kind renders without a layout warning, no two pieces of text
+overlap or leave the figure, legends stay off the data, log axes carry
+labelled ticks, and each workload and the device are named once."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Iterator
+from unittest import mock
+
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.text import Text
+
+from laytune import ops, plots
+from laytune.layout import block, identity, pad_rows, permute, row_xor, swizzle, tile
+from laytune.records import Record, open_database
+from laytune.space import BASELINE_KNOBS, Candidate
+
+DEVICE_KEY = "5c3a9d7e1f2b4c6d"
+DEVICE_NAME = "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz (Intel(R) OpenCL)"
+WORKLOADS = (
+    ops.matmul(256, 256, 256),
+    ops.conv2d(1, 32, 28, 28, 32, 3, 1, 1),
+    ops.transpose((512, 512), (1, 0)),
+    ops.copy((128, 128)),
+)
+FAILED = ("rejected", "build", "wrong_result", "timeout")
+
+
+def _choices(shape: tuple[int, ...]) -> list:
+    if len(shape) == 2:
+        return [
+            identity(shape),
+            permute(shape, (1, 0)),
+            pad_rows(shape, 1),
+            row_xor(shape, 8),
+            swizzle(shape, 3, 0, 5),
+            tile(shape, (16, 16)),
+        ]
+    return [identity(shape), permute(shape, (0, 2, 3, 1)), block(shape, 1, 4)]
+
+
+def _records(workload, rng: np.random.Generator, start: float) -> Iterator[Record]:
+    """Two studies, the first resumed an hour later (two runs); a local tile
+    staged once; a few failures."""
+    shapes = {b.name: tuple(b.shape) for b in workload.buffers}
+    clock = start
+    for study, strategy, runs in (("tpe", "tpe", ("r1", "r2")), ("random", "random", ("r3",))):
+        name = f"{workload.key}@{DEVICE_KEY}/{study}"
+        trial = itertools.count()
+        for run in runs:
+            clock += 3600.0
+            for k in range(12):
+                first = k == 0 and run in ("r1", "r3")
+                layouts = {
+                    n: identity(s) if first else _choices(s)[rng.integers(len(_choices(s)))]
+                    for n, s in shapes.items()
+                }
+                knobs = dict(BASELINE_KNOBS)
+                if not first:
+                    knobs["per_item"] = int(rng.choice([1, 2, 4]))
+                if workload.name == "matmul" and k == 5 and run == "r1":
+                    knobs["local_stage"] = True
+                    layouts["A.local"] = identity((16, 16))
+                status = FAILED[k % len(FAILED)] if k % 5 == 4 else "ok"
+                value = float(rng.uniform(0.02, 0.3)) * (2.0 if first else 1.0)
+                times = tuple(value * (1 + rng.uniform(0, 0.05)) for _ in range(7))
+                started = clock
+                clock += float(rng.uniform(0.5, 2.0))
+                yield Record(
+                    workload.key,
+                    DEVICE_KEY,
+                    Candidate.make(layouts, knobs),
+                    status,
+                    value_s=float(np.median(times)) / 1e3 if status == "ok" else None,
+                    event_times_s=tuple(t / 1e3 for t in times) if status == "ok" else (),
+                    device_name=DEVICE_NAME,
+                    study=name,
+                    trial=next(trial),
+                    strategy=strategy,
+                    run=run,
+                    started_at=started if status != "rejected" else None,
+                    created_at=clock,
+                )
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory):
+    db = open_database(tmp_path_factory.mktemp("plots") / "four.db")
+    rng = np.random.default_rng(7)
+    for workload in WORKLOADS:
+        for record in _records(workload, rng, 1_700_000_000.0):
+            db.add(record)
+    return db
+
+
+def _drawn_texts(fig: Figure) -> list[tuple[Text, object]]:
+    """Every piece of text the figure draws, with its box on the canvas."""
+    drawn: list[Text] = []
+    draw = Text.draw
+
+    def recording(self: Text, renderer: object) -> None:
+        if self.get_visible() and self.get_text().strip():
+            drawn.append(self)
+        return draw(self, renderer)
+
+    canvas = FigureCanvasAgg(fig)
+    with mock.patch.object(Text, "draw", recording):
+        canvas.draw()
+    renderer = canvas.get_renderer()
+    return [(text, text.get_window_extent(renderer)) for text in drawn]
+
+
+def _meet(a, b) -> bool:
+    """Two boxes share more than half a pixel each way."""
+    width = min(a.x1, b.x1) - max(a.x0, b.x0)
+    height = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return width > 0.5 and height > 0.5
+
+
+def _overlaps(fig: Figure) -> list[str]:
+    texts = _drawn_texts(fig)
+    clashes = [
+        f"{a.get_text()!r} overlaps {b.get_text()!r}"
+        for (a, box_a), (b, box_b) in itertools.combinations(texts, 2)
+        if _meet(box_a, box_b)
+    ]
+    edge = fig.bbox
+    clashes += [
+        f"{text.get_text()!r} is cut off by the figure's edge"
+        for text, box in texts
+        if box.x0 < edge.x0 - 1
+        or box.x1 > edge.x1 + 1
+        or box.y0 < edge.y0 - 1
+        or box.y1 > edge.y1 + 1
+    ]
+    for legend in fig.findobj(Legend):
+        clashes += [
+            f"a legend covers the panel {ax.get_title() or ax.get_label()!r}"
+            for ax in fig.axes
+            if _meet(legend.get_window_extent(), ax.get_window_extent())
+        ]
+    return clashes
+
+
+def _texts(fig: Figure) -> list[str]:
+    return [text.get_text() for text, _ in _drawn_texts(fig)]
+
+
+def _address_map_of_a_record(db) -> Figure:
+    best = db.best(WORKLOADS[3], DEVICE_KEY)
+    return plots.address_map(best.candidate.layout("X"), axis=0)
+
+
+FIGURES = {
+    "convergence": lambda db: plots.convergence(db),
+    "convergence by strategy": lambda db: plots.convergence(db, by="strategy", x="time"),
+    "families": lambda db: plots.families(db),
+    "speedup": lambda db: plots.speedup(db),
+    "pareto": lambda db: plots.pareto(db),
+    "pareto bytes": lambda db: plots.pareto(db, memory="physical_bytes"),
+    "address map 128x128": _address_map_of_a_record,
+    "address map with numbers": lambda db: plots.address_map(row_xor((24, 24), 8), axis=0),
+    "address map 4-D": lambda db: plots.address_map(block((1, 32, 28, 28), 1, 4), axis=1),
+}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_no_text_overlaps_and_no_layout_warning(database, name: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied" and the like
+        fig = FIGURES[name](database)
+        assert _overlaps(fig) == []
+
+
+RECORDS_FIGURES = [name for name in FIGURES if not name.startswith("address map")]
+
+
+@pytest.mark.parametrize("name", RECORDS_FIGURES)
+def test_each_workload_and_the_device_are_named_once_in_short_form(database, name: str) -> None:
+    texts = _texts(FIGURES[name](database))
+    for workload in WORKLOADS:
+        assert sum(t == ops.short_key(workload.key) for t in texts) == 1, texts
+        assert not any(workload.key in t for t in texts)
+    assert sum(DEVICE_NAME in t.replace("\n", " ") for t in texts) == 1
+
+
+@pytest.mark.parametrize("name", RECORDS_FIGURES)
+def test_log_axes_carry_labelled_ticks_and_no_panel_holds_one_point(database, name: str) -> None:
+    fig = FIGURES[name](database)
+    FigureCanvasAgg(fig).draw()
+    for ax in fig.axes:
+        assert ax.get_yscale() == "log"
+        low, high = ax.get_ylim()
+        labelled = [
+            label.get_text()
+            for tick, label in zip(ax.get_yticks(), ax.get_yticklabels(), strict=True)
+            if low <= tick <= high and label.get_text()
+        ]
+        assert len(labelled) >= 2, (ax.get_title(), labelled)
+        points = sum(len(c.get_offsets()) for c in ax.collections)
+        assert name.startswith("convergence") or points >= 2
+    assert "buffer A.local" not in _texts(fig)  # staged once: one point, no panel
+
+
+def test_the_convergence_time_axis_leaves_out_the_pause_between_runs(database) -> None:
+    fig = plots.convergence(database, x="time")
+    longest = max(float(np.nanmax(line.get_xdata())) for ax in fig.axes for line in ax.get_lines())
+    assert longest < 120  # three runs of 12 records, an hour apart
+    starts = [line for line in fig.axes[0].get_lines() if line.get_linestyle() == ":"]
+    assert len(starts) == 1  # the resumed run of the tpe study
+
+
+def test_an_address_map_states_its_window(database) -> None:
+    texts = _texts(_address_map_of_a_record(database))
+    assert any(
+        "window: rows 0-63 of 128, columns 0-63 of 128" in t.replace("\n", " ") for t in texts
+    )
+    small = _texts(plots.address_map(row_xor((24, 24), 8), axis=0))
+    assert not any("window" in t for t in small)
+    assert sum(t.isdigit() for t in small) >= 2 * 24 * 24  # every cell numbered, both panels
+
+
+def test_the_checks_find_what_they_look_for() -> None:
+    fig = Figure()
+    ax = fig.subplots()
+    ax.text(0.5, 0.5, "matmul 256x256x256", transform=ax.transAxes)
+    ax.text(0.52, 0.5, "conv2d 1x32x28x28", transform=ax.transAxes)
+    assert _overlaps(fig) == ["'matmul 256x256x256' overlaps 'conv2d 1x32x28x28'"]
+    fig = Figure(figsize=(3, 2))
+    fig.suptitle("a title far too long to fit a figure three inches wide, cut at both ends")
+    assert _overlaps(fig) == [
+        "'a title far too long to fit a figure three inches wide, cut at both ends' "
+        "is cut off by the figure's edge"
+    ]
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([0, 1], label="line")
+    ax.legend()
+    assert _overlaps(fig) == ["a legend covers the panel ''"]
