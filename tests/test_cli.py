@@ -116,8 +116,9 @@ def test_a_file_that_is_not_a_records_database_is_refused_and_left_alone(
 
 
 def test_tune_records_show_freeze_export_plot(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # no layouts folded onto a second line
     db = ["--db", f"sqlite:///{tmp_path / 'cli.db'}"]
     argv = ["tune", "copy", "--shape", "shape=32x32", "--trials", "4", "--batch", "2"]
     assert main([*argv, *db]) == 0
