@@ -44,4 +44,3 @@ def test_notebook_runs(path: Path, tmp_path: Path) -> None:
         and not any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
     ]
     assert not blank, f"cells that draw but show no figure: {blank}"
-
