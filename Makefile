@@ -1,6 +1,8 @@
 # Two commands on a fresh machine with only Python 3.11:
 #   make tune   installs everything into .venv and runs a real tuning job
-#   make test   installs everything into .venv and runs the whole test suite
+#   make test   installs everything into .venv and runs the whole test suite (the
+#               notebooks, the README's blocks, and the C host example where a C
+#               compiler and the OpenCL headers are installed)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin

@@ -440,7 +440,7 @@ def _match(db: Any, name: str) -> list[str]:
 def _cmd_export(args: argparse.Namespace) -> int:
     from laytune.records import export
 
-    written = export(args.frozen, args.out)
+    written = export(args.frozen, args.out, reference=args.reference)
     for path in written:
         print(path)
     return EXIT_OK
@@ -573,9 +573,18 @@ def _parser() -> argparse.ArgumentParser:
     db_option(freeze)
     freeze.set_defaults(run=_cmd_freeze)
 
-    export = commands.add_parser("export", help="OpenCL source + JSON of a frozen file")
+    export = commands.add_parser(
+        "export",
+        help="OpenCL source, JSON and a C header per kernel of a frozen file, and a manifest",
+        epilog="examples/opencl_host/host.c runs an exported kernel with the OpenCL C API.",
+    )
     export.add_argument("frozen", help="frozen file")
     export.add_argument("--out", required=True, help="folder to write into")
+    export.add_argument(
+        "--reference",
+        action="store_true",
+        help="also the inputs and numpy's outputs as raw little-endian arrays, to check against",
+    )
     export.set_defaults(run=_cmd_export)
 
     plot = commands.add_parser("plot", help="write a figure of the records")

@@ -151,7 +151,8 @@ def test_tune_records_show_freeze_export_plot(
     assert "froze 1 workload(s)" in capsys.readouterr().out
     assert main(["export", str(frozen), "--out", str(tmp_path / "export")]) == 0
     written = capsys.readouterr().out.split()
-    assert sorted(Path(p).suffix for p in written) == [".cl", ".json"]
+    assert sorted(Path(p).suffix for p in written) == [".cl", ".h", ".json", ".json"]
+    assert Path(written[-1]).name == "manifest.json"
 
     image = tmp_path / "convergence.png"
     assert main(["plot", "convergence", *db, "--out", str(image)]) == 0

@@ -5,7 +5,9 @@ documentation cannot drift from the code.
 The tuning examples are made quick, never rewritten: the Python block takes
 its size and trial budget from ``SIZE`` and ``TRIALS`` (as the README says),
 and ``laytune tune`` commands get ``--trials 2 --batch 2 --quiet`` appended
-(argparse keeps the last value)."""
+(argparse keeps the last value). The shell block that builds the C host
+runs whole, after the commands before it, where a C compiler and the OpenCL
+headers are installed (``tests/test_c_host.py`` says when they are not)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from laytune.records import open_database
+from tests.test_c_host import compiler_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -29,8 +32,11 @@ FAILED_TO_RUN = ("device_lost", "crash")
 
 
 def _env(**extra: str) -> dict[str, str]:
+    """This environment without a default database, with this checkout
+    importable and this interpreter first on PATH (as ``python``)."""
     env = {k: v for k, v in os.environ.items() if k != "LAYTUNE_DB"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return {**env, "COLUMNS": "100", **extra}
 
 
@@ -76,18 +82,47 @@ def test_a_python_block_runs_as_a_script(index: int, tmp_path: Path) -> None:
         assert records and not [r.status for r in records if r.status in FAILED_TO_RUN]
 
 
-@pytest.mark.slow
-def test_the_laytune_commands_run_in_order(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def commands_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder where every laytune command of the README ran, in order."""
+    folder = tmp_path_factory.mktemp("readme")
     for words in _commands():
         argv = [*words, *QUICK_TUNE] if words[0] == "tune" else words
         done = subprocess.run(
             [sys.executable, "-m", "laytune.cli", *argv],
-            cwd=tmp_path,
+            cwd=folder,
             env=_env(),
             capture_output=True,
             text=True,
             timeout=600,
         )
         assert done.returncode == 0, f"laytune {shlex.join(argv)}:\n{done.stdout}{done.stderr}"
-    records = open_database(tmp_path / "laytune.db", create=False).records()
+    return folder
+
+
+@pytest.mark.slow
+def test_the_laytune_commands_run_in_order(commands_run: Path) -> None:
+    records = open_database(commands_run / "laytune.db", create=False).records()
     assert not [r.status for r in records if r.status in FAILED_TO_RUN]
+    assert {p.suffix for p in (commands_run / "build").iterdir()} >= {".cl", ".h", ".json", ".bin"}
+
+
+@pytest.mark.slow
+def test_the_c_block_builds_and_runs_the_exported_kernel(
+    commands_run: Path, tmp_path: Path
+) -> None:
+    compiler_or_skip(tmp_path)
+    (block,) = [code for lang, code in BLOCKS if lang == "sh" and "host.c" in code]
+    (commands_run / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=commands_run,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(
+        r"^C: 65536 elements, max abs error \S+, matches the reference$", done.stdout, re.M
+    )

@@ -5,9 +5,10 @@
 - :func:`open_database`: a SQLite file by default, or any SQLAlchemy URL
   (PostgreSQL) shared by several tuning hosts; optuna's study lives in the
   same database.
-- :func:`freeze` / :func:`load_frozen` / :func:`export`: the best verified
-  record per (workload, device) into a small file that a production build
-  replays without optuna or a database.
+- :func:`freeze` / :func:`load_frozen`: the best verified record per
+  (workload, device) into a small file that a production build replays
+  without optuna or a database; :func:`export`: its kernels as OpenCL
+  source, JSON and C headers with a manifest, for builds outside Python.
 
 The database half (SQLAlchemy) is imported only when used, so replaying a
 frozen file imports neither SQLAlchemy nor optuna.
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from laytune.records._export import MANIFEST, export, export_stem
 from laytune.records._frozen import (
     FROZEN_VERSION,
     FrozenEntry,
     FrozenLayouts,
-    export,
     freeze,
     load_frozen,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_URL",
     "FRAME_COLUMNS",
     "FROZEN_VERSION",
+    "MANIFEST",
     "SCHEMA_VERSION",
     "STATUSES",
     "WORKLOAD_COLUMNS",
@@ -39,6 +41,7 @@ __all__ = [
     "FrozenLayouts",
     "Record",
     "export",
+    "export_stem",
     "freeze",
     "has_identity_layouts",
     "identity_twin",

@@ -7,6 +7,7 @@ buffer's layout in canonical text, the candidate, and the generated program
 (source, buffers, launches). Loading it needs
 neither optuna nor a database: :func:`load_frozen` reads JSON, and
 :meth:`FrozenLayouts.kernel` builds the recorded source with pyopencl.
+:func:`laytune.records.export` writes the kernels for builds outside Python.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from laytune.exceptions import FrozenFileError, FrozenFileNotFoundError, Laytune
 from laytune.runners import ProgramExecutor, as_context
 from laytune.space import Candidate
 
-__all__ = ["FROZEN_VERSION", "FrozenEntry", "FrozenLayouts", "export", "freeze", "load_frozen"]
+__all__ = ["FROZEN_VERSION", "FrozenEntry", "FrozenLayouts", "freeze", "load_frozen"]
 
 FROZEN_VERSION = 1
 _FORMAT = "laytune-frozen"
@@ -252,43 +253,3 @@ def freeze(
             + (f" on device {device_key}" if device_key else "")
         )
     return FrozenLayouts(entries, os.fspath(path)).save(path)
-
-
-def export(
-    frozen: FrozenLayouts | str | os.PathLike[str], out_dir: str | os.PathLike[str]
-) -> list[Path]:
-    """Write each frozen kernel's OpenCL source (``<name>.cl``) and a JSON
-    description (``<name>.json``: layouts, buffers with logical and physical
-    shapes (image buffers also with their texel format and size), kernels
-    in launch order with global/local sizes and argument order, build
-    options) for builds that are not in Python. Returns the files written."""
-    if not isinstance(frozen, FrozenLayouts):
-        frozen = load_frozen(frozen)
-    folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for index, entry in enumerate(frozen.entries):
-        stem = f"{entry.program.name}_{entry.device_key[:8]}_{index}"
-        source = folder / f"{stem}.cl"
-        source.write_text(entry.program.source)
-        program = entry.program.to_json()
-        program.pop("source")
-        for spec, buffer in zip(entry.program.buffers, program["buffers"], strict=True):
-            if spec.memory == "image2d":  # what a non-Python build needs to create the image
-                buffer["image_format"] = {"channel_order": "RGBA", "channel_type": spec.dtype}
-                buffer["image_size_texels"] = list(spec.image_shape)  # (width, height)
-        description = {
-            "format": "laytune-export",
-            "version": FROZEN_VERSION,
-            "workload_key": entry.workload_key,
-            "device_key": entry.device_key,
-            "device_name": entry.device_name,
-            "source_file": source.name,
-            "layouts": entry.layouts,
-            "time_s": entry.time_s,
-            **program,
-        }
-        meta = folder / f"{stem}.json"
-        meta.write_text(json.dumps(description, indent=2) + "\n")
-        written += [source, meta]
-    return written

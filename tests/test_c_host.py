@@ -1,0 +1,106 @@
+"""The C host of examples/opencl_host runs exported kernels with the OpenCL C
+API and checks them against laytune's numpy reference.
+
+Built with the machine's C compiler (``CC``, else ``cc``) against the OpenCL
+headers and ICD loader (Debian's ``ocl-icd-opencl-dev``, which ``.ci/run``
+installs); skipped, saying which, only when the compiler or the headers are
+missing. The program finds the pip-installed runtimes through
+``OCL_ICD_VENDORS``, which importing laytune sets (README: OpenCL devices)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from laytune import ops
+from laytune.codegen import lower
+from laytune.layout import identity, permute, texture
+from laytune.records import FrozenEntry, FrozenLayouts, export, export_stem
+from laytune.space import BASELINE_KNOBS, Candidate
+
+HOST = Path(__file__).resolve().parents[1] / "examples" / "opencl_host" / "host.c"
+
+
+def compiler_or_skip(tmp_path: Path) -> str:
+    """The C compiler, when it and the OpenCL headers are installed; else skip, saying which."""
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc or $CC): the C host example is not built")
+    probe = tmp_path / "probe.c"
+    probe.write_text(
+        "#define CL_TARGET_OPENCL_VERSION 120\n#include <CL/cl.h>\nint main(void) { return 0; }\n"
+    )
+    done = subprocess.run([cc, "-fsyntax-only", str(probe)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(
+            "no OpenCL headers (CL/cl.h; Debian: ocl-icd-opencl-dev): the C host is not built"
+        )
+    return cc
+
+
+def _build_and_run(cc: str, folder: Path, stem: str) -> subprocess.CompletedProcess[str]:
+    binary = folder / "host"
+    compiled = subprocess.run(
+        [
+            cc,
+            "-std=c99",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-include",
+            str(folder / f"{stem}.h"),
+            str(HOST),
+            "-lOpenCL",
+            "-lm",
+            "-o",
+            str(binary),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    return subprocess.run([str(binary), str(folder)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("workload", "layouts"),
+    [
+        (ops.matmul(24, 40, 32), {"B": lambda s: permute(s, (1, 0))}),
+        (ops.copy((16, 32)), {"X": lambda s: texture(s, axis=1)}),  # an RGBA float image
+    ],
+    ids=["matmul-transposed-B", "copy-from-an-image"],
+)
+def test_the_c_host_reproduces_the_reference(
+    workload, layouts, laytune_device, tmp_path: Path
+) -> None:
+    cc = compiler_or_skip(tmp_path)
+    shapes = {b.name: b.shape for b in workload.buffers}
+    candidate = Candidate.make(
+        {n: layouts[n](s) if n in layouts else identity(s) for n, s in shapes.items()},
+        BASELINE_KNOBS,
+    )
+    program = lower(workload, candidate, device=laytune_device.info)
+    entry = FrozenEntry(
+        workload.key, laytune_device.key, laytune_device.name, candidate, program, 1e-5, None, None
+    )
+    export(FrozenLayouts([entry]), tmp_path, reference=True)
+    stem = export_stem(workload.key, laytune_device.key)
+    run = _build_and_run(cc, tmp_path, stem)
+    output = workload.output.name
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{output}: {workload.output.size} elements" in run.stdout
+    assert "matches the reference" in run.stdout and "note:" not in run.stderr
+
+    # a wrong number is found: the check is a check
+    reference = next(tmp_path.glob(f"{stem}.{output}.ref.bin"))
+    data = bytearray(reference.read_bytes())
+    data[:4] = struct.pack("<f", struct.unpack("<f", data[:4])[0] + 0.5)
+    reference.write_bytes(bytes(data))
+    run = subprocess.run([str(tmp_path / "host"), str(tmp_path)], capture_output=True, text=True)
+    assert run.returncode == 1 and "DIFFERS" in run.stdout
