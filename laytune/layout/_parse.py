@@ -9,6 +9,12 @@ the tree and accepts only parameter names, integer literals, unary minus, the
 operators of :mod:`laytune.layout._expr`, and ``AXIS_SEPARATOR`` as a list
 element. Anything else is a :class:`LayoutSyntaxError` that says what and
 where.
+
+Text is bounded before it is parsed: at most :data:`MAX_TEXT_LENGTH`
+characters and :data:`MAX_NESTING` levels of nested expressions. The layouts
+laytune writes stay far below both (a few hundred characters, a dozen levels);
+longer or deeper text is refused with a LayoutSyntaxError, never a
+RecursionError or MemoryError.
 """
 
 from __future__ import annotations
@@ -18,9 +24,14 @@ import ast
 from laytune.exceptions import LayoutError, LayoutSyntaxError
 from laytune.layout._expr import Const, Expr, Var, _make
 
-__all__ = ["SEPARATOR_TOKEN", "parse_index_map"]
+__all__ = ["MAX_NESTING", "MAX_TEXT_LENGTH", "SEPARATOR_TOKEN", "parse_index_map"]
 
 SEPARATOR_TOKEN = "AXIS_SEPARATOR"
+
+#: The longest index-map text that is parsed (characters).
+MAX_TEXT_LENGTH = 10_000
+#: The deepest nesting of expressions inside one physical index.
+MAX_NESTING = 64
 
 _BINOPS: dict[type, str] = {
     ast.Add: "+",
@@ -49,6 +60,11 @@ def parse_index_map(text: str) -> tuple[tuple[str, ...], tuple[Expr, ...], tuple
     if not isinstance(text, str):
         raise LayoutSyntaxError(f"an index map's text must be a string, got {type(text).__name__}")
     source = text.strip()
+    if len(source) > MAX_TEXT_LENGTH:
+        raise LayoutSyntaxError(
+            f"an index map's text is {len(source)} characters long, more than the "
+            f"{MAX_TEXT_LENGTH} laytune parses (it starts {source[:40]!r})"
+        )
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as err:
@@ -56,7 +72,31 @@ def parse_index_map(text: str) -> tuple[tuple[str, ...], tuple[Expr, ...], tuple
         raise LayoutSyntaxError(
             f"not a valid lambda: {err.msg} at column {column + 1}", source, column
         ) from None
+    except (RecursionError, MemoryError):  # Python's parser gives up on deep nesting
+        raise LayoutSyntaxError(_too_deep(source)) from None
+    _check_nesting(tree, source)
     return _Parser(source).lambda_(tree.body)
+
+
+def _too_deep(source: str) -> str:
+    return (
+        f"an index map nests expressions more than {MAX_NESTING} levels deep "
+        f"(it starts {source[:40]!r})"
+    )
+
+
+def _check_nesting(tree: ast.Expression, source: str) -> None:
+    """Refuse a physical index that nests more than MAX_NESTING expressions
+    (``i`` is one, ``i + 1`` two), walking without recursion: the walker
+    below recurses."""
+    stack: list[tuple[ast.AST, int]] = [(tree.body, -2)]  # the lambda and its list count 0
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.expr):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise LayoutSyntaxError(_too_deep(source))
+        stack.extend((child, depth) for child in ast.iter_child_nodes(node))
 
 
 class _Parser:

@@ -22,6 +22,7 @@ Tables (prefixed ``laytune_``, beside optuna's):
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 import sqlite3
@@ -41,6 +42,7 @@ from laytune.exceptions import (
     RecordError,
     RecordNotFoundError,
 )
+from laytune.layout._json import MAX_JSON_LENGTH
 from laytune.records._record import SCHEMA_VERSION, Record
 from laytune.space import Candidate
 
@@ -537,9 +539,28 @@ class Database:
     def import_jsonl(self, source: str | os.PathLike[str] | IO[str]) -> tuple[int, int]:
         """Add the records of a JSON Lines file; returns (added, already present).
         Every line is checked before anything is written, so a corrupt file
-        (its line number is named) adds nothing."""
-        with _text_in(source) as stream:
-            lines = [(n, line) for n, line in enumerate(stream, 1) if line.strip()]
+        (its line number is named) adds nothing. A line is read only up to the
+        bound of a record's JSON (:data:`laytune.layout._json.MAX_JSON_LENGTH`
+        characters, 64 levels of nesting); a longer or deeper one is a
+        :class:`RecordError`, like any other bad line."""
+        lines = []
+        with _lines_in(source) as stream:
+            for number in itertools.count(1):
+                line = stream.readline(MAX_JSON_LENGTH + 1)
+                if not line:
+                    break
+                if len(line) > MAX_JSON_LENGTH:
+                    unit = "bytes" if isinstance(line, bytes) else "characters"
+                    raise RecordError(
+                        f"line {number}: longer than {MAX_JSON_LENGTH} {unit}, more than any record"
+                    )
+                if isinstance(line, bytes):
+                    try:
+                        line = line.decode("utf-8")
+                    except UnicodeDecodeError as err:
+                        raise RecordError(f"line {number}: not UTF-8 text ({err})") from None
+                if line.strip():
+                    lines.append((number, line))
         records = []
         for number, line in lines:
             try:
@@ -604,15 +625,18 @@ def _text_out(out: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
 
 
 @contextlib.contextmanager
-def _text_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
+def _lines_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[Any]]:
+    """A text stream as given, or a file opened as bytes (decoded line by line,
+    so that a bad byte is blamed on its line)."""
     if hasattr(source, "read"):
         yield source  # type: ignore[misc]
-    else:
-        try:
-            with open(source, encoding="utf-8") as stream:
-                yield stream
-        except FileNotFoundError:
-            raise RecordError(f"no such file: {os.fspath(source)}") from None  # type: ignore[arg-type]
+        return
+    try:
+        stream = open(source, "rb")  # noqa: SIM115 (closed below, after the FileNotFoundError)
+    except FileNotFoundError:
+        raise RecordError(f"no such file: {os.fspath(source)}") from None  # type: ignore[arg-type]
+    with stream:
+        yield stream
 
 
 def open_database(

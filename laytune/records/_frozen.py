@@ -24,6 +24,7 @@ from laytune import __version__
 from laytune.codegen import KernelProgram
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import FrozenFileError, FrozenFileNotFoundError, LaytuneError
+from laytune.layout._json import check_nesting
 from laytune.runners import ProgramExecutor, as_context
 from laytune.space import Candidate
 
@@ -31,6 +32,9 @@ __all__ = ["FROZEN_VERSION", "FrozenEntry", "FrozenLayouts", "freeze", "load_fro
 
 FROZEN_VERSION = 1
 _FORMAT = "laytune-frozen"
+
+#: The largest frozen file read (bytes); one entry is a few kilobytes.
+MAX_FROZEN_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -177,10 +181,17 @@ class FrozenLayouts:
 
 
 def load_frozen(path: str | os.PathLike[str]) -> FrozenLayouts:
-    """Read a frozen file. A truncated file, one from a newer laytune, or one
-    that is not a frozen file raises :class:`FrozenFileError` saying which."""
+    """Read a frozen file. A truncated file, one from a newer laytune, one that
+    is not a frozen file, or one past the bounds (:data:`MAX_FROZEN_BYTES`,
+    JSON nested more than 64 levels) raises :class:`FrozenFileError` saying which."""
     where = os.fspath(path)
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_FROZEN_BYTES:
+            raise FrozenFileError(
+                f"{where} is {size} bytes, more than the {MAX_FROZEN_BYTES} of the largest "
+                "frozen file laytune reads; it is not a frozen file"
+            )
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FrozenFileNotFoundError(f"no frozen file at {where}") from None
@@ -193,6 +204,9 @@ def load_frozen(path: str | os.PathLike[str]) -> FrozenLayouts:
             f"{where} is truncated or not JSON ({err.msg} at line {err.lineno}); "
             "freeze again from the records database"
         ) from None
+    except (RecursionError, MemoryError):
+        raise FrozenFileError(f"{where} nests JSON too deeply; it is not a frozen file") from None
+    check_nesting(data, where, error=FrozenFileError)
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
         raise FrozenFileError(f"{where} is not a laytune frozen-layouts file")
     version = data.get("version")

@@ -209,7 +209,9 @@ class Record:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> Record:
         """Read a record back; anything malformed raises :class:`RecordError`
-        naming the field (never executes anything from the record)."""
+        naming the field (never executes anything from the record), and so
+        does JSON past the bounds of :mod:`laytune.layout._json` (16 MiB,
+        64 levels of nesting)."""
         data = load_versioned(
             data, "record", SCHEMA_VERSION, error=RecordError, version_field="schema_version"
         )

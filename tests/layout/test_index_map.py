@@ -183,6 +183,30 @@ def test_malformed_text_raises_syntax_error_saying_what_and_where(text: str, mes
         IndexMap.parse(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lambda i: [" + "i + " * 20000 + "i]", "80013 characters long, more than the 10000"),
+        ("lambda i: [" + "i + " * 2000 + "i]", "more than 64 levels deep"),  # Python parses it
+        ("lambda i: [" + "i + " * 64 + "i]", "more than 64 levels deep"),
+        ("lambda i: [" + "-" * 9000 + "i]", "more than 64 levels deep"),  # Python gives up
+        ("lambda i: [" + "(" * 3000 + "i" + ")" * 3000 + "]", "not a valid lambda"),
+        ("lambda " + ", ".join(f"a{k}" for k in range(5000)) + ": [a0]", "characters long"),
+    ],
+)
+def test_text_past_the_bounds_is_a_syntax_error_not_a_crash(text: str, message: str) -> None:
+    with pytest.raises(LayoutSyntaxError, match=message):
+        IndexMap.parse(text)
+
+
+def test_text_up_to_the_bounds_parses() -> None:
+    deepest = IndexMap.parse("lambda i: [" + "i + " * 63 + "i]")  # 64 levels
+    assert deepest.map_indices((1,)) == (64,)
+    widest = "lambda i: [" + ", ".join(["i"] * 2400) + "]"
+    assert len(widest) < 10_000
+    assert IndexMap.parse(widest).ndim_out == 2400
+
+
 def test_syntax_error_points_at_the_column() -> None:
     with pytest.raises(LayoutSyntaxError) as info:
         IndexMap.parse("lambda i: [i ** 2]")

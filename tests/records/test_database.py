@@ -169,6 +169,45 @@ def test_malformed_records_raise_record_error(mangle, message: str) -> None:
         Record.from_json(data)
 
 
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_nested(100_000), "more than 64 levels deep"),  # json.loads itself would recurse
+        (lambda good: good.replace('"result":{}', '"result":{"x":' + _nested(70) + "}"), "64 lev"),
+        (lambda good: good + " " * (16 << 20), "more than the 16777216"),
+    ],
+)
+def test_record_json_past_the_bounds_is_a_record_error(text, message: str) -> None:
+    good = record(candidate("pad"), 2e-6).dumps()
+    with pytest.raises(RecordError, match=message):
+        Record.from_json(text(good) if callable(text) else text)
+
+
+def test_jsonl_lines_past_the_bounds_are_named_and_nothing_is_imported(db, tmp_path: Path) -> None:
+    good = record(candidate("identity"), 4e-6).dumps()
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(good + "\n" + _nested(5000) + "\n")
+    with pytest.raises(RecordError, match=r"line 2: .*64 levels deep"):
+        db.import_jsonl(deep)
+    long = tmp_path / "long.jsonl"
+    long.write_text(good + "\n\n" + "x" * ((16 << 20) + 10))  # no newline: read in bounds
+    with pytest.raises(RecordError, match="line 3: longer than 16777216 bytes"):
+        db.import_jsonl(long)
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(good.encode() + b"\n\xff\xfe\n")
+    with pytest.raises(RecordError, match="line 2: not UTF-8"):
+        db.import_jsonl(binary)
+    assert len(db) == 0
+    stream = io.StringIO(good + "\n" + "y" * ((16 << 20) + 1))
+    with pytest.raises(RecordError, match="line 2: longer than 16777216 characters"):
+        db.import_jsonl(stream)
+    assert len(db) == 0
+
+
 def test_a_corrupt_row_in_the_database_names_its_id(db) -> None:
     db.add(record(candidate("identity"), 4e-6))
     with db._engine.begin() as conn:

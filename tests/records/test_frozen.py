@@ -148,6 +148,24 @@ def test_bad_frozen_files_give_clear_errors(tuned, tmp_path: Path, cl_context) -
         load_frozen(path).kernel(ops.copy((4, 4)), cl_context)
 
 
+def test_frozen_files_past_the_bounds_give_clear_errors(tmp_path: Path) -> None:
+    from laytune.records._frozen import MAX_FROZEN_BYTES
+
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as sparse:  # never read: refused by its size
+        sparse.truncate(MAX_FROZEN_BYTES + 1)
+    with pytest.raises(FrozenFileError, match=f"{MAX_FROZEN_BYTES + 1} bytes, more than"):
+        load_frozen(huge)
+    deep = _write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FrozenFileError, match="nests JSON too deeply"):
+        load_frozen(deep)
+    nested = {"format": "laytune-frozen", "version": 1, "entries": [], "x": [[[[]]]]}
+    for _ in range(70):
+        nested["x"] = [nested["x"]]
+    with pytest.raises(FrozenFileError, match="more than 64 levels deep"):
+        load_frozen(_write(tmp_path / "nested.json", nested))
+
+
 def test_freeze_with_nothing_verified_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FrozenFileError, match="has no verified record"):
         freeze(open_database(tmp_path / "empty.db"), tmp_path / "f.json")
