@@ -10,6 +10,9 @@ PostgreSQL binaries installed on the machine (``.ci/run`` installs Debian's
 ``postgresql`` package when they are missing) in a temporary folder, on a
 free port, and stopped after the session. As root it runs as the
 ``postgres`` user, since PostgreSQL refuses root.
+
+Every test process checks at its end that it leaves no child process alive
+(builder and runner workers, jobs started by tests, notebook kernels).
 """
 
 from __future__ import annotations
@@ -20,13 +23,52 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pyopencl as cl
 import pytest
 
 from laytune.runners import Device, default_device
+
+# Python's and loky's resource trackers: they read a pipe that this process
+# holds, so they end with it, and nothing else can end them earlier.
+_TRACKERS = ("multiprocessing.resource_tracker", "loky.backend.resource_tracker")
+
+
+def _live_children() -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            command = " ".join(child.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        if not any(tracker in command for tracker in _TRACKERS):
+            found.append(child)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Torn down after every other session fixture: fails the run when a child
+    process (other than the resource trackers) outlives it by 10 seconds."""
+    yield
+    deadline = time.monotonic() + 10.0
+    while (left := _live_children()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if left:
+        described = []
+        for child in left:
+            try:
+                described.append(f"{child.pid}: {' '.join(child.cmdline())[:160]}")
+            except psutil.NoSuchProcess:
+                continue
+        if described:
+            pytest.fail("the tests left child processes alive:\n" + "\n".join(described))
 
 
 @pytest.fixture(scope="session")

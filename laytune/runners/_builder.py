@@ -8,22 +8,29 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from joblib.externals.loky import ProcessPoolExecutor
-from joblib.externals.loky.process_executor import BrokenProcessPool, TerminatedWorkerError
+from joblib.externals.loky.process_executor import (
+    BrokenProcessPool,
+    ShutdownExecutorError,
+    TerminatedWorkerError,
+)
 
 from laytune.codegen import KernelProgram
 from laytune.exceptions import ConfigError
 from laytune.runners._cache import BinaryCache
 from laytune.runners._compile import compile_program, warm_worker
 from laytune.runners._devices import Device, select_device
+from laytune.runners._lifeline import follow_owner, spawning
 from laytune.runners._results import BuildResult, ErrorKind
 
 __all__ = ["Builder"]
 
 _WARM_UP_HOLD_S = 0.05
+# How often a build in flight looks whether close() was called (seconds).
+_CLOSE_POLL_S = 0.25
 
 
 @dataclass
@@ -48,7 +55,9 @@ class Builder:
       ``crash``. Neither stops the batch.
     - Workers are joblib's loky processes (started by exec, never forked
       from this process), ``max_workers`` of them (default: the CPUs this
-      process may use), each keeping one OpenCL context. At most one build
+      process may use), each keeping one OpenCL context. They ignore SIGINT
+      and SIGTERM and die within a second of this process, however it ends
+      (see :mod:`laytune.runners._lifeline`). At most one build
       per worker is in flight, so a build's time limit starts when it is
       handed to an idle worker (plus ``startup_time_limit_s`` while workers
       are starting). A timeout kills every worker; builds that were in
@@ -59,6 +68,10 @@ class Builder:
       from several threads. On a CPU device, builds compete with the
       measured kernels for the same cores; overlap them only where that
       noise is acceptable.
+    - ``close`` (or leaving a ``with`` block) stops the workers within a
+      second or so, also while a batch is being built (that batch's future
+      and those of batches not started raise ``CancelledError``); a later
+      build starts new workers.
     - With ``cache_dir``, every successful build is also written there, and
       a program already built for this device (same device key, source and
       options) is answered from it without compiling (``cached=True``). The
@@ -87,6 +100,7 @@ class Builder:
         self._warm = False
         self._lock = threading.Lock()
         self._background: ThreadPoolExecutor | None = None
+        self._closing = False
         self._cache = BinaryCache(cache_dir) if cache_dir is not None else None
         self._cache_warned = False
 
@@ -113,10 +127,15 @@ class Builder:
             while len(ready) < self._max_workers and time.monotonic() < deadline:
                 # Each call holds its worker a moment, so that the next ones
                 # go to workers that have not answered yet.
-                calls = [
-                    pool.submit(warm_worker, self._device, _WARM_UP_HOLD_S)
-                    for _ in range(self._max_workers - len(ready))
-                ]
+                try:
+                    with spawning():
+                        calls = [
+                            pool.submit(warm_worker, self._device, _WARM_UP_HOLD_S)
+                            for _ in range(self._max_workers - len(ready))
+                        ]
+                except (BrokenProcessPool, ShutdownExecutorError):
+                    self._kill_workers()
+                    return 0
                 done, _ = wait(calls, timeout=max(0.0, deadline - time.monotonic()))
                 try:
                     ready.update(call.result() for call in done)
@@ -136,11 +155,16 @@ class Builder:
             return self._build(list(batch))
 
     def close(self) -> None:
-        if self._background is not None:
-            self._background.shutdown(wait=True)
-            self._background = None
-        with self._lock:
-            self._kill_workers()
+        """Stop the workers; a batch being built stops within ``_CLOSE_POLL_S``."""
+        self._closing = True
+        try:
+            if self._background is not None:
+                self._background.shutdown(wait=True, cancel_futures=True)
+                self._background = None
+            with self._lock:
+                self._kill_workers()
+        finally:
+            self._closing = False
 
     def __enter__(self) -> Builder:
         return self
@@ -158,11 +182,13 @@ class Builder:
                 pending.append(_Task(index, program))
         in_flight: dict[Future[BuildResult], _Task] = {}
         while pending or in_flight:
+            if self._closing:
+                self._kill_workers()
+                raise CancelledError("the builder was closed while this batch was built")
             self._fill(pending, in_flight)
             nearest = min(task.deadline for task in in_flight.values())
-            done, _ = wait(
-                in_flight, timeout=max(0.0, nearest - time.monotonic()), return_when=FIRST_COMPLETED
-            )
+            timeout = min(_CLOSE_POLL_S, max(0.0, nearest - time.monotonic()))
+            done, _ = wait(in_flight, timeout=timeout, return_when=FIRST_COMPLETED)
             crashed: list[_Task] = []
             for future in done:
                 task = in_flight.pop(future)
@@ -207,16 +233,35 @@ class Builder:
             if pending[0].alone and in_flight:
                 return
             task = pending.popleft()
-            pool = self._pool()
             limit = self._time_limit_s + (0.0 if self._warm else self._startup_time_limit_s)
             task.deadline = time.monotonic() + limit
-            in_flight[pool.submit(compile_program, self._device, task.program)] = task
+            in_flight[self._submit(task.program)] = task
             if task.alone:
                 return
 
+    def _submit(self, program: KernelProgram) -> Future[BuildResult]:
+        """Hand one program to the pool, starting workers as needed. A pool
+        found broken (its workers died while idle: see _lifeline on threads)
+        is replaced once; nothing had been sent to it."""
+        for attempt in (1, 2):
+            pool = self._pool()
+            try:
+                with spawning():
+                    return pool.submit(compile_program, self._device, program)
+            except (BrokenProcessPool, ShutdownExecutorError):
+                self._kill_workers()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(max_workers=self._max_workers)
+            with spawning():  # loky's threads, started here, keep the mask
+                self._executor = ProcessPoolExecutor(
+                    max_workers=self._max_workers,
+                    initializer=follow_owner,
+                    initargs=(os.getpid(),),
+                )
             self._warm = False
         return self._executor
 

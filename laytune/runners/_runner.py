@@ -47,8 +47,12 @@ class Runner:
       :class:`MeasureConfig`), so workloads and builds must pickle
       (cloudpickle: classes defined in ``__main__`` are fine); one that does
       not is a ``run`` error of its candidate.
-    - Not thread-safe: call ``run`` from one thread at a time. ``close``
-      (or leaving a ``with`` block) stops the worker.
+    - Not thread-safe: call ``run`` from one thread at a time, best always
+      the same one (the worker dies with the thread that started it, and
+      is started again). ``close`` (or leaving a ``with`` block), or an
+      exception such as KeyboardInterrupt in ``run``, stops the worker. It
+      ignores SIGINT and SIGTERM and dies within a second of this process,
+      however it ends (see :mod:`laytune.runners._lifeline`).
     """
 
     def __init__(
@@ -104,24 +108,25 @@ class Runner:
                 todo.append(index)
             else:
                 results[index] = refused
-        while todo:
-            try:
-                worker = self._ready_worker()
-            except RuntimeError as exc:  # WorkerError, or spawning failed
-                # Do not pay for a doomed start per candidate; the next batch tries again.
-                for index in todo:
-                    results[index] = self._failure(batch[index], ErrorKind.DEVICE_LOST, str(exc))
-                break
-            try:
+        try:
+            while todo:
+                try:
+                    worker = self._ready_worker()
+                except RuntimeError as exc:  # WorkerError, or spawning failed
+                    # Do not pay for a doomed start per candidate; the next batch tries again.
+                    for index in todo:
+                        results[index] = self._failure(
+                            batch[index], ErrorKind.DEVICE_LOST, str(exc)
+                        )
+                    break
                 todo = self._stream(worker, batch, todo, results)
-            except BaseException:
-                # Interrupted mid-batch (KeyboardInterrupt, ...): the worker would
-                # go on measuring and answer into the next batch.
-                worker.kill()
-                if self._worker is not None and self._worker is not worker:
-                    self._worker.kill()
-                self._worker = None
-                raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, ...) while a worker started or
+            # measured: it would go on and answer into the next batch.
+            if self._worker is not None:
+                self._worker.kill()
+            self._worker = None
+            raise
         return [result for result in results if result is not None]
 
     def close(self) -> None:
@@ -249,6 +254,11 @@ class Runner:
 
     # -- the worker -----------------------------------------------------------
     def _ready_worker(self) -> WorkerProcess:
+        if self._worker is not None and self._worker.ready and not self._worker.process.is_alive():
+            # It died between batches (killed from outside, or the thread that
+            # started it ended: see _lifeline): no candidate of ours was in it.
+            self._worker.kill()
+            self._worker = None
         worker = self._worker if self._worker is not None else self._start_worker()
         try:
             worker.wait_ready(self._startup_time_limit_s)

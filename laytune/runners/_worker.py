@@ -19,11 +19,15 @@ done, without waiting for the parent: ``("result", index, RunResult)`` or
 reference it sends ``("preparing", index)`` and after it ``("prepared",
 index)``, so the parent knows which time limit runs. After a result whose
 device was lost the worker stops: its context is no longer trusted.
+
+The worker ignores SIGINT and SIGTERM from its start and dies with the process
+that started it (:mod:`laytune.runners._lifeline`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import signal
 import time
@@ -35,6 +39,7 @@ from typing import Any
 
 from laytune.exceptions import WorkerError
 from laytune.runners._devices import Device
+from laytune.runners._lifeline import follow_owner, spawning
 
 __all__ = ["WorkerDied", "WorkerProcess", "WorkerTimeout"]
 
@@ -78,11 +83,12 @@ class WorkerProcess:
         self._conn, child_conn = context.Pipe(duplex=True)
         self.process = context.Process(
             target=worker_main,
-            args=(child_conn, device, dict(injected_statuses or {})),
+            args=(child_conn, device, dict(injected_statuses or {}), os.getpid()),
             name="laytune-runner",
             daemon=True,
         )
-        self.process.start()
+        with spawning():
+            self.process.start()
         child_conn.close()
         self.ready = False
 
@@ -144,8 +150,11 @@ class WorkerProcess:
         self.kill()
 
 
-def worker_main(conn: Connection, device: Device, injected_statuses: dict[str, int]) -> None:
+def worker_main(
+    conn: Connection, device: Device, injected_statuses: dict[str, int], owner_pid: int
+) -> None:
     """Entry point of the measuring process: serve batches until told to stop."""
+    follow_owner(owner_pid)
     from laytune.runners._measure import DeviceSession, PreparedWorkload, measure_candidate
     from laytune.runners._results import ErrorKind
     from laytune.runners._workload import input_seed
