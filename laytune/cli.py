@@ -8,8 +8,9 @@ nothing (no verified candidate, no matching workload or record, no such
 record id, no records database or frozen file at the path given: the
 read-only commands never create one); 2 a user mistake (bad arguments,
 unknown device or operator, a database or file that cannot be read: one
-line on stderr, no traceback); 130 interrupted (Ctrl-C; tuning keeps every
-finished record).
+line on stderr, no traceback); 130 interrupted by SIGINT (Ctrl-C) and 143
+by SIGTERM, at any moment, start-up included (no traceback; tuning stops its
+workers and keeps every finished record).
 
 Tables fit the terminal's width (``COLUMNS`` when set, else 80 columns when
 the output is not a terminal); ``--format csv|json|jsonl`` give every column.
@@ -18,21 +19,27 @@ the output is not a terminal); ``--format csv|json|jsonl`` give every column.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import math
 import os
 import shutil
+import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from laytune.exceptions import LaytuneError, NotFoundError
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_NO_RESULT, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_NO_RESULT, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
+_EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
 def _default_db() -> str:
@@ -481,7 +488,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Search memory layouts of OpenCL kernels, keep every measurement, "
         "freeze the best layouts.",
         epilog="exit codes: 0 ok, 1 nothing found (also: no such database, record or file), "
-        "2 user error, 130 interrupted. "
+        "2 user error, 130 interrupted (SIGINT), 143 terminated (SIGTERM). "
         "The database defaults to $LAYTUNE_DB or sqlite:///laytune.db.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -601,9 +608,83 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StopSignals:
+    """How a command answers SIGINT and SIGTERM.
+
+    While the command runs, the first of them raises KeyboardInterrupt in the
+    main thread (for SIGTERM too, so that every clean-up written for Ctrl-C
+    runs: tuning gives back its candidates in flight and stops its workers,
+    which ignore both signals). A second one during that clean-up exits at
+    once: the workers die with this process, and the database holds what was
+    committed. Once the command is done, a signal only sets the exit status.
+    Whichever signal came first decides the status: 130 or 143.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self.finishing = False
+
+    def install(self) -> dict[int, Any]:
+        """Install the handlers; returns the previous ones."""
+        return {signum: signal.signal(signum, self.handle) for signum in _EXIT_FOR_SIGNAL}
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.first is None:
+            self.first = signum
+            if not self.finishing:
+                raise KeyboardInterrupt
+        elif not self.finishing:
+            _exit_now(self.status(EXIT_INTERRUPTED))
+
+    def status(self, code: int) -> int:
+        return code if self.first is None else _EXIT_FOR_SIGNAL[self.first]
+
+
+def _exit_now(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed pipe, or a flush this signal interrupted
+            pass
+    os._exit(status)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run one command and return its exit status.
+
+    Called without ``argv`` (the ``laytune`` program), it owns the process:
+    its SIGINT and SIGTERM handlers stay until the process ends, which it
+    does, after the usual exit clean-up, with the status that the first
+    signal decided, if any came (see :class:`_StopSignals`). Called with
+    ``argv`` (tests, embedding), it restores the previous handlers and
+    leaves the process alone.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return _run(argv, None)  # signal handlers can only be set in the main thread
+    signals = _StopSignals()
+    program = argv is None
+    # What the process exits with unless a signal decides: an exception that
+    # escapes (a bug) exits 1, as Python would; SystemExit its own code.
+    status = [1]
+    if program:  # registered before anything else registers, so it runs last
+        atexit.register(lambda: _exit_now(signals.status(status[0])))
+    previous = signals.install()
     try:
+        status[0] = _run(argv, signals)
+    except SystemExit as done:  # argparse: --help, a bad option
+        status[0] = done.code if isinstance(done.code, int) else int(done.code is not None)
+        raise
+    finally:
+        signals.finishing = True
+        if not program:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    return signals.status(status[0])
+
+
+def _run(argv: Sequence[str] | None, signals: _StopSignals | None) -> int:
+    try:
+        args = _parser().parse_args(argv)
         return int(args.run(args))
     except NotFoundError as err:  # nothing to read: no database, record or frozen file
         print(f"laytune: {err}", file=sys.stderr)
@@ -615,8 +696,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"laytune: error: {err.args[0] if err.args else err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("laytune: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        terminated = signals is not None and signals.first == signal.SIGTERM
+        print(f"laytune: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

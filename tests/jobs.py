@@ -1,0 +1,146 @@
+"""Tuning jobs as separate processes, for the tests that signal, kill or starve them.
+
+A job is the ``laytune`` program (``laytune tune ...``) started in a session
+of its own, so that its process group can be signalled the way a terminal
+does and every process it starts (builder and runner workers, the resource
+trackers) can be found by its session id, also after the job has died.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: A small job: a copy of 32 x 32 floats, a few milliseconds a candidate.
+SMALL_JOB = ("tune", "copy", "--shape", "rows=32,cols=32", "--batch", "4", "--no-warm-start")
+
+
+def laytune_command() -> list[str]:
+    """The installed ``laytune`` program beside this interpreter, else ``-m laytune.cli``."""
+    script = Path(sys.executable).with_name("laytune")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "laytune.cli"]
+
+
+def start_job(
+    db: Path, *args: str, trials: int = 500, preexec_fn: Callable[[], Any] | None = None
+) -> subprocess.Popen[str]:
+    """``laytune tune`` on :data:`SMALL_JOB` (or ``args``) into the SQLite file
+    ``db``, quiet, in a new session (its process group id is its pid)."""
+    command = [
+        *laytune_command(),
+        *(args or SMALL_JOB),
+        "--trials",
+        str(trials),
+        "--quiet",
+        "--db",
+        f"sqlite:///{db}",
+    ]
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=preexec_fn,
+    )
+
+
+def session_processes(session: int) -> list[psutil.Process]:
+    """The live processes of a session (zombies are dead and left out)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if os.getsid(process.pid) == session and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+def wait_for_session_end(session: int, timeout_s: float) -> list[str]:
+    """Wait until no process of ``session`` lives; the command lines of those
+    still alive after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while (alive := session_processes(session)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [describe(process) for process in alive]
+
+
+def describe(process: psutil.Process) -> str:
+    try:
+        return f"{process.pid}: {' '.join(process.cmdline())[:160]}"
+    except psutil.Error:
+        return f"{process.pid}: (gone)"
+
+
+def handlers_installed(pid: int) -> bool:
+    """Whether the process catches SIGTERM, which the ``laytune`` program does
+    from its first line on (Python itself leaves SIGTERM alone)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def wait_until(condition: Callable[[], bool], job: subprocess.Popen[str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if job.poll() is not None:
+            raise AssertionError(f"the job ended ({job.returncode}): {job.stderr.read()}")  # type: ignore[union-attr]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting after {timeout_s} s")
+        time.sleep(0.005)
+
+
+def record_count(db: Path) -> int:
+    """Records committed to ``db`` so far (0 before the tables exist)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
+            return int(conn.execute("SELECT count(*) FROM laytune_records").fetchone()[0])
+    except sqlite3.OperationalError:  # no file or no table yet
+        return 0
+
+
+def integrity(db: Path) -> str:
+    with sqlite3.connect(db, timeout=30) as conn:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def bodies(db: Path) -> dict[int, str]:
+    """Record id -> the stored JSON body, read without laytune."""
+    with sqlite3.connect(db, timeout=30) as conn:
+        return dict(conn.execute("SELECT id, body FROM laytune_records").fetchall())
+
+
+def stop_group(job: subprocess.Popen[str], signum: int) -> tuple[str, str]:
+    os.killpg(job.pid, signum)
+    return job.communicate(timeout=120)
+
+
+def kill_all(jobs: Sequence[subprocess.Popen[str]]) -> None:
+    """Clean-up for a test that failed half-way: SIGKILL every process of the
+    jobs' sessions that still lives."""
+    for job in jobs:
+        for process in session_processes(job.pid):
+            try:
+                process.kill()
+            except psutil.Error:
+                continue
+        if job.poll() is None:
+            job.wait()

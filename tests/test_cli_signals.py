@@ -1,0 +1,93 @@
+"""The ``laytune`` program under signals: Ctrl-C and SIGTERM at any moment stop a
+tuning job with 130 / 143 and no traceback, keep every finished record and
+leave no process; SIGKILL leaves no process either.
+
+Each job is a real ``laytune tune`` process in a session of its own; signals
+go to its process group, as a terminal sends Ctrl-C. The moments are random
+and printed with any failure. A moment counts from when the program has
+installed its handlers (its first line): before that, the interpreter is
+still starting and the signal ends it the way it ends any Python program.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from laytune.records import Record
+from tests import jobs
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to see the handlers"),
+]
+
+#: Random moments are drawn up to this many seconds after the handlers are in
+#: place: start-up (imports, opening the device and the database, starting
+#: the workers) takes about 6 s here, then a batch of 4 about 1.5 s.
+WINDOW_S = 8.0
+
+
+def _stop_at_random_moments(tmp_path: Path, signum: int, times: int) -> None:
+    db = tmp_path / "signals.db"
+    rng = random.Random()
+    kept: dict[int, str] = {}
+    for attempt in range(times):
+        moment = rng.uniform(0.0, WINDOW_S)
+        job = jobs.start_job(db)
+        try:
+            jobs.wait_until(lambda job=job: jobs.handlers_installed(job.pid), job, 60)
+            time.sleep(moment)
+            started = time.monotonic()
+            out, err = jobs.stop_group(job, signum)
+            stopped_s = time.monotonic() - started
+        finally:
+            jobs.kill_all([job])
+        where = f"attempt {attempt}, {signal.Signals(signum).name} at {moment:.2f} s"
+        assert job.returncode == 128 + signum, f"{where}: exit {job.returncode}\n{err}"
+        assert "Traceback" not in err and "Traceback" not in out, f"{where}:\n{err}"
+        assert stopped_s < 30, f"{where}: stopping took {stopped_s:.1f} s"
+        assert jobs.wait_for_session_end(job.pid, 10) == [], f"{where}: processes left"
+        if not db.exists():  # stopped before it opened the database
+            continue
+        assert jobs.integrity(db) == "ok", where
+        now = jobs.bodies(db)
+        assert all(now.get(i) == body for i, body in kept.items()), f"{where}: records lost"
+        for body in now.values():
+            Record.from_json(body)  # every record reads back
+        kept = now
+
+
+def test_ctrl_c_on_the_process_group_at_random_moments_exits_130(tmp_path: Path) -> None:
+    _stop_at_random_moments(tmp_path, signal.SIGINT, 20)
+
+
+def test_sigterm_on_the_process_group_at_random_moments_exits_143(tmp_path: Path) -> None:
+    _stop_at_random_moments(tmp_path, signal.SIGTERM, 5)
+
+
+def test_a_job_killed_with_sigkill_leaves_no_process(tmp_path: Path) -> None:
+    db = tmp_path / "killed.db"
+    job = jobs.start_job(db)
+    try:
+        jobs.wait_until(lambda: jobs.record_count(db) >= 1, job, 180)
+        workers = [jobs.describe(p) for p in jobs.session_processes(job.pid) if p.pid != job.pid]
+        # the builder's loky workers, the measuring worker, the resource trackers
+        assert any("loky.backend.popen_loky_posix" in w for w in workers), workers
+        assert any("multiprocessing.spawn" in w for w in workers), workers
+        job.send_signal(signal.SIGKILL)
+        job.wait()
+        left = jobs.wait_for_session_end(job.pid, 10)
+    finally:
+        jobs.kill_all([job])
+    assert left == [], "processes of the killed job are still alive 10 s later:\n" + "\n".join(
+        left
+    )
+    assert jobs.integrity(db) == "ok"
+    for body in jobs.bodies(db).values():
+        Record.from_json(body)
