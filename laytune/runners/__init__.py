@@ -22,6 +22,7 @@ from laytune.runners._devices import (
     select_device,
 )
 from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context
+from laytune.runners._memory import allocation_bytes, memory_refusal
 from laytune.runners._results import (
     BuildResult,
     ConversionTiming,
@@ -53,10 +54,12 @@ __all__ = [
     "Statistic",
     "Tolerance",
     "VerifiableWorkload",
+    "allocation_bytes",
     "as_context",
     "default_device",
     "device_builds",
     "input_seed",
     "list_devices",
+    "memory_refusal",
     "select_device",
 ]

@@ -23,6 +23,7 @@ import pyopencl as cl
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.runners._config import MeasureConfig, Tolerance
 from laytune.runners._devices import Device
+from laytune.runners._memory import device_views
 from laytune.runners._results import (
     ConversionTiming,
     ErrorKind,
@@ -292,19 +293,12 @@ class _Buffers:
 
     def __init__(self, session: DeviceSession, program: KernelProgram) -> None:
         self.session = session
-        used = {
-            (ref.buffer, ref.view)
-            for launch in (*program.pack, *program.compute, *program.unpack)
-            for ref in launch.args
-        }
         wanted: list[tuple[tuple[str, str], MemoryKey]] = []
-        for spec in program.buffers:
+        for spec, view in device_views(program):
             itemsize = np.dtype(spec.dtype).itemsize
-            physical = (spec.name, "physical") in used
-            if (spec.name, "logical") in used or not physical:
+            if view == "logical":
                 nbytes = max(1, int(np.prod(spec.shape)) * itemsize)
                 wanted.append(((spec.name, "logical"), ("buffer", nbytes)))
-            if not physical:
                 continue
             if spec.memory == "image2d":
                 image_format = _image_format(spec)

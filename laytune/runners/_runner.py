@@ -12,6 +12,7 @@ from laytune.device_info import DeviceInfo
 from laytune.exceptions import ConfigError, WorkerError
 from laytune.runners._config import MeasureConfig
 from laytune.runners._devices import Device, select_device
+from laytune.runners._memory import allocation_bytes, memory_refusal
 from laytune.runners._results import ErrorKind, RunInput, RunResult
 from laytune.runners._worker import WorkerDied, WorkerProcess, WorkerTimeout
 
@@ -28,7 +29,9 @@ class Runner:
       launch the device refuses, a wrong result, a hang past
       ``config.time_limit_s``, a crash of the worker process or a lost
       device each become a result with its :class:`ErrorKind`, and the rest
-      of the batch is still measured.
+      of the batch is still measured. A candidate whose buffers would not
+      fit the device's memory (:func:`memory_refusal`) is a ``run`` error
+      that names the sizes, and is never sent to the worker.
     - Measurement is serial per device: one worker process, one candidate at
       a time. The worker is started with ``spawn`` on first use, keeps its
       context, and caches each workload's inputs and reference by key. A
@@ -159,6 +162,9 @@ class Runner:
                 f"program was built for device {build.device_key}, "
                 f"this runner measures on {self._device.key}",
             )
+        too_large = memory_refusal(self._device.info, allocation_bytes(build.program))
+        if too_large is not None:
+            return self._failure(item, ErrorKind.RUN, f"not allocated: {too_large}")
         return None
 
     def _stream(

@@ -33,6 +33,7 @@ from laytune.runners import (
     RunInput,
     Runner,
     default_device,
+    memory_refusal,
     select_device,
 )
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
@@ -359,6 +360,16 @@ def tune(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     device = _resolve_device(device)
+    # Every candidate holds each buffer in its logical layout and in its own,
+    # which is at least as large: if that does not fit, no candidate does.
+    least = {
+        f"{buffer.name} ({view})": buffer.nbytes
+        for buffer in getattr(workload, "buffers", ())
+        for view in ("logical", "physical")
+    }
+    too_large = memory_refusal(device.info, least)
+    if too_large is not None:
+        raise TuningError(f"{workload.key} does not fit the device: {too_large}")
     db = open_database(database)
     space = SearchSpace(workload, device.info, options)
     name = study_name or study_name_for(workload, device, strategy)

@@ -183,6 +183,42 @@ def test_build_for_another_device_is_refused(
     assert result.error_kind is ErrorKind.RUN
 
 
+def test_a_candidate_too_large_for_the_device_is_refused_before_anything_is_allocated(
+    device: Device, builder: Builder, kit: SimpleNamespace
+) -> None:
+    build = _build_one(builder, kit.scale_program("huge"))
+    limit = device.info.max_mem_alloc_size
+    physical = (limit // 4 + 1,)  # one float more than the device allocates at once
+    huge = replace(
+        build.program,
+        buffers=tuple(replace(b, physical_shape=physical) for b in build.program.buffers),
+    )
+    good = _build_one(builder, kit.scale_program("fits"))
+    with Runner(device, kit.FAST) as fresh:
+        (result,) = fresh.run([RunInput(replace(build, program=huge), kit.ScaleWorkload())])
+        assert fresh.worker_starts == 0  # nothing was sent to a worker, nothing allocated
+        (fits,) = fresh.run([RunInput(good, kit.ScaleWorkload())])
+    assert result.error_kind is ErrorKind.RUN
+    assert result.error_message.startswith("not allocated: x (physical) ")
+    assert f"({limit} bytes) that {device.info.name} allocates at most" in result.error_message
+    assert fits.ok
+
+
+def test_memory_refusal_names_each_size_and_the_limit() -> None:
+    from laytune.device_info import DeviceInfo
+    from laytune.runners import memory_refusal
+
+    info = DeviceInfo("P", "D", global_mem_size=10 << 20, max_mem_alloc_size=4 << 20)
+    assert memory_refusal(info, {"A": 4 << 20, "B": 4 << 20}) is None
+    assert memory_refusal(info, {"A": (4 << 20) + 1, "B": 1}) == (
+        "A 4 MiB: more than the 4 MiB (4194304 bytes) that D (P) allocates at most in one buffer"
+    )
+    assert memory_refusal(info, {"A": 4 << 20, "B": 4 << 20, "C": 3 << 20}) == (
+        "the buffers take 11 MiB (11534336 bytes) together (A 4 MiB, B 4 MiB, C 3 MiB), "
+        "more than the 10 MiB (10485760 bytes) of global memory of D (P)"
+    )
+
+
 def test_inputs_and_reference_are_made_once_per_workload(
     builder: Builder, runner: Runner, kit: SimpleNamespace, tmp_path: Path
 ) -> None:

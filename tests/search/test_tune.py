@@ -95,6 +95,17 @@ def test_unknown_strategy_and_bad_budgets_are_errors(tmp_path: Path) -> None:
         run_tune(f"sqlite:///{tmp_path / 'e.db'}", trials=0)
 
 
+def test_a_shape_that_cannot_fit_the_device_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    device = laytune.runners.default_device()
+    side = 1 << 20  # 4 TiB of float32 per buffer
+    with pytest.raises(TuningError, match=r"X \(logical\) 4096 GiB.*allocates at most") as info:
+        run_tune(f"sqlite:///{tmp_path / 'm.db'}", workload=ops.copy((side, side)))
+    assert f"({device.info.max_mem_alloc_size} bytes)" in str(info.value)
+    assert not (tmp_path / "m.db").exists()  # refused before the database was opened
+
+
 def test_ctrl_c_stops_cleanly_and_keeps_every_record(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'c.db'}"
 
