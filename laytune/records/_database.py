@@ -257,6 +257,15 @@ class Database:
 
     __str__ = __repr__
 
+    @contextlib.contextmanager
+    def _failing(self, doing: str) -> Iterator[None]:
+        """A failure of the database itself (unreadable, corrupt, full disk,
+        server gone) as a DatabaseError that names it and what was being done."""
+        try:
+            yield
+        except SQLAlchemyError as err:
+            raise DatabaseError(f"{doing} {self.safe_url}: {_reason(err)}") from None
+
     # -- optuna ---------------------------------------------------------------------
     def optuna_storage(self) -> Any:
         """Optuna's RDB storage on this same database (created once, shared)."""
@@ -332,6 +341,10 @@ class Database:
         got in means any record of the candidate is already visible.
         """
         owner = owner or process_owner()
+        with self._failing("claiming a candidate in"):
+            return self._claim(workload_key, device_key, candidate_key, owner)
+
+    def _claim(self, workload_key: str, device_key: str, candidate_key: str, owner: str) -> bool:
         where = (
             _claims.c.workload_key == workload_key,
             _claims.c.device_key == device_key,
@@ -365,7 +378,7 @@ class Database:
                     if taken.rowcount != 1:
                         return False
                 elif held is None:  # released meanwhile: try again from the start
-                    return self.claim(workload_key, device_key, candidate_key, owner)
+                    return self._claim(workload_key, device_key, candidate_key, owner)
         if self.lookup(workload_key, device_key, candidate_key) is not None:
             self.release(workload_key, device_key, candidate_key, owner)
             return False
@@ -376,7 +389,7 @@ class Database:
     ) -> None:
         """Drop a claim without a record (the candidate was not measured)."""
         owner = owner or process_owner()
-        with self._engine.begin() as conn:
+        with self._failing("releasing a claim in"), self._engine.begin() as conn:
             conn.execute(
                 _claims.delete().where(
                     _claims.c.workload_key == workload_key,
@@ -387,7 +400,7 @@ class Database:
             )
 
     def claims(self) -> list[dict[str, Any]]:
-        with self._engine.connect() as conn:
+        with self._failing("reading"), self._engine.connect() as conn:
             return [dict(row._mapping) for row in conn.execute(sa.select(_claims))]
 
     # -- reading --------------------------------------------------------------------
@@ -415,11 +428,8 @@ class Database:
         return query
 
     def _read(self, query: sa.Select) -> Iterator[Record]:
-        try:
-            with self._engine.connect() as conn:
-                rows = conn.execute(query).all()
-        except SQLAlchemyError as err:
-            raise DatabaseError(f"reading {self.safe_url}: {_reason(err)}") from None
+        with self._failing("reading"), self._engine.connect() as conn:
+            rows = conn.execute(query).all()
         for row in rows:
             yield _decode(row.id, row.body)
 
@@ -443,7 +453,7 @@ class Database:
         return list(self._read(query))
 
     def __len__(self) -> int:
-        with self._engine.connect() as conn:
+        with self._failing("reading"), self._engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(_records)).scalar())
 
     def get(self, record_id: int) -> Record:
@@ -468,7 +478,7 @@ class Database:
         query = sa.select(_records.c.candidate_key, _records.c.value_s).where(
             _records.c.workload_key == _key(workload), _records.c.device_key == _key(device)
         )
-        with self._engine.connect() as conn:
+        with self._failing("reading"), self._engine.connect() as conn:
             return {row.candidate_key: row.value_s for row in conn.execute(query)}
 
     def best(self, workload: Any, device: Any) -> Record | None:
@@ -511,7 +521,7 @@ class Database:
     def workloads(self) -> list[tuple[str, str]]:
         """Every (workload key, device key) pair with records."""
         query = sa.select(_records.c.workload_key, _records.c.device_key).distinct()
-        with self._engine.connect() as conn:
+        with self._failing("reading"), self._engine.connect() as conn:
             return sorted((r.workload_key, r.device_key) for r in conn.execute(query))
 
     # -- pandas ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laytune.codegen import KernelProgram, lower
-from laytune.exceptions import LayoutRejectedError, TuningError
+from laytune.exceptions import DatabaseError, LayoutRejectedError, TuningError
 from laytune.layout import FAMILIES, block, permute
 from laytune.ops import key_distance
 from laytune.records import (
@@ -26,6 +26,7 @@ from laytune.records import (
     open_database,
     process_owner,
 )
+from laytune.records._database import _reason
 from laytune.runners import (
     Builder,
     Device,
@@ -174,9 +175,12 @@ class _Proposer:
         for item in items:
             with contextlib.suppress(Exception):  # already told, or the storage is gone
                 self.job.study.tell(item.trial, state=optuna.trial.TrialState.FAIL)
-            self.job.database.release(
-                self.job.workload.key, self.job.device.key, item.candidate.key, self.owner
-            )
+            # A database that fails now (a full disk) keeps the claim; it dies
+            # with this process and the next job takes it over.
+            with contextlib.suppress(DatabaseError):
+                self.job.database.release(
+                    self.job.workload.key, self.job.device.key, item.candidate.key, self.owner
+                )
 
 
 def _translate(candidate: Candidate, space: SearchSpace) -> Candidate | None:
@@ -347,8 +351,13 @@ def tune(
     with the best candidate's knobs (:func:`layout_reference`) are measured
     too, if not recorded yet, so that the result says what the layouts
     bought apart from the knobs; this reference is a record like any other
-    but does not count against ``trials``. Ctrl-C stops after cleaning up;
-    everything measured is kept.
+    but does not count against ``trials``.
+
+    Ctrl-C (KeyboardInterrupt, at any moment) stops after cleaning up: the
+    candidates in flight are given back, the workers stopped, every finished
+    record kept; the result's ``stop_reason`` starts with "interrupted". A
+    database that fails during the job (a full disk, a lost server) raises
+    :class:`~laytune.exceptions.DatabaseError`; what it committed before stays.
     """
     if strategy not in STRATEGIES:
         raise TuningError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
@@ -457,8 +466,13 @@ def tune(
                 for callback in watchers:
                     callback.on_batch(job, records)
     except KeyboardInterrupt:
-        job.stop_reason = "interrupted (Ctrl-C); every finished record is kept"
+        job.stop_reason = "interrupted; every finished record is kept"
         proposer.abandon(in_flight)
+    except optuna.exceptions.StorageInternalError as err:  # its SQLAlchemy error says why
+        job.stop_reason = "error"
+        proposer.abandon(in_flight)
+        reason = _reason(err.__cause__ or err)
+        raise DatabaseError(f"writing the optuna study to {db.safe_url}: {reason}") from None
     except BaseException:
         job.stop_reason = "error"
         proposer.abandon(in_flight)
