@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -642,10 +643,8 @@ class _StopSignals:
 
 def _exit_now(status: int) -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed pipe, or a flush this signal cut
             stream.flush()
-        except Exception:  # a closed pipe, or a flush this signal interrupted
-            pass
     os._exit(status)
 
 

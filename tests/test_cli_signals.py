@@ -85,9 +85,7 @@ def test_a_job_killed_with_sigkill_leaves_no_process(tmp_path: Path) -> None:
         left = jobs.wait_for_session_end(job.pid, 10)
     finally:
         jobs.kill_all([job])
-    assert left == [], "processes of the killed job are still alive 10 s later:\n" + "\n".join(
-        left
-    )
+    assert left == [], "processes of the killed job are still alive 10 s later:\n" + "\n".join(left)
     assert jobs.integrity(db) == "ok"
     for body in jobs.bodies(db).values():
         Record.from_json(body)

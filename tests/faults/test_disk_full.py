@@ -39,7 +39,7 @@ def test_a_full_disk_stops_the_job_with_a_clear_error_and_keeps_every_record(
         limit = max(files.values()) + 16 * 1024  # a record or two more, then full
         resource.prlimit(job.pid, resource.RLIMIT_FSIZE, (limit, limit))
         committed = jobs.bodies(db)
-        out, err = job.communicate(timeout=180)
+        _, err = job.communicate(timeout=180)
     finally:
         jobs.kill_all([job])
     assert job.returncode == 2, err
@@ -59,7 +59,7 @@ def test_a_full_disk_stops_the_job_with_a_clear_error_and_keeps_every_record(
         Record.from_json(body)
     resumed = jobs.start_job(db, trials=2)
     try:
-        out, err = resumed.communicate(timeout=300)
+        _, err = resumed.communicate(timeout=300)
     finally:
         jobs.kill_all([resumed])
     assert resumed.returncode == 0, err

@@ -51,8 +51,7 @@ def _start(url: str) -> subprocess.Popen[str]:
 
 def _building(job: subprocess.Popen[str]) -> bool:
     return any(
-        "loky.backend.popen_loky_posix" in jobs.describe(p)
-        for p in jobs.session_processes(job.pid)
+        "loky.backend.popen_loky_posix" in jobs.describe(p) for p in jobs.session_processes(job.pid)
     )
 
 
