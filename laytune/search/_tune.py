@@ -92,27 +92,37 @@ class _Proposer:
         self.exhausted_why = ""
         self.proposed: set[str] = set()  # by this job, recorded or still in flight
 
-    def _forced_trial(self, known: dict[str, float | None], forced: Iterator[Candidate]) -> Any:
-        """A trial of the next candidate of ``forced`` not yet recorded, or None.
+    def _new_trial(self, fixed_params: dict[str, Any] | None = None) -> Any:
+        """A RUNNING trial that names its owner from the moment it exists.
 
-        The trial is created RUNNING with its parameters fixed, never queued
-        as WAITING: a waiting trial could be popped by two workers at once on
-        SQLite, which locks no rows.
+        ``study.ask()`` and naming the owner after it would leave a trial
+        without an owner, RUNNING for ever, when the job is killed in between;
+        so the trial is created as ``ask()`` creates it, with the owner in
+        the same write. ``fixed_params`` fix its parameters (a forced
+        candidate), never through a WAITING trial: one could be popped by two
+        workers at once on SQLite, which locks no rows.
         """
         import optuna
 
+        study = self.job.study
+        study._thread_local.cached_all_trials = None  # as ask() does: see every trial
+        template = optuna.trial.create_trial(
+            state=optuna.trial.TrialState.RUNNING,
+            system_attrs={"fixed_params": fixed_params} if fixed_params else {},
+            user_attrs={"owner": self.owner},
+        )
+        trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
+        return optuna.trial.Trial(study, trial_id)
+
+    def _forced_trial(self, known: dict[str, float | None], forced: Iterator[Candidate]) -> Any:
+        """A trial of the next candidate of ``forced`` not yet recorded, or None."""
         for candidate in forced:
             if candidate.key in known:
                 continue
             found = params_of(self.job.space, candidate)
             if found is None or found[1].key in known:
                 continue
-            study = self.job.study
-            template = optuna.trial.create_trial(
-                state=optuna.trial.TrialState.RUNNING, system_attrs={"fixed_params": found[0]}
-            )
-            trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
-            return optuna.trial.Trial(study, trial_id)
+            return self._new_trial(found[0])
         return None
 
     def next(self, count: int, only: Sequence[Candidate] | None = None) -> list[_Item]:
@@ -135,8 +145,7 @@ class _Proposer:
                     self.exhausted = True
                     self.exhausted_why = "every valid candidate measured"
                     break
-                trial = job.study.ask()
-            trial.set_user_attr("owner", self.owner)
+                trial = self._new_trial()
             candidate = job.space.suggest(trial)
             key = candidate.key
             if key in known or not job.database.claim(
