@@ -233,9 +233,10 @@ class Builder:
             if pending[0].alone and in_flight:
                 return
             task = pending.popleft()
+            future = self._submit(task.program)  # may start a fresh pool, not warm yet
             limit = self._time_limit_s + (0.0 if self._warm else self._startup_time_limit_s)
             task.deadline = time.monotonic() + limit
-            in_flight[self._submit(task.program)] = task
+            in_flight[future] = task
             if task.alone:
                 return
 
