@@ -23,7 +23,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 
 #: A small job: a copy of 32 x 32 floats, a few milliseconds a candidate.
-SMALL_JOB = ("tune", "copy", "--shape", "rows=32,cols=32", "--batch", "4", "--no-warm-start")
+SMALL_JOB = ("tune", "copy", "--shape", "shape=32x32", "--batch", "4", "--no-warm-start")
 
 
 def laytune_command() -> list[str]:
@@ -74,7 +74,7 @@ def wait_for_session_end(session: int, timeout_s: float) -> list[str]:
     still alive after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while (alive := session_processes(session)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.2)
     return [describe(process) for process in alive]
 
 
@@ -98,14 +98,21 @@ def handlers_installed(pid: int) -> bool:
     return False
 
 
-def wait_until(condition: Callable[[], bool], job: subprocess.Popen[str], timeout_s: float) -> None:
+def wait_until(
+    condition: Callable[[], bool],
+    job: subprocess.Popen[str],
+    timeout_s: float,
+    poll_s: float = 0.05,
+) -> None:
+    """Poll ``condition`` every ``poll_s`` (not faster: the job shares the
+    cores with this loop) until it holds; raise if the job ends first."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if job.poll() is not None:
             raise AssertionError(f"the job ended ({job.returncode}): {job.stderr.read()}")  # type: ignore[union-attr]
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting after {timeout_s} s")
-        time.sleep(0.005)
+        time.sleep(poll_s)
 
 
 def record_count(db: Path) -> int:

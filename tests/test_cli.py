@@ -28,7 +28,7 @@ from laytune.records import open_database
         (["tune", "matmul(M=4;float32)"], "missing: ['N', 'K']"),
         (["tune", "copy(shape=4;float32)", "--shape", "shape=8"], "takes no --shape"),
         (["tune"], "tune needs an operator"),
-        (["tune", "copy", "--shape", "rows=1048576,cols=1048576"], "does not fit the device"),
+        (["tune", "copy", "--shape", "shape=1048576x1048576"], "does not fit the device"),
         (
             ["tune", "copy", "--shape", "shape=4x4", "--device", "no-such-gpu"],
             "no OpenCL device matches 'no-such-gpu'",

@@ -41,7 +41,7 @@ def _stop_at_random_moments(tmp_path: Path, signum: int, times: int) -> None:
         moment = rng.uniform(0.0, WINDOW_S)
         job = jobs.start_job(db)
         try:
-            jobs.wait_until(lambda job=job: jobs.handlers_installed(job.pid), job, 60)
+            jobs.wait_until(lambda job=job: jobs.handlers_installed(job.pid), job, 60, 0.002)
             time.sleep(moment)
             started = time.monotonic()
             out, err = jobs.stop_group(job, signum)

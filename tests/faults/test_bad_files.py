@@ -56,7 +56,7 @@ def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
 COMMANDS = (
     ["records"],
     ["freeze", "--out", "frozen.json"],
-    ["tune", "copy", "--shape", "rows=16,cols=16", "--trials", "1", "--quiet"],
+    ["tune", "copy", "--shape", "shape=16x16", "--trials", "1", "--quiet"],
 )
 
 

@@ -32,9 +32,10 @@ from tests.search import worker
 pytestmark = pytest.mark.slow
 
 KILLS = 10
-#: Kills land up to this long after their anchor: the first build worker's
-#: start (start-up, first builds) for even kills, the run's first record
-#: (measuring, writing, building the next batch) for odd ones.
+#: Kills land up to this long after their anchor: the start of the first
+#: build worker (its start-up, the first builds) for even kills, that of the
+#: measuring worker (its start-up, measuring, writing records, building the
+#: next batches) for odd ones.
 WINDOW_S = 3.0
 
 
@@ -49,10 +50,8 @@ def _start(url: str) -> subprocess.Popen[str]:
     )
 
 
-def _building(job: subprocess.Popen[str]) -> bool:
-    return any(
-        "loky.backend.popen_loky_posix" in jobs.describe(p) for p in jobs.session_processes(job.pid)
-    )
+def _started(job: subprocess.Popen[str], what: str) -> bool:
+    return any(what in jobs.describe(p) for p in jobs.session_processes(job.pid))
 
 
 def test_killed_ten_times_at_random_then_resumed_nothing_lost_or_doubled(tmp_path: Path) -> None:
@@ -65,12 +64,10 @@ def test_killed_ten_times_at_random_then_resumed_nothing_lost_or_doubled(tmp_pat
         job = _start(url)
         try:
             if kill % 2 == 0:
-                anchor = "the build workers started"
-                jobs.wait_until(lambda job=job: _building(job), job, 120)
+                anchor, process = "the build workers started", "loky.backend.popen_loky_posix"
             else:
-                anchor = "the first record"
-                count = jobs.record_count(db)
-                jobs.wait_until(lambda count=count: jobs.record_count(db) > count, job, 120)
+                anchor, process = "the measuring worker started", "multiprocessing.spawn"
+            jobs.wait_until(lambda job=job, process=process: _started(job, process), job, 120)
             moment = rng.uniform(0.0, WINDOW_S)
             time.sleep(moment)
             if job.poll() is not None:  # the space ran out first: nothing to kill
