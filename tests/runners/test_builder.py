@@ -84,6 +84,42 @@ def test_timeout_kills_workers_and_the_builder_recovers(
         assert builder.build([kit.scale_program("recovered")])[0].ok
 
 
+def _alive(process: object) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE  # type: ignore[attr-defined]
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_close_stops_a_batch_in_flight_and_its_workers(
+    device: Device, kit: SimpleNamespace
+) -> None:
+    import time
+    from concurrent.futures import CancelledError
+
+    import psutil
+
+    builder = Builder(device, max_workers=2)
+    future = builder.submit([kit.scale_program(f"closed{i}") for i in range(40)])
+    deadline = time.monotonic() + 60
+    while not (builder._executor and builder._executor._processes):  # workers starting
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    workers = [psutil.Process(pid) for pid in list(builder._executor._processes)]
+    builder.close()  # long before 40 builds on workers still starting are done
+    with pytest.raises(CancelledError, match="closed while this batch was built"):
+        future.result(timeout=0)
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers)
+    results = builder.build([kit.scale_program("after_close")])  # a closed builder starts again
+    builder.close()
+    assert results[0].ok
+
+
 def test_binary_cache_answers_a_program_built_before(
     device: Device, runner: Runner, kit: SimpleNamespace, tmp_path: Path
 ) -> None:
