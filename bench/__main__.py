@@ -14,6 +14,7 @@ BENCHMARKS = (
     "peers",
     "tuned_vs_fixed",
     "search_efficiency",
+    "soak",
 )
 
 
