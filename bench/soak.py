@@ -13,10 +13,11 @@ descendants), and the number of records the job has committed.
 
 It prints and writes ``bench/results/soak.md``: RSS at every 100 candidates;
 the growth per 100 candidates from the 100th on (least-squares slope of the
-total against candidates, in percent of the total at 100; the first 100 are
-start-up: imports, compilers loaded, pools filled); the growth from the
-100th to the last (target: flat within 10 %); candidates per minute over the
-whole job and from the 100th on.
+total against candidates over the samples taken while the job measures, in
+percent of the total at 100; the first 100 are start-up: imports, compilers
+loaded, pools filled); the growth from the 100th to the last mark (target:
+flat within 10 %); candidates per minute over the whole job and from the
+100th on.
 """
 
 from __future__ import annotations
@@ -155,13 +156,14 @@ def report(candidates: int, samples: list[Sample], summary: str, elapsed: float)
                 f"{s.total / 2**20:.1f}",
             ]
         )
-    steady = [s for s in samples if s.records >= STEP]
-    base = at(samples, STEP)
-    last = steady[-1]
+    # While the job measures: from the 100th candidate to the first sample at
+    # the last mark (after it, the job closes its pools and writes its result).
+    base, last = at(samples, STEP), at(samples, marks[-1])
+    steady = [s for s in samples if base.seconds <= s.seconds <= last.seconds]
     slope = np.polyfit([s.records for s in steady], [s.total for s in steady], 1)[0]
     per_step = 100.0 * slope * STEP / base.total
     growth = 100.0 * (last.total - base.total) / base.total
-    pace = 60.0 * last.records / last.seconds
+    pace = 60.0 * max(s.records for s in samples) / elapsed
     steady_pace = 60.0 * (last.records - base.records) / (last.seconds - base.seconds)
     verdict = "within" if abs(growth) <= 10.0 else "outside"
     lines = [
@@ -180,7 +182,7 @@ def report(candidates: int, samples: list[Sample], summary: str, elapsed: float)
         f"growth per {STEP} candidates from the {STEP}th on: {per_step:+.2f} % of "
         f"{base.total / 2**20:.1f} MiB (least-squares slope)",
         "",
-        f"growth from the {STEP}th to the {last.records}th candidate: {growth:+.1f} % "
+        f"growth from the {STEP}th to the {marks[-1]}th candidate: {growth:+.1f} % "
         f"({verdict} the 10 % target)",
         "",
         f"candidates per minute: {pace:.0f} over the whole job ({elapsed:.0f} s with "
