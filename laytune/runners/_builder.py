@@ -196,7 +196,9 @@ class Builder:
                     results[task.index] = result = future.result()
                     self._warm = True
                     self._to_cache(result)
-                except (TerminatedWorkerError, BrokenProcessPool) as exc:
+                except (TerminatedWorkerError, BrokenProcessPool, ShutdownExecutorError) as exc:
+                    # The worker died, or its pool was killed under it (a pool
+                    # found broken is replaced in _submit): build it again.
                     if task.alone:
                         results[task.index] = self._failure(
                             task, ErrorKind.CRASH, f"the build worker died: {exc}"
