@@ -23,11 +23,10 @@ import warnings
 
 import numpy as np
 
-import laytune  # noqa: F401  (registers PyPI OpenCL runtimes before pyopencl looks)
 from bench import _report
 from laytune import layout as L
 from laytune.codegen import lower_conversion
-from laytune.runners import default_device
+from laytune.runners import default_device, register_opencl_runtimes
 
 _COPY = """
 __kernel void copy4(__global const float4* restrict src, __global float4* restrict dst) {
@@ -45,6 +44,7 @@ _PROBE = "__kernel void probe(__global float* a) { a[get_global_id(0)] = 1.0f; }
 def _device():
     import pyopencl as cl
 
+    register_opencl_runtimes()  # before pyopencl lists platforms
     devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     devices.sort(key=lambda d: "Portable Computing Language" not in d.platform.name)
     for device in devices:

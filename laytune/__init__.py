@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from laytune._opencl_runtime import configure_icd_loader
-
-configure_icd_loader()  # before anything calls into OpenCL
-
-from laytune.device_info import DeviceInfo  # noqa: E402
-from laytune.exceptions import LaytuneError  # noqa: E402
+from laytune.device_info import DeviceInfo
+from laytune.exceptions import LaytuneError
 
 __version__ = "0.1.0"
 

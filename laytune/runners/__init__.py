@@ -23,6 +23,7 @@ from laytune.runners._devices import (
 )
 from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context
 from laytune.runners._memory import allocation_bytes, memory_refusal
+from laytune.runners._opencl_runtime import register_opencl_runtimes
 from laytune.runners._results import (
     BuildResult,
     ConversionTiming,
@@ -61,5 +62,6 @@ __all__ = [
     "input_seed",
     "list_devices",
     "memory_refusal",
+    "register_opencl_runtimes",
     "select_device",
 ]

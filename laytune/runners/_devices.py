@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import DeviceNotFoundError
+from laytune.runners._opencl_runtime import register_opencl_runtimes
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -55,6 +56,7 @@ class Device:
         """The live pyopencl device; raises DeviceNotFoundError if it is gone."""
         import pyopencl as cl
 
+        register_opencl_runtimes()
         try:
             platform = cl.get_platforms()[self.platform_index]
             device = platform.get_devices()[self.device_index]
@@ -82,6 +84,7 @@ def list_devices() -> list[Device]:
     """
     import pyopencl as cl
 
+    register_opencl_runtimes()
     try:
         platforms = cl.get_platforms()
     except cl.Error:

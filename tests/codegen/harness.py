@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-import laytune  # noqa: F401  (registers the OpenCL runtimes before pyopencl looks)
 from laytune.codegen import KernelProgram
 from laytune.device_info import DeviceInfo
+from laytune.runners import register_opencl_runtimes
 
 _PROBE = "__kernel void probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
 
@@ -39,6 +39,7 @@ def _builds(device: cl.Device) -> bool:
 def open_env() -> Env:
     """PoCL's CPU device when it can compile here, else the first device that can
     (PoCL 3.0's LLVM 14 refuses CPUs newer than it)."""
+    register_opencl_runtimes()  # before pyopencl lists platforms
     devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     devices.sort(key=lambda d: "Portable Computing Language" not in d.platform.name)
     for device in devices:

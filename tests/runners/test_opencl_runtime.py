@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from laytune import _opencl_runtime
+from laytune.runners import _opencl_runtime
 
 
 def test_leaves_a_user_setting_alone(monkeypatch: pytest.MonkeyPatch) -> None:

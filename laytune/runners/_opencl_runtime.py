@@ -4,9 +4,15 @@ pyopencl's wheels bring their own ICD loader, which finds PoCL (the ``pocl``
 extra) by itself. Intel's CPU runtime from PyPI (the ``intel`` extra) installs
 ``libintelocl.so`` into the environment's ``lib/`` but its vendor file names a
 placeholder path, so the loader never sees it. This module writes a vendor
-file with the real path and points ``OCL_ICD_VENDORS`` at it, before any
-OpenCL call. It does nothing when the user has set ``OCL_ICD_VENDORS``
-or when no such runtime is installed.
+file with the real path and points ``OCL_ICD_VENDORS`` at it. It does
+nothing when the user has set ``OCL_ICD_VENDORS`` or when no such runtime is
+installed.
+
+When: the loader reads ``OCL_ICD_VENDORS`` once, at the first OpenCL call of
+the process, so :func:`register_opencl_runtimes` runs before laytune first
+touches OpenCL (listing, selecting or opening a device, in this process and
+in its build and measuring workers), never on import: importing laytune
+changes neither the environment nor the file system.
 
 Why both runtimes: PoCL 3.0 (the newest on PyPI) bundles LLVM 14, which cannot
 compile for CPUs newer than it ("unknown target CPU 'generic'" on AMD Zen 5);
@@ -20,9 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["configure_icd_loader"]
+__all__ = ["configure_icd_loader", "register_opencl_runtimes"]
 
 _RUNTIMES = ("libintelocl.so",)
+_registered = False
 
 
 def _vendor_dirs() -> list[Path]:
@@ -52,3 +59,16 @@ def configure_icd_loader() -> str | None:
         os.environ["OCL_ICD_VENDORS"] = str(vendors)
         return str(vendors)
     return None
+
+
+def register_opencl_runtimes() -> None:
+    """Make the OpenCL runtimes installed from PyPI visible to pyopencl, once
+    per process (see the module's docstring).
+
+    laytune calls it before its first OpenCL call; code that calls pyopencl
+    itself before laytune lists a device calls it first to see them.
+    """
+    global _registered
+    if not _registered:
+        _registered = True
+        configure_icd_loader()

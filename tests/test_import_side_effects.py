@@ -1,0 +1,81 @@
+"""Importing laytune's device-free stages touches neither the environment nor
+the file system: OpenCL runtimes are registered when a device is first needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# Runs in a fresh interpreter (-B: no bytecode files): records every audit
+# event that writes a file or makes, moves or removes a path while the module
+# is imported, and compares os.environ before and after (numpy sets and unsets
+# a variable of its own while importing, so events alone would not do).
+_PROBE = textwrap.dedent(
+    """
+    import json, os, sys
+
+    WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    CHANGES = {"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.symlink", "os.link",
+               "os.truncate", "os.chmod", "os.chown", "os.utime", "shutil.rmtree"}
+    seen = []
+
+    def hook(event, args):
+        if event == "open":
+            path, mode, flags = args
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & WRITE_FLAGS
+            )
+            if writes and path is not None:
+                seen.append(f"open {path} {mode!r}")
+        elif event in CHANGES:
+            seen.append(f"{event} {args[0]!r}")
+
+    before = dict(os.environ)
+    sys.addaudithook(hook)
+    __import__(sys.argv[1])
+    changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))
+    print(json.dumps({"events": seen, "environ": changed}))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "module", ["laytune", "laytune.layout", "laytune.ops", "laytune.space", "laytune.codegen"]
+)
+def test_importing_a_device_free_stage_changes_nothing(module: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OCL_ICD_VENDORS"}
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", _PROBE, module],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"events": [], "environ": []}
+
+
+def test_listing_devices_registers_the_runtimes_once() -> None:
+    """The probe itself can see a change: listing devices sets OCL_ICD_VENDORS
+    where a PyPI runtime needs a vendor file."""
+    env = {k: v for k, v in os.environ.items() if k != "OCL_ICD_VENDORS"}
+    script = textwrap.dedent(
+        """
+        import os, sys
+        from pathlib import Path
+        from laytune.runners import list_devices
+        needed = (Path(sys.prefix) / "lib" / "libintelocl.so").exists()
+        list_devices()
+        print(needed, "OCL_ICD_VENDORS" in os.environ)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    needed, registered = done.stdout.split()
+    assert registered == needed
