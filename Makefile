@@ -3,12 +3,13 @@
 #   make test   installs everything into .venv and runs the whole test suite (the
 #               notebooks, the README's blocks, and the C host example where a C
 #               compiler and the OpenCL headers are installed)
+#   make test-fast  the inner loop: the suite without the tests marked slow
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install tune test lint bench clean
+.PHONY: install tune test test-fast lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,9 @@ tune: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check laytune tests bench
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check laytune tests bench

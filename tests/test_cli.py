@@ -116,6 +116,7 @@ def test_a_file_that_is_not_a_records_database_is_refused_and_left_alone(
     assert path.read_bytes() == b""
 
 
+@pytest.mark.slow
 def test_tune_records_show_freeze_export_plot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -58,6 +58,7 @@ def _random_candidates(workload: ops.Workload, info) -> list:
     return list(dict.fromkeys(space.suggest(RandomTrial(seed)) for seed in range(CANDIDATES + 10)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.key)
 def test_random_candidates_match_the_reference(env: Env, workload: ops.Workload) -> None:
     assert _check(env, workload, _random_candidates(workload, env.info)) >= CANDIDATES

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyopencl as cl
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ def outputs_on(m: IndexMap, shape: tuple[int, ...]) -> list[np.ndarray]:
     return [np.broadcast_to(np.asarray(o, dtype=np.int64), g[0].shape) for o in m._eval(g)]
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(maps_and_shapes())
 def test_parse_of_str_is_identity(case: tuple[IndexMap, tuple[int, ...]]) -> None:
@@ -33,6 +35,7 @@ def test_parse_of_str_is_identity(case: tuple[IndexMap, tuple[int, ...]]) -> Non
     assert IndexMap.from_json(m.to_json()) == m
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(maps_and_shapes())
 def test_simplify_agrees_on_every_index(case: tuple[IndexMap, tuple[int, ...]]) -> None:
@@ -131,6 +134,7 @@ def _run_index_kernel(
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases=st.lists(maps_and_shapes(), min_size=BATCH, max_size=BATCH))
 def test_opencl_expression_agrees_on_every_index(

@@ -43,6 +43,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory, laytune_device):
     return url, path, result
 
 
+@pytest.mark.slow
 def test_frozen_kernel_on_numpy_arrays_gives_the_reference(tuned, cl_context) -> None:
     _url, path, result = tuned
     frozen = load_frozen(path)
@@ -56,6 +57,7 @@ def test_frozen_kernel_on_numpy_arrays_gives_the_reference(tuned, cl_context) ->
     np.testing.assert_array_equal(kernel(X=x * 2), (x * 2).T)
 
 
+@pytest.mark.slow
 def test_frozen_kernel_on_buffers_already_in_the_physical_layout(tuned, cl_context) -> None:
     _, path, result = tuned
     frozen = load_frozen(path)
@@ -77,6 +79,7 @@ def test_frozen_kernel_on_buffers_already_in_the_physical_layout(tuned, cl_conte
     np.testing.assert_array_equal(y, x.T)
 
 
+@pytest.mark.slow
 def test_export_writes_source_and_a_json_description(tuned, tmp_path: Path) -> None:
     _, path, result = tuned
     files = export(path, tmp_path / "out")
@@ -94,6 +97,7 @@ def test_export_writes_source_and_a_json_description(tuned, tmp_path: Path) -> N
     assert all("global_size" in launch and "args" in launch for launch in meta["compute"])
 
 
+@pytest.mark.slow
 def test_loading_needs_neither_optuna_nor_a_database(tuned) -> None:
     _, path, _ = tuned
     script = f"""
@@ -119,6 +123,7 @@ def _write(path: Path, data: object) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_bad_frozen_files_give_clear_errors(tuned, tmp_path: Path, cl_context) -> None:
     _, path, _ = tuned
     text = path.read_text()
@@ -172,6 +177,7 @@ def test_freeze_with_nothing_verified_is_an_error(tmp_path: Path) -> None:
     assert not (tmp_path / "f.json").exists()
 
 
+@pytest.mark.slow
 def test_a_frozen_kernel_names_bad_inputs(tuned, cl_context) -> None:
     from laytune.runners import ExecutionError
 

@@ -120,6 +120,7 @@ def test_close_stops_a_batch_in_flight_and_its_workers(
     assert results[0].ok
 
 
+@pytest.mark.slow
 def test_binary_cache_answers_a_program_built_before(
     device: Device, runner: Runner, kit: SimpleNamespace, tmp_path: Path
 ) -> None:

@@ -85,6 +85,7 @@ def test_launches_are_counted_exactly_as_the_config_says(
         assert result.pack_times == () and result.unpack_times == ()
 
 
+@pytest.mark.slow
 def test_bad_candidates_get_their_kind_and_the_batch_goes_on(
     device: Device, builder: Builder, kit: SimpleNamespace
 ) -> None:

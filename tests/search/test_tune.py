@@ -31,6 +31,7 @@ def run_tune(url: str, **kw):
     return laytune.tune(kw.pop("workload", worker.WORKLOAD), database=url, **kw)
 
 
+@pytest.mark.slow
 def test_exhaustive_measures_every_candidate_once_and_finds_the_minimum(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, TINY)
@@ -50,6 +51,7 @@ def test_exhaustive_measures_every_candidate_once_and_finds_the_minimum(tmp_path
     assert again.best == result.best
 
 
+@pytest.mark.slow
 def test_a_wrong_result_is_never_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from laytune.search import _tune
 
@@ -74,6 +76,7 @@ def test_a_wrong_result_is_never_the_best(tmp_path: Path, monkeypatch: pytest.Mo
     assert result.best.value_s == frame[frame["status"] == "ok"]["time_s"].min()
 
 
+@pytest.mark.slow
 def test_trial_budget_patience_and_timeout_stop_a_job(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'b.db'}"
     budget = run_tune(url, trials=5, batch=2, strategy="random", study_name="budget")
@@ -106,6 +109,7 @@ def test_a_shape_that_cannot_fit_the_device_is_refused_before_anything_starts(
     assert not (tmp_path / "m.db").exists()  # refused before the database was opened
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_keeps_every_record(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'c.db'}"
 
@@ -123,6 +127,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(tmp_path: Path) -> None:
     assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
 
 
+@pytest.mark.slow
 def test_warm_start_tries_the_best_of_a_nearby_shape_first(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ws.db'}"
     first = run_tune(url, workload=ops.copy((16, 16)), strategy="exhaustive", trials=1000)
@@ -154,6 +159,7 @@ def _start_worker(url: str, strategy: str, trials: int, batch: int = 2) -> subpr
     )
 
 
+@pytest.mark.slow
 def test_a_job_killed_with_sigkill_resumes_the_same_study(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'k.db'}"
     job = _start_worker(url, "random", 1000, batch=1)
@@ -196,14 +202,17 @@ def _two_workers_measure_each_candidate_once(url: str) -> None:
     assert sum(measured) == len(space)
 
 
+@pytest.mark.slow
 def test_two_workers_on_one_sqlite_file_measure_each_candidate_once(tmp_path: Path) -> None:
     _two_workers_measure_each_candidate_once(f"sqlite:///{tmp_path / 'two.db'}")
 
 
+@pytest.mark.slow
 def test_two_workers_on_postgresql_measure_each_candidate_once(postgres_url: str) -> None:
     _two_workers_measure_each_candidate_once(postgres_url)
 
 
+@pytest.mark.slow
 def test_a_candidate_clearly_slower_than_the_best_is_not_measured_to_the_end(
     tmp_path: Path,
 ) -> None:
@@ -228,6 +237,7 @@ def test_a_candidate_clearly_slower_than_the_best_is_not_measured_to_the_end(
     assert result.best.value_s <= min(r.value_s for r in abandoned)
 
 
+@pytest.mark.slow
 def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
     from laytune.layout import block, permute
     from laytune.search import standard_candidates
@@ -258,6 +268,7 @@ def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
     assert result.measured == 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overlap", [True, False])
 def test_the_next_batch_builds_while_this_one_is_measured(
     overlap: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -52,6 +52,7 @@ def test_workload_spec_satisfies_the_protocol():
     assert vector_access_requirements(make_conv2d()) == {"input": None, "output": 3}
 
 
+@pytest.mark.slow
 def test_enumerate_matches_len_and_every_candidate_passes(small_matmul_space, device):
     space = small_matmul_space
     candidates = list(space.enumerate())
