@@ -1,17 +1,20 @@
 """Runners: devices, parallel builds, and honest, verified measurements.
 
-Pipeline stage after :mod:`laytune.codegen`: a :class:`Builder` compiles
-KernelPrograms in parallel worker processes, a :class:`Runner` measures the
-binaries on one device in an isolated worker process under a
+Pipeline stage after :mod:`laytune.codegen`. Two seams, each an abstract
+base with a contract: a :class:`BaseBuilder` compiles KernelPrograms, a
+:class:`BaseRunner` measures the binaries on one device under a
 :class:`MeasureConfig`, checking every result against the workload's numpy
-reference. Both take a batch and return a batch of the same length and order;
-a candidate's failure is a result with an :class:`ErrorKind`, never an
-exception.
+reference. Both take a batch and return a batch of the same length and order
+(or a future of it); a candidate's failure is a result with an
+:class:`ErrorKind`, never an exception. :class:`Builder` (parallel worker
+processes) and :class:`Runner` (an isolated worker process) are the local
+implementations.
 """
 
 from __future__ import annotations
 
 from laytune.device_info import DeviceInfo
+from laytune.runners._base import BaseBuilder, BaseRunner
 from laytune.runners._builder import Builder
 from laytune.runners._config import Clock, MeasureConfig, Statistic, Tolerance
 from laytune.runners._devices import (
@@ -37,6 +40,8 @@ from laytune.runners._runner import Runner
 from laytune.runners._workload import VerifiableWorkload, input_seed
 
 __all__ = [
+    "BaseBuilder",
+    "BaseRunner",
     "BuildResult",
     "Builder",
     "Clock",

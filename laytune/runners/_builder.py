@@ -20,6 +20,7 @@ from joblib.externals.loky.process_executor import (
 
 from laytune.codegen import KernelProgram
 from laytune.exceptions import ConfigError
+from laytune.runners._base import BaseBuilder
 from laytune.runners._cache import BinaryCache
 from laytune.runners._compile import compile_program, warm_worker
 from laytune.runners._devices import Device, select_device
@@ -41,10 +42,11 @@ class _Task:
     deadline: float = 0.0
 
 
-class Builder:
-    """Compiles KernelPrograms for one device in parallel worker processes.
+class Builder(BaseBuilder):
+    """Compiles KernelPrograms for one device in parallel worker processes:
+    the local :class:`BaseBuilder`.
 
-    Contract:
+    Contract (besides :class:`BaseBuilder`'s):
 
     - ``build(batch)`` returns one :class:`BuildResult` per program, in
       batch order, with the program binary (``cl.program_info.BINARIES``)
@@ -145,14 +147,14 @@ class Builder:
             self._warm = self._warm or bool(ready)
             return len(ready)
 
+    def build(self, batch: Sequence[KernelProgram]) -> list[BuildResult]:
+        with self._lock:
+            return self._build(list(batch))
+
     def submit(self, batch: Sequence[KernelProgram]) -> Future[list[BuildResult]]:
         if self._background is None:
             self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="laytune-build")
         return self._background.submit(self.build, list(batch))
-
-    def build(self, batch: Sequence[KernelProgram]) -> list[BuildResult]:
-        with self._lock:
-            return self._build(list(batch))
 
     def close(self) -> None:
         """Stop the workers; a batch being built stops within ``_CLOSE_POLL_S``."""
@@ -165,12 +167,6 @@ class Builder:
                 self._kill_workers()
         finally:
             self._closing = False
-
-    def __enter__(self) -> Builder:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- scheduling ---------------------------------------------------------
     def _build(self, batch: list[KernelProgram]) -> list[BuildResult]:

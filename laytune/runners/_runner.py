@@ -10,6 +10,7 @@ import cloudpickle
 
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import ConfigError, WorkerError
+from laytune.runners._base import BaseRunner
 from laytune.runners._config import MeasureConfig
 from laytune.runners._devices import Device, select_device
 from laytune.runners._memory import allocation_bytes, memory_refusal
@@ -19,10 +20,11 @@ from laytune.runners._worker import WorkerDied, WorkerProcess, WorkerTimeout
 __all__ = ["Runner"]
 
 
-class Runner:
-    """Measures candidates one after another on one device, in a worker process.
+class Runner(BaseRunner):
+    """Measures candidates one after another on one device, in a worker
+    process: the local :class:`BaseRunner`.
 
-    Contract:
+    Contract (besides :class:`BaseRunner`'s):
 
     - ``run(batch)`` returns one :class:`RunResult` per input, in input
       order, and never raises for a candidate's failure: a failed build, a
@@ -133,15 +135,10 @@ class Runner:
         return [result for result in results if result is not None]
 
     def close(self) -> None:
+        super().close()  # the batches submitted so far finish first
         if self._worker is not None:
             self._worker.close()
             self._worker = None
-
-    def __enter__(self) -> Runner:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- a batch --------------------------------------------------------------
     def _refusal(self, item: RunInput) -> RunResult | None:
