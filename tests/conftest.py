@@ -5,11 +5,12 @@ The device is the first one here that builds a kernel (PoCL or Intel's CPU
 runtime, both installed from PyPI), so these tests run everywhere and nothing
 is skipped. ``LAYTUNE_DEVICE`` selects another one.
 
-The PostgreSQL server for the multi-host tests is started from the
-PostgreSQL binaries installed on the machine (``.ci/run`` installs Debian's
-``postgresql`` package when they are missing) in a temporary folder, on a
-free port, and stopped after the session. As root it runs as the
-``postgres`` user, since PostgreSQL refuses root.
+The PostgreSQL server (for the multi-host tests and the record-store
+contract) is started from the PostgreSQL binaries installed on the machine
+(``.ci/run`` installs Debian's ``postgresql`` package when they are missing)
+in a temporary folder, on a free port, and stopped after the session. As
+root it runs as the ``postgres`` user, since PostgreSQL refuses root. Tests
+that use it carry ``xdist_group("postgres")``, so one worker starts one server.
 
 Every test process checks at its end that it leaves no child process alive
 (builder and runner workers, jobs started by tests, notebook kernels).

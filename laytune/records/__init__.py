@@ -2,9 +2,11 @@
 
 - :class:`Record`: one measured or failed candidate, self-describing JSON
   with a schema version.
-- :func:`open_database`: a SQLite file by default, or any SQLAlchemy URL
-  (PostgreSQL) shared by several tuning hosts; optuna's study lives in the
-  same database.
+- :class:`RecordStore`: where records live, the seam the tuning loop,
+  freezing, planning and the CLI use; :func:`open_database` gives the
+  :class:`Database` implementation: a SQLite file by default, or any
+  SQLAlchemy URL (PostgreSQL) shared by several tuning hosts; optuna's study
+  lives in the same database.
 - :func:`freeze` / :func:`load_frozen`: the best verified record per
   (workload, device) into a small file that a production build replays
   without optuna or a database; :func:`export`: its kernels as OpenCL
@@ -27,6 +29,7 @@ from laytune.records._frozen import (
     load_frozen,
 )
 from laytune.records._record import SCHEMA_VERSION, STATUSES, Record
+from laytune.records._store import RecordStore
 
 __all__ = [
     "DEFAULT_URL",
@@ -40,6 +43,7 @@ __all__ = [
     "FrozenEntry",
     "FrozenLayouts",
     "Record",
+    "RecordStore",
     "export",
     "export_stem",
     "freeze",
@@ -49,6 +53,7 @@ __all__ = [
     "load_frozen",
     "match_workloads",
     "open_database",
+    "owner_alive",
     "process_owner",
     "records_dataframe",
     "reference_records",
@@ -62,6 +67,7 @@ _LAZY = {
     "DEFAULT_URL": "laytune.records._database",
     "Database": "laytune.records._database",
     "open_database": "laytune.records._database",
+    "owner_alive": "laytune.records._database",
     "process_owner": "laytune.records._database",
     "FRAME_COLUMNS": "laytune.records._frame",
     "has_identity_layouts": "laytune.records._frame",

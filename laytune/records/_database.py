@@ -26,6 +26,7 @@ import itertools
 import os
 import socket
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -44,9 +45,10 @@ from laytune.exceptions import (
 )
 from laytune.layout._json import MAX_JSON_LENGTH
 from laytune.records._record import SCHEMA_VERSION, Record
+from laytune.records._store import RecordStore, key_of
 from laytune.space import Candidate
 
-__all__ = ["DEFAULT_URL", "Database", "open_database", "process_owner"]
+__all__ = ["DEFAULT_URL", "Database", "open_database", "owner_alive", "process_owner"]
 
 DEFAULT_URL = "sqlite:///laytune.db"
 
@@ -99,7 +101,7 @@ def process_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _owner_alive(owner: str) -> bool | None:
+def owner_alive(owner: str) -> bool | None:
     """Whether a claim's owner process lives (None: on another host, unknown)."""
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
@@ -120,17 +122,15 @@ def _normalise_url(url: str | os.PathLike[str]) -> str:
     return f"sqlite:///{text}"  # a plain path is a SQLite file
 
 
-def _key(workload: Any) -> str:
-    return workload if isinstance(workload, str) else str(workload.key)
-
-
-class Database:
-    """A records database. Use :func:`open_database` to get one.
+class Database(RecordStore):
+    """A records database on SQLAlchemy: the :class:`RecordStore` of laytune.
+    Use :func:`open_database` to get one.
 
     Every write is one transaction; reads return :class:`Record` objects (or
     a pandas DataFrame). A record that cannot be read back raises
     :class:`RecordError` naming its id. The URL's password is never shown:
-    ``str(db)`` and every error print :attr:`safe_url`.
+    ``str(db)`` and every error print :attr:`safe_url`. The queries of
+    :class:`RecordStore` are answered in SQL.
 
     With ``create=False`` the database must exist already and hold laytune's
     tables, else :class:`~laytune.exceptions.DatabaseNotFoundError` is raised
@@ -146,6 +146,7 @@ class Database:
             raise DatabaseError(f"not a database URL: {os.fspath(url)!r} ({err})") from None
         self.safe_url = parsed.render_as_string(hide_password=True)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.in_memory = self.is_sqlite and parsed.database in (None, "", ":memory:")
         if not create and self.is_sqlite:
             self._require_sqlite_records(parsed.database)
         self._engine = self._create_engine(parsed)
@@ -158,14 +159,15 @@ class Database:
     # -- lifecycle ----------------------------------------------------------------
     def _create_engine(self, parsed: sa.engine.URL) -> Engine:
         kwargs: dict[str, Any] = {"future": True}
-        if self.is_sqlite:
-            path = parsed.database
-            if path and path != ":memory:":
-                parent = Path(path).expanduser().resolve().parent
-                if not parent.is_dir():
-                    raise DatabaseError(
-                        f"cannot open {self.safe_url}: folder {parent} does not exist"
-                    )
+        if self.in_memory:
+            # One connection (a second one would open another, empty
+            # database) that threads take turns with.
+            kwargs["poolclass"] = _TakeTurns
+            kwargs["connect_args"] = {"check_same_thread": False}
+        elif self.is_sqlite:
+            parent = Path(parsed.database or "").expanduser().resolve().parent
+            if not parent.is_dir():
+                raise DatabaseError(f"cannot open {self.safe_url}: folder {parent} does not exist")
             kwargs["connect_args"] = {"timeout": 60}
         else:
             kwargs["pool_pre_ping"] = True
@@ -246,12 +248,6 @@ class Database:
     def close(self) -> None:
         self._engine.dispose()
 
-    def __enter__(self) -> Database:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"Database({self.safe_url!r})"
 
@@ -268,10 +264,14 @@ class Database:
 
     # -- optuna ---------------------------------------------------------------------
     def optuna_storage(self) -> Any:
-        """Optuna's RDB storage on this same database (created once, shared)."""
+        """Optuna's RDB storage on this same database (created once, shared);
+        for an in-memory database, optuna's in-memory storage."""
         if self._optuna_storage is None:
             import optuna
 
+            if self.in_memory:
+                self._optuna_storage = optuna.storages.InMemoryStorage()
+                return self._optuna_storage
             engine_kwargs: dict[str, Any] = {}
             if self.is_sqlite:
                 engine_kwargs["connect_args"] = {"timeout": 60}
@@ -366,8 +366,10 @@ class Database:
             with self._engine.begin() as conn:
                 held = conn.execute(sa.select(_claims.c.owner, _claims.c.claimed_at).where(*where))
                 held = held.first()
-                if held is not None and held.owner != owner:
-                    alive = _owner_alive(held.owner)
+                if held is None:  # released meanwhile: try again from the start (below)
+                    pass
+                elif held.owner != owner:
+                    alive = owner_alive(held.owner)
                     if alive is not False and now - held.claimed_at <= CLAIM_LEASE_S:
                         return False
                     taken = conn.execute(
@@ -377,8 +379,8 @@ class Database:
                     )
                     if taken.rowcount != 1:
                         return False
-                elif held is None:  # released meanwhile: try again from the start
-                    return self._claim(workload_key, device_key, candidate_key, owner)
+            if held is None:  # outside the transaction: it holds a connection
+                return self._claim(workload_key, device_key, candidate_key, owner)
         if self.lookup(workload_key, device_key, candidate_key) is not None:
             self.release(workload_key, device_key, candidate_key, owner)
             return False
@@ -415,9 +417,9 @@ class Database:
     ) -> sa.Select:
         query = sa.select(_records.c.id, _records.c.body)
         if workload is not None:
-            query = query.where(_records.c.workload_key == _key(workload))
+            query = query.where(_records.c.workload_key == key_of(workload))
         if device is not None:
-            query = query.where(_records.c.device_key == _key(device))
+            query = query.where(_records.c.device_key == key_of(device))
         if status is not None:
             statuses = [status] if isinstance(status, str) else list(status)
             query = query.where(_records.c.status.in_(statuses))
@@ -476,7 +478,7 @@ class Database:
     def measured(self, workload: Any, device: Any) -> dict[str, float | None]:
         """candidate key -> time (None for failures) of every recorded candidate."""
         query = sa.select(_records.c.candidate_key, _records.c.value_s).where(
-            _records.c.workload_key == _key(workload), _records.c.device_key == _key(device)
+            _records.c.workload_key == key_of(workload), _records.c.device_key == key_of(device)
         )
         with self._failing("reading"), self._engine.connect() as conn:
             return {row.candidate_key: row.value_s for row in conn.execute(query)}
@@ -524,28 +526,7 @@ class Database:
         with self._failing("reading"), self._engine.connect() as conn:
             return sorted((r.workload_key, r.device_key) for r in conn.execute(query))
 
-    # -- pandas ------------------------------------------------------------------------
-    def to_dataframe(self, **filters: Any) -> Any:
-        """One row per record (filters as :meth:`records`); see
-        :func:`laytune.records.records_dataframe` for the columns. Speed-ups
-        are against the reference records of the whole database, also when
-        the filters leave them out (a study, a status, a limit)."""
-        from laytune.records._frame import records_dataframe, reference_records
-
-        records = self.records(**filters)
-        narrowed = set(filters) - {"workload", "device", "op"}
-        references = reference_records(self, records) if narrowed else ()
-        return records_dataframe(records, references)
-
     # -- JSON Lines ---------------------------------------------------------------------
-    def export_jsonl(self, out: str | os.PathLike[str] | IO[str], **filters: Any) -> int:
-        """Write records (filters as :meth:`records`) as JSON Lines; returns the count."""
-        records = self.records(**filters)
-        with _text_out(out) as stream:
-            for record in records:
-                stream.write(record.dumps() + "\n")
-        return len(records)
-
     def import_jsonl(self, source: str | os.PathLike[str] | IO[str]) -> tuple[int, int]:
         """Add the records of a JSON Lines file; returns (added, already present).
         Every line is checked before anything is written, so a corrupt file
@@ -618,20 +599,39 @@ def _reason(err: BaseException) -> str:
     return text[0] if text else type(err).__name__
 
 
+class _TakeTurns(sa.pool.StaticPool):
+    """The one connection of an in-memory SQLite database, checked out by one
+    thread at a time: a thread's transaction never interleaves with another's
+    on the shared connection (where one's rollback would undo the other's
+    writes). A thread that asks again before giving it back would wait for
+    itself: that raises instead."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turn = threading.Lock()
+        self._holder: int | None = None
+
+    def _do_get(self) -> Any:
+        if self._holder == threading.get_ident():
+            raise DatabaseError("an in-memory database used twice at once by one thread")
+        self._turn.acquire()
+        self._holder = threading.get_ident()
+        try:
+            return super()._do_get()
+        except BaseException:
+            self._do_return_conn(None)
+            raise
+
+    def _do_return_conn(self, record: Any) -> None:
+        self._holder = None
+        self._turn.release()
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
-
-
-@contextlib.contextmanager
-def _text_out(out: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
-    if hasattr(out, "write"):
-        yield out  # type: ignore[misc]
-    else:
-        with open(out, "w", encoding="utf-8") as stream:
-            yield stream
 
 
 @contextlib.contextmanager
@@ -650,17 +650,17 @@ def _lines_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[Any]]:
 
 
 def open_database(
-    url: str | os.PathLike[str] | Database = DEFAULT_URL, *, create: bool = True
-) -> Database:
+    url: str | os.PathLike[str] | RecordStore = DEFAULT_URL, *, create: bool = True
+) -> RecordStore:
     """Open (creating when needed) a records database.
 
-    ``url`` is an SQLAlchemy URL (``sqlite:///laytune.db``,
-    ``postgresql+psycopg://user:pass@host/db``) or a plain file path (a
-    SQLite file). An open :class:`Database` is returned as is. With
-    ``create=False`` a database that does not exist (or holds no laytune
-    tables) raises :class:`~laytune.exceptions.DatabaseNotFoundError` and
-    nothing is created.
+    ``url`` is an SQLAlchemy URL (``sqlite:///laytune.db``, ``sqlite://`` in
+    memory, ``postgresql+psycopg://user:pass@host/db``) or a plain file path
+    (a SQLite file). An open :class:`RecordStore` (a :class:`Database`, or a
+    store of your own) is returned as is. With ``create=False`` a database
+    that does not exist (or holds no laytune tables) raises
+    :class:`~laytune.exceptions.DatabaseNotFoundError` and nothing is created.
     """
-    if isinstance(url, Database):
+    if isinstance(url, RecordStore):
         return url
     return Database(url, create=create)

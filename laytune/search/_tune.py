@@ -24,6 +24,7 @@ from laytune.records import (
     identity_twin,
     is_baseline,
     open_database,
+    owner_alive,
     process_owner,
 )
 from laytune.records._database import _reason
@@ -285,12 +286,10 @@ def _fail_stale_trials(study: Any) -> None:
     study resumes cleanly (other hosts' trials are left alone)."""
     import optuna
 
-    from laytune.records._database import _owner_alive
-
     storage = study._storage
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         owner = trial.user_attrs.get("owner")
-        if owner is not None and _owner_alive(owner) is False:
+        if owner is not None and owner_alive(owner) is False:
             storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
 
 

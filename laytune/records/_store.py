@@ -1,0 +1,181 @@
+"""The seam of the records stage: where records live.
+
+:class:`RecordStore` is what the tuning loop, freezing, planning and the
+command line need from a records database. :class:`laytune.records.Database`
+(SQLAlchemy: a SQLite file, in-memory SQLite, PostgreSQL) implements it;
+another store implements the primitives and inherits the rest.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, Self
+
+from laytune.records._record import Record
+
+__all__ = ["RecordStore", "key_of"]
+
+
+def key_of(obj: Any) -> str:
+    """The key of a workload or device given as itself or as its key."""
+    return obj if isinstance(obj, str) else str(obj.key)
+
+
+class RecordStore(abc.ABC):
+    """Where records live, addressed by (workload key, device key, candidate key).
+
+    Contract every implementation keeps (the contract tests in
+    ``tests/records/test_store.py`` run over each):
+
+    - A record is written whole or not at all. :meth:`add` returns it with its
+      id (ids grow in write order); a candidate already recorded for the same
+      workload and device is never recorded twice: ``add`` returns the stored
+      record and writes nothing.
+    - Claims: :meth:`claim` reserves a candidate for one owner (``host:pid``,
+      default this process) until its record is added or :meth:`release` is
+      called. It is False when the candidate is recorded or a live owner
+      holds it; a dead owner's claim (or one past its lease) is taken over.
+      Several processes (and hosts, where the store is shared) may claim and
+      add at once; each candidate is measured once.
+    - Reads return :class:`Record` objects in write order; filters take a
+      workload or device as itself or by key. A stored record that cannot be
+      read back raises :class:`~laytune.exceptions.RecordError` naming its id.
+    - :attr:`safe_url` says where the records are without any password; no
+      error message shows more.
+    - Thread safety: one store may be used from several threads.
+    - The optuna study of a tuning job lives beside the records
+      (:meth:`optuna_storage`), so a job and its study resume together.
+
+    The primitives are abstract; the queries after them are built on
+    :meth:`records` and a backend may answer them more directly.
+    """
+
+    #: Where the records are, without password (set by every implementation).
+    safe_url: str
+
+    # -- primitives ---------------------------------------------------------------
+    @abc.abstractmethod
+    def add(self, record: Record) -> Record:
+        """Store ``record`` whole and drop its claim; returns it with its id, or
+        the record stored before for the same candidate (then nothing is written)."""
+
+    @abc.abstractmethod
+    def claim(
+        self, workload_key: str, device_key: str, candidate_key: str, owner: str | None = None
+    ) -> bool:
+        """Reserve a candidate for measuring (see the class contract)."""
+
+    @abc.abstractmethod
+    def release(
+        self, workload_key: str, device_key: str, candidate_key: str, owner: str | None = None
+    ) -> None:
+        """Drop ``owner``'s claim of a candidate that will not be measured."""
+
+    @abc.abstractmethod
+    def records(
+        self,
+        *,
+        workload: Any = None,
+        device: Any = None,
+        status: str | Iterable[str] | None = None,
+        study: str | None = None,
+        op: str | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Records in write order, filtered by workload, device, status (one or
+        several), study and operator name; the first ``limit`` of them."""
+
+    @abc.abstractmethod
+    def get(self, record_id: int) -> Record:
+        """The record with id ``record_id``; :class:`RecordError` if there is none."""
+
+    @abc.abstractmethod
+    def optuna_storage(self) -> Any:
+        """An optuna storage that keeps studies beside these records (one per store)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; the store is not used afterwards."""
+
+    # -- queries built on the primitives ----------------------------------------------
+    def lookup(self, workload_key: str, device_key: str, candidate_key: str) -> Record | None:
+        """The record of one candidate, if measured."""
+        found = self.records(workload=workload_key, device=device_key)
+        return next((r for r in found if r.candidate.key == candidate_key), None)
+
+    def measured(self, workload: Any, device: Any) -> dict[str, float | None]:
+        """candidate key -> time (None for failures) of every recorded candidate."""
+        return {r.candidate.key: r.value_s for r in self.records(workload=workload, device=device)}
+
+    def best(self, workload: Any, device: Any) -> Record | None:
+        """The fastest verified record of a workload on a device (the first
+        written among equal times); None if there is none."""
+        verified = self.records(workload=workload, device=device, status="ok")
+        return min(verified, key=_rank, default=None)
+
+    def best_candidate(self, workload_key: str, device_key: str) -> Any:
+        """The best record's candidate (what graph planning freezes), or None."""
+        best = self.best(workload_key, device_key)
+        return None if best is None else best.candidate
+
+    def best_records(
+        self, *, workload: Any = None, device: Any = None, op: str | None = None
+    ) -> list[Record]:
+        """The best verified record of every (workload, device) pair that
+        matches, ordered by workload key, then device key."""
+        best: dict[tuple[str, str], Record] = {}
+        for record in self.records(workload=workload, device=device, op=op, status="ok"):
+            pair = (record.workload_key, record.device_key)
+            if pair not in best or _rank(record) < _rank(best[pair]):
+                best[pair] = record
+        return [best[pair] for pair in sorted(best)]
+
+    def workloads(self) -> list[tuple[str, str]]:
+        """Every (workload key, device key) pair with records, sorted."""
+        return sorted({(r.workload_key, r.device_key) for r in self.records()})
+
+    def __len__(self) -> int:
+        return len(self.records())
+
+    def to_dataframe(self, **filters: Any) -> Any:
+        """One row per record (filters as :meth:`records`); see
+        :func:`laytune.records.records_dataframe` for the columns. Speed-ups
+        are against the reference records of the whole store, also when the
+        filters leave them out (a study, a status, a limit)."""
+        from laytune.records._frame import records_dataframe, reference_records
+
+        records = self.records(**filters)
+        narrowed = set(filters) - {"workload", "device", "op"}
+        references = reference_records(self, records) if narrowed else ()
+        return records_dataframe(records, references)
+
+    def export_jsonl(self, out: str | os.PathLike[str] | IO[str], **filters: Any) -> int:
+        """Write records (filters as :meth:`records`) as JSON Lines; returns the count."""
+        records = self.records(**filters)
+        with _text_out(out) as stream:
+            for record in records:
+                stream.write(record.dumps() + "\n")
+        return len(records)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _rank(record: Record) -> tuple[float, int]:
+    assert record.value_s is not None and record.id is not None  # verified and stored
+    return record.value_s, record.id
+
+
+@contextlib.contextmanager
+def _text_out(out: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
+    if hasattr(out, "write"):
+        yield out  # type: ignore[misc]
+    else:
+        with open(out, "w", encoding="utf-8") as stream:
+            yield stream
