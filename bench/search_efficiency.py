@@ -5,7 +5,7 @@
 On ``laytune.runners.default_device()`` (``LAYTUNE_DEVICE`` picks another),
 each space below (a workload with ``laytune.space.SpaceOptions`` narrowing it
 to a few hundred candidates) is measured exhaustively once:
-``laytune.tune(workload, strategy="exhaustive", options=..., database=...)``
+``laytune.tune(workload, options=TuneOptions(strategy="exhaustive", space=...), ...)``
 into a temporary database. Then every other strategy of
 ``laytune.search.STRATEGIES`` is replayed against those measurements, once
 per seed: an in-memory optuna study with the strategy's own sampler
@@ -135,17 +135,14 @@ class Measured:
 def measure_exhaustively(space: Space, device: Device, scratch: Path) -> Measured:
     search = SearchSpace(space.workload, device.info, space.options)
     url = str(scratch / f"{space.workload.name}.sqlite")
-    result = laytune.tune(
-        space.workload,
-        device,
+    options = laytune.TuneOptions(
         trials=len(search),
         strategy="exhaustive",
-        options=space.options,
-        database=url,
+        space=space.options,
         warm_start=0,
         measure=CONFIG,
-        progress=False,
     )
+    result = laytune.tune(space.workload, device, options=options, database=url, progress=False)
     recorded = open_database(url).measured(space.workload, device)
     values = {k: math.inf if v is None else v for k, v in recorded.items()}
     keys = [c.key for c in search.enumerate()]

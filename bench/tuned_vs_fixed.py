@@ -294,16 +294,13 @@ def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url
     notes: list[str] = []
     sweeps, settings = sweep_entries(case, device)
     started = time.perf_counter()
-    result = laytune.tune(
-        workload,
-        device,
+    options = laytune.TuneOptions(
         trials=trials or sum(len(entries) for entries in sweeps.values()),
         strategy="tpe",
-        database=db_url,
         warm_start=0,
         measure=CONFIG,
-        progress=False,
     )
+    result = laytune.tune(workload, device, options=options, database=db_url, progress=False)
     tune_s = time.perf_counter() - started
     if result.best is None:
         raise SystemExit(f"{workload.key}: tuning found no verified candidate ({result.failures})")

@@ -1,7 +1,7 @@
 """laytune: auto-tuning of memory layouts for OpenCL compute kernels.
 
 The entry points users meet first are re-exported here (imported on first
-use, so ``import laytune`` stays light): :func:`tune` (laytune.search),
+use, so ``import laytune`` stays light): :func:`tune` and :class:`TuneOptions` (laytune.search),
 :func:`open_database`, :func:`freeze`, :func:`load_frozen` and
 :func:`export` (laytune.records).
 """
@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DeviceInfo",
     "LaytuneError",
+    "TuneOptions",
     "__version__",
     "export",
     "freeze",
@@ -28,6 +29,7 @@ __all__ = [
 
 _LAZY = {
     "tune": "laytune.search",
+    "TuneOptions": "laytune.search",
     "open_database": "laytune.records",
     "freeze": "laytune.records",
     "load_frozen": "laytune.records",

@@ -113,26 +113,23 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 def _cmd_tune(args: argparse.Namespace) -> int:
     from laytune.records import open_database
     from laytune.runners import default_device, select_device
-    from laytune.search import tune
+    from laytune.search import TuneOptions, tune
 
     jobs = _workloads(args)
+    options = TuneOptions(
+        trials=args.trials,
+        timeout=args.timeout,
+        strategy=args.strategy,
+        seed=args.seed,
+        batch=args.batch,
+        patience=args.patience,
+        warm_start=0 if args.no_warm_start else TuneOptions().warm_start,
+    )
     device = select_device(args.device) if args.device is not None else default_device()
     database = open_database(args.db)
     status = EXIT_OK
     for workload in jobs:
-        result = tune(
-            workload,
-            device,
-            trials=args.trials,
-            timeout=args.timeout,
-            strategy=args.strategy,
-            database=database,
-            seed=args.seed,
-            batch=args.batch,
-            patience=args.patience,
-            warm_start=0 if args.no_warm_start else 4,
-            progress=not args.quiet,
-        )
+        result = tune(workload, device, options=options, database=database, progress=not args.quiet)
         print(result.summary())
         if result.stop_reason.startswith("interrupted"):
             return EXIT_INTERRUPTED

@@ -183,9 +183,8 @@ def navigable(tmp_path_factory: pytest.TempPathFactory) -> str:
         (ops.copy((16, 32)), 3),
         (ops.transpose((32, 32), (1, 0)), 3),
     ):
-        laytune.tune(
-            workload, trials=trials, batch=4, database=url, options=OPTIONS, progress=False
-        )
+        options = laytune.TuneOptions(trials=trials, batch=4, space=OPTIONS)
+        laytune.tune(workload, options=options, database=url, progress=False)
     return url
 
 

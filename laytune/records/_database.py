@@ -48,7 +48,14 @@ from laytune.records._record import SCHEMA_VERSION, Record
 from laytune.records._store import RecordStore, key_of
 from laytune.space import Candidate
 
-__all__ = ["DEFAULT_URL", "Database", "open_database", "owner_alive", "process_owner"]
+__all__ = [
+    "DEFAULT_URL",
+    "Database",
+    "error_reason",
+    "open_database",
+    "owner_alive",
+    "process_owner",
+]
 
 DEFAULT_URL = "sqlite:///laytune.db"
 
@@ -174,7 +181,7 @@ class Database(RecordStore):
         try:
             engine = sa.create_engine(parsed, **kwargs)
         except (SQLAlchemyError, ImportError) as err:
-            raise DatabaseError(f"cannot open {self.safe_url}: {_reason(err)}") from None
+            raise DatabaseError(f"cannot open {self.safe_url}: {error_reason(err)}") from None
         if self.is_sqlite:
             sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
@@ -217,7 +224,7 @@ class Database(RecordStore):
         try:
             return bool(sa.inspect(self._engine).has_table(_records.name))
         except SQLAlchemyError as err:
-            raise DatabaseError(f"cannot open {self.safe_url}: {_reason(err)}") from None
+            raise DatabaseError(f"cannot open {self.safe_url}: {error_reason(err)}") from None
 
     def _setup(self) -> None:
         try:
@@ -226,7 +233,7 @@ class Database(RecordStore):
         except DatabaseError:
             raise
         except SQLAlchemyError as err:
-            raise DatabaseError(f"cannot open {self.safe_url}: {_reason(err)}") from None
+            raise DatabaseError(f"cannot open {self.safe_url}: {error_reason(err)}") from None
 
     def _create_tables(self) -> None:
         _metadata.create_all(self._engine)
@@ -260,7 +267,7 @@ class Database(RecordStore):
         try:
             yield
         except SQLAlchemyError as err:
-            raise DatabaseError(f"{doing} {self.safe_url}: {_reason(err)}") from None
+            raise DatabaseError(f"{doing} {self.safe_url}: {error_reason(err)}") from None
 
     # -- optuna ---------------------------------------------------------------------
     def optuna_storage(self) -> Any:
@@ -284,7 +291,7 @@ class Database(RecordStore):
                     )
             except Exception as err:
                 raise DatabaseError(
-                    f"cannot open optuna storage on {self.safe_url}: {_reason(err)}"
+                    f"cannot open optuna storage on {self.safe_url}: {error_reason(err)}"
                 ) from None
         return self._optuna_storage
 
@@ -326,7 +333,9 @@ class Database(RecordStore):
             self.release(record.workload_key, record.device_key, record.candidate.key)
             return existing, False
         except SQLAlchemyError as err:
-            raise DatabaseError(f"writing a record to {self.safe_url}: {_reason(err)}") from None
+            raise DatabaseError(
+                f"writing a record to {self.safe_url}: {error_reason(err)}"
+            ) from None
         return record.with_id(record_id), True
 
     def claim(
@@ -594,7 +603,9 @@ def _decode(record_id: int, body: str) -> Record:
     return record.with_id(record_id)
 
 
-def _reason(err: BaseException) -> str:
+def error_reason(err: BaseException) -> str:
+    """The first line of what the database driver said about ``err``: the
+    reason a DatabaseError gives."""
     text = str(getattr(err, "orig", None) or err).strip().splitlines()
     return text[0] if text else type(err).__name__
 

@@ -1,7 +1,7 @@
 """Tuning jobs: the loop, strategies, stopping, warm starts.
 
-:func:`tune` searches one workload's layouts on one device, measuring in
-batches (the next batch builds while the current one is measured), writing
+:func:`tune` searches one workload's layouts on one device under
+:class:`TuneOptions`, measuring in batches (the next batch builds while the current one is measured), writing
 every trial to a records database beside its optuna study, and returns a
 :class:`TuneResult`.
 """
@@ -17,9 +17,9 @@ from laytune.search._job import (
     TuneResult,
     speedup_text,
 )
+from laytune.search._options import DEFAULT_MEASURE, TuneOptions
 from laytune.search._strategies import STRATEGIES, make_sampler, params_of
 from laytune.search._tune import (
-    DEFAULT_MEASURE,
     layout_reference,
     standard_candidates,
     study_name_for,
@@ -35,6 +35,7 @@ __all__ = [
     "Persist",
     "Progress",
     "TuneCallback",
+    "TuneOptions",
     "TuneResult",
     "layout_reference",
     "make_sampler",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,17 +22,19 @@ from laytune.ops import key_distance
 from laytune.records import (
     DEFAULT_URL,
     Record,
+    RecordStore,
+    error_reason,
     identity_twin,
     is_baseline,
     open_database,
     owner_alive,
     process_owner,
 )
-from laytune.records._database import _reason
 from laytune.runners import (
+    BaseBuilder,
+    BaseRunner,
     Builder,
     Device,
-    MeasureConfig,
     RunInput,
     Runner,
     default_device,
@@ -39,7 +42,8 @@ from laytune.runners import (
     select_device,
 )
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
-from laytune.search._strategies import STRATEGIES, make_sampler, params_of
+from laytune.search._options import TuneOptions, options_from_keywords
+from laytune.search._strategies import make_sampler, params_of
 from laytune.space import (
     BASELINE_KNOBS,
     KNOB_PER_ITEM,
@@ -50,17 +54,12 @@ from laytune.space import (
 )
 
 __all__ = [
-    "DEFAULT_MEASURE",
     "layout_reference",
     "standard_candidates",
     "study_name_for",
     "tune",
     "warm_start_candidates",
 ]
-
-#: Measurement defaults of a tuning job: enough repeats for a stable median,
-#: few enough that a job of a hundred candidates takes a minute or two.
-DEFAULT_MEASURE = MeasureConfig(warmup=2, repeats=7)
 
 #: Proposals in a row that are already measured (or held by another worker)
 #: after which a sampler is taken to have exhausted what it will propose.
@@ -305,54 +304,35 @@ def tune(
     workload: Any,
     device: Any = None,
     *,
-    trials: int = 64,
-    timeout: float | None = None,
-    strategy: str = "tpe",
-    database: Any = DEFAULT_URL,
-    seed: int = 0,
-    batch: int = 8,
-    patience: int | None = None,
-    warm_start: int = 4,
-    early_stop: float | None = 2.0,
-    measure: MeasureConfig | None = None,
-    study_name: str | None = None,
-    options: SpaceOptions | None = None,
-    starts: int | None = None,
-    overlap: bool | None = None,
-    progress: bool = True,
+    options: TuneOptions | None = None,
+    database: RecordStore | str | os.PathLike[str] = DEFAULT_URL,
     callbacks: Sequence[TuneCallback] = (),
+    progress: bool = True,
+    builder: BaseBuilder | None = None,
+    runner: BaseRunner | None = None,
+    **legacy: Any,
 ) -> TuneResult:
     """Search the layouts of ``workload`` on ``device`` and record every trial.
 
     - ``device``: a Device, index, ``platform:device`` pair or name substring
       (default: :func:`laytune.runners.default_device`).
-    - ``trials``: candidates to measure in this call (records already in the
-      database are reused, not measured again, and do not count).
-    - ``timeout``: seconds after which no new batch is proposed;
-      ``patience``: stop after this many measured candidates without a new
-      best.
-    - ``strategy``: ``"tpe"`` (default), ``"random"``, ``"nsga2"``, or
-      ``"exhaustive"`` (every valid candidate in order, for small spaces).
-    - ``seed``: the sampler's seed; give strategies you compare different
-      seeds, or their first random trials coincide (and come from records).
-    - ``database``: a URL or :class:`laytune.records.Database`; the optuna
-      study (named ``study_name``, default ``<workload>@<device>/<strategy>``)
-      lives in it, so calling again resumes the study.
-    - ``warm_start``: how many of the best records of the same workload on
-      other devices and of the nearest shapes to try first.
-    - ``starts``: how many standard hand-written layouts (transposed
-      operands, NHWC, NCHW4c, with common knobs; :func:`standard_candidates`)
-      to try before the sampler; default a quarter of ``trials``.
-    - ``overlap``: build the next batch while the current one is measured.
-      Default: yes, except on a CPU device, where the compiler would take
-      the cores the measured kernel runs on and bias its times.
-    - ``early_stop``: a candidate slower than this factor times the best
-      after its first repeats is not measured to the end (None: never).
-    - ``options``: :class:`laytune.space.SpaceOptions` narrowing the space
-      (families, parameter values); default: the full space.
+    - ``options``: a :class:`TuneOptions` (budget, strategy, seed, batch,
+      stopping, warm start, measurement, space); default ``TuneOptions()``.
+    - ``database``: a :class:`laytune.records.RecordStore` or a URL to open
+      one; the optuna study (named ``options.study_name``, default
+      ``<workload>@<device>/<strategy>``) lives in it, so calling again
+      resumes the study.
     - ``callbacks``: :class:`TuneCallback` objects, called after the built-in
       ones: persisting (first, so records have ids), progress
       (``progress=True``) and logging.
+    - ``builder``, ``runner``: a :class:`laytune.runners.BaseBuilder` and
+      :class:`laytune.runners.BaseRunner` for ``device`` to use instead of
+      local worker processes (a remote runner, say); the caller keeps them
+      open and closes them.
+
+    The keywords ``tune`` took before :class:`TuneOptions` (``trials=``,
+    ``strategy=``, ..., ``options=`` for space options) still work for this
+    release, with a :class:`DeprecationWarning`.
 
     The identity baseline is measured first (once per workload and device).
     When the search ends (not on Ctrl-C or an error), the identity layouts
@@ -367,12 +347,11 @@ def tune(
     database that fails during the job (a full disk, a lost server) raises
     :class:`~laytune.exceptions.DatabaseError`; what it committed before stays.
     """
-    if strategy not in STRATEGIES:
-        raise TuningError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
-    if trials < 1 or batch < 1:
-        raise TuningError(f"trials ({trials}) and batch ({batch}) must be positive")
-    if timeout is not None and timeout <= 0:
-        raise TuningError(f"timeout must be positive seconds, got {timeout}")
+    if legacy or isinstance(options, SpaceOptions):
+        options = options_from_keywords(options, legacy)
+    opts = options if options is not None else TuneOptions()
+    if not isinstance(opts, TuneOptions):
+        raise TuningError(f"options must be a TuneOptions, got {opts!r}")
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -387,28 +366,37 @@ def tune(
     too_large = memory_refusal(device.info, least)
     if too_large is not None:
         raise TuningError(f"{workload.key} does not fit the device: {too_large}")
+    for given in (builder, runner):
+        if given is not None and given.device.key != device.key:
+            raise TuningError(
+                f"{type(given).__name__} works on {given.device.name} ({given.device.key}), "
+                f"the job on {device.name} ({device.key})"
+            )
     db = open_database(database)
-    space = SearchSpace(workload, device.info, options)
-    name = study_name or study_name_for(workload, device, strategy)
+    space = SearchSpace(workload, device.info, opts.space)
+    strategy, trials, batch = opts.strategy, opts.trials, opts.batch
+    name = opts.study_name or study_name_for(workload, device, strategy)
     study = optuna.create_study(
         study_name=name,
         storage=db.optuna_storage(),
-        sampler=make_sampler(strategy, seed),
+        sampler=make_sampler(strategy, opts.seed),
         direction="minimize",
         load_if_exists=True,
     )
     _fail_stale_trials(study)
-    job = Job(workload, device, space, db, study, name, strategy, trials, timeout, patience)
+    job = Job(
+        workload, device, space, db, study, name, strategy, trials, opts.timeout, opts.patience
+    )
     job.best = db.best(workload, device)
     job.baseline = next(
         (r for r in db.records(workload=workload, device=device, status="ok") if is_baseline(r)),
         None,
     )
     forced: list[Candidate] = [space.identity()]
-    if warm_start:
-        forced += warm_start_candidates(job, warm_start)
+    if opts.warm_start:
+        forced += warm_start_candidates(job, opts.warm_start)
     if strategy != "exhaustive":
-        forced += standard_candidates(space, trials // 4 if starts is None else starts)
+        forced += standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
     if strategy == "exhaustive":
         order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
     else:
@@ -421,12 +409,17 @@ def tune(
     watchers += [LogBatches(), *callbacks]
     for callback in (persist, *watchers):
         callback.on_start(job)
-    config = measure or DEFAULT_MEASURE
+    overlap = opts.overlap
     if overlap is None:
         overlap = "CPU" not in device.info.device_type.upper().split(" | ")
+    early_stop = opts.early_stop
     in_flight: list[_Item] = []
     try:
-        with Builder(device) as builder, Runner(device, config) as runner:
+        with contextlib.ExitStack() as owned:
+            if builder is None:
+                builder = owned.enter_context(Builder(device))
+            if runner is None:
+                runner = owned.enter_context(Runner(device, opts.measure))
             pending = proposer.next(min(batch, trials))
             in_flight = list(pending)
             future = builder.submit([i.program for i in pending if i.program is not None])
@@ -479,7 +472,7 @@ def tune(
     except optuna.exceptions.StorageInternalError as err:  # its SQLAlchemy error says why
         job.stop_reason = "error"
         proposer.abandon(in_flight)
-        reason = _reason(err.__cause__ or err)
+        reason = error_reason(err.__cause__ or err)
         raise DatabaseError(f"writing the optuna study to {db.safe_url}: {reason}") from None
     except BaseException:
         job.stop_reason = "error"

@@ -28,16 +28,8 @@ SMALL = SpaceOptions(
 def tuned(tmp_path_factory: pytest.TempPathFactory, laytune_device):
     folder = tmp_path_factory.mktemp("frozen")
     url = f"sqlite:///{folder / 'r.db'}"
-    result = laytune.tune(
-        WORKLOAD,
-        laytune_device,
-        trials=10,
-        batch=5,
-        database=url,
-        options=SMALL,
-        progress=False,
-        seed=1,
-    )
+    options = laytune.TuneOptions(trials=10, batch=5, space=SMALL, seed=1)
+    result = laytune.tune(WORKLOAD, laytune_device, options=options, database=url, progress=False)
     assert result.best is not None
     path = freeze(url, folder / "frozen.json")
     return url, path, result

@@ -17,7 +17,7 @@ import laytune
 from laytune import ops
 from laytune.exceptions import TuningError
 from laytune.records import is_baseline, open_database
-from laytune.search import TuneCallback, params_of
+from laytune.search import TuneCallback, TuneOptions, params_of
 from laytune.space import SearchSpace
 from tests.search import worker
 
@@ -25,10 +25,17 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = worker.OPTIONS
 
 
-def run_tune(url: str, **kw):
-    kw.setdefault("options", TINY)
-    kw.setdefault("progress", False)
-    return laytune.tune(kw.pop("workload", worker.WORKLOAD), database=url, **kw)
+def run_tune(url: str, *, workload=worker.WORKLOAD, callbacks=(), **options):
+    """A quiet job on ``workload`` (the small copy) in the small space TINY,
+    with the TuneOptions fields ``options``."""
+    options.setdefault("space", TINY)
+    return laytune.tune(
+        workload,
+        database=url,
+        options=TuneOptions(**options),
+        callbacks=callbacks,
+        progress=False,
+    )
 
 
 @pytest.mark.slow
@@ -208,6 +215,7 @@ def test_two_workers_on_one_sqlite_file_measure_each_candidate_once(tmp_path: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("postgres")
 def test_two_workers_on_postgresql_measure_each_candidate_once(postgres_url: str) -> None:
     _two_workers_measure_each_candidate_once(postgres_url)
 
@@ -257,7 +265,7 @@ def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
     result = run_tune(
         f"sqlite:///{tmp_path / 's.db'}",
         workload=ops.matmul(64, 64, 64),
-        options=None,
+        space=None,
         trials=6,
         batch=6,
         starts=5,
@@ -270,33 +278,54 @@ def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("overlap", [True, False])
-def test_the_next_batch_builds_while_this_one_is_measured(
-    overlap: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from laytune.search import _tune
+def test_the_next_batch_builds_while_this_one_is_measured(overlap: bool, tmp_path: Path) -> None:
+    from laytune.runners import BaseBuilder, BaseRunner, Builder, Runner
 
     events: list[str] = []
 
-    class LoggingBuilder(_tune.Builder):
+    class LoggingBuilder(BaseBuilder):  # any builder: here one around the local one
+        def __init__(self, inner: BaseBuilder) -> None:
+            self.inner = inner
+
+        @property
+        def device(self):
+            return self.inner.device
+
+        def build(self, batch):
+            return self.inner.build(batch)
+
         def submit(self, batch):
             events.append("build")
             return super().submit(batch)
 
-    class LoggingRunner(_tune.Runner):
-        def run(self, batch, **kw):
-            events.append("measure")
-            return super().run(batch, **kw)
+    class LoggingRunner(BaseRunner):
+        def __init__(self, inner: BaseRunner) -> None:
+            self.inner = inner
 
-    monkeypatch.setattr(_tune, "Builder", LoggingBuilder)
-    monkeypatch.setattr(_tune, "Runner", LoggingRunner)
-    result = run_tune(
-        f"sqlite:///{tmp_path / 'o.db'}",
-        trials=6,
-        batch=2,
-        overlap=overlap,
-        strategy="random",
-        starts=0,
-    )
+        @property
+        def device(self):
+            return self.inner.device
+
+        def run(self, batch, *, abandon_above_s=None):
+            events.append("measure")
+            return self.inner.run(batch, abandon_above_s=abandon_above_s)
+
+    device = laytune.runners.default_device()
+    with Builder(device) as local_builder, Runner(device) as local_runner:
+        builder, runner = LoggingBuilder(local_builder), LoggingRunner(local_runner)
+        with builder, runner:
+            result = laytune.tune(
+                worker.WORKLOAD,
+                device,
+                database=f"sqlite:///{tmp_path / 'o.db'}",
+                options=TuneOptions(
+                    trials=6, batch=2, overlap=overlap, strategy="random", starts=0, space=TINY
+                ),
+                progress=False,
+                builder=builder,
+                runner=runner,
+            )
+        assert local_runner.worker_pid is not None  # tune left the caller's runner open
     if overlap:  # batch k+1 is submitted before batch k is measured
         assert events[:4] == ["build", "build", "measure", "build"]
     else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from laytune import ops, tune
+from laytune import TuneOptions, ops, tune
 from laytune.search import TuneResult
 from laytune.space import SpaceOptions
 
@@ -20,17 +20,15 @@ STUDY = "shared-study"
 
 
 def main(url: str, strategy: str, trials: int, batch: int = 2) -> TuneResult:
-    result = tune(
-        WORKLOAD,
+    options = TuneOptions(
         trials=trials,
         batch=batch,
         strategy=strategy,
-        database=url,
-        options=OPTIONS,
+        space=OPTIONS,
         study_name=STUDY,
-        progress=False,
         warm_start=0,
     )
+    result = tune(WORKLOAD, database=url, options=options, progress=False)
     print(f"measured {result.measured} cached {result.cached} stop {result.stop_reason}")
     return result
 
