@@ -426,9 +426,12 @@ def tune(
             while pending:
                 built = future.result()
                 following: list[_Item] = []
-                if job.out_of_budget() is None:
+                spent = job.out_of_budget()
+                if spent is None:
                     room = trials - job.measured - len(pending)
                     following = proposer.next(min(batch, room)) if room > 0 else []
+                else:  # why proposing stopped, even if the batch in hand brings a new best
+                    job.stop_reason = spent
                 in_flight = pending + following
                 programs = [i.program for i in following if i.program is not None]
                 if programs and overlap:  # build the next batch while this one is measured
