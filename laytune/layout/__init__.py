@@ -3,6 +3,11 @@
 An :class:`IndexMap` sends logical indices to physical indices; a
 :class:`Layout` is an index map on one buffer shape with the family that made
 it. Nothing here touches a device: OpenCL appears only as emitted C text.
+
+Index expressions (:class:`Expr`) come with the functions the later stages
+read them with: :func:`to_text`, :func:`evaluate`, :func:`bounds`,
+:func:`substitute`, :func:`variables`, :func:`simplify`, :func:`fits_int32`
+and :func:`to_opencl`.
 """
 
 from __future__ import annotations
@@ -14,7 +19,20 @@ from laytune.exceptions import (
     NonInjectiveLayoutError,
     ShapeMismatchError,
 )
-from laytune.layout._expr import BinOp, Const, Expr, Var
+from laytune.layout._expr import (
+    BinOp,
+    Const,
+    Expr,
+    Var,
+    bounds,
+    evaluate,
+    fits_int32,
+    simplify,
+    substitute,
+    to_opencl,
+    to_text,
+    variables,
+)
 from laytune.layout._families import (
     FAMILIES,
     Layout,
@@ -30,8 +48,9 @@ from laytune.layout._families import (
     texture,
     tile,
 )
-from laytune.layout._index_map import AXIS_SEPARATOR, IndexMap, Shape
+from laytune.layout._index_map import AXIS_SEPARATOR, IndexMap, Shape, default_names
 from laytune.layout._inverse import Condition, Inverse
+from laytune.layout._json import load_versioned
 from laytune.layout._pack import UNDEF, pack, unpack
 
 __all__ = [
@@ -53,16 +72,26 @@ __all__ = [
     "ShapeMismatchError",
     "Var",
     "block",
+    "bounds",
     "compose",
     "custom",
+    "default_names",
+    "evaluate",
+    "fits_int32",
     "identity",
+    "load_versioned",
     "pack",
     "pad_every",
     "pad_rows",
     "permute",
     "row_xor",
+    "simplify",
+    "substitute",
     "swizzle",
     "texture",
     "tile",
+    "to_opencl",
+    "to_text",
     "unpack",
+    "variables",
 ]

@@ -32,17 +32,32 @@ from laytune.ops._registry import (
     parse_params,
     register,
 )
-from laytune.ops._statement import Statement, parse_statement
+from laytune.ops._statement import (
+    BinaryOp,
+    Literal,
+    Load,
+    Negate,
+    Statement,
+    Value,
+    loads,
+    parse_statement,
+    value_text,
+)
 from laytune.ops._workload import DTYPES, Axis, BufferDecl, Workload
 
 __all__ = [
     "DTYPES",
     "Axis",
+    "BinaryOp",
     "BufferDecl",
+    "Literal",
+    "Load",
+    "Negate",
     "Parameter",
     "Statement",
     "StatementError",
     "UnknownWorkloadError",
+    "Value",
     "Workload",
     "WorkloadConstructor",
     "bias_add",
@@ -53,6 +68,7 @@ __all__ = [
     "format_value",
     "from_key",
     "key_distance",
+    "loads",
     "matmul",
     "max_pool2d",
     "parse_key",
@@ -64,4 +80,5 @@ __all__ = [
     "short_key",
     "sum",
     "transpose",
+    "value_text",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from laytune.exceptions import StatementError
+from laytune.layout import default_names
 from laytune.ops._registry import register
 from laytune.ops._workload import Workload
 
@@ -27,20 +28,12 @@ __all__ = [
     "transpose",
 ]
 
-_LETTERS = "ijklmnopqrstuvwxyz"
-
 
 def _shape(shape: Sequence[int]) -> tuple[int, ...]:
     shape = tuple(int(s) for s in shape)
     if not shape or any(s <= 0 for s in shape):
         raise StatementError(f"shape {shape} needs at least one axis and positive extents")
     return shape
-
-
-def _names(n: int) -> list[str]:
-    if n <= len(_LETTERS):
-        return list(_LETTERS[:n])
-    return [f"i{k}" for k in range(n)]
 
 
 def _offset(axis: str, stride: int, window: str, shift: int) -> str:
@@ -54,7 +47,7 @@ def _offset(axis: str, stride: int, window: str, shift: int) -> str:
 def copy(shape: Sequence[int], dtype: str = "float32") -> Workload:
     """``Y = X``."""
     shape = _shape(shape)
-    names = _names(len(shape))
+    names = list(default_names(len(shape)))
     idx = ", ".join(names)
     return Workload.define(
         "copy",
@@ -78,7 +71,7 @@ def transpose(
         raise StatementError(
             f"perm {perm} is not a permutation of the {len(shape)} axes of {shape}"
         )
-    names = _names(len(shape))  # output axes, in output order
+    names = list(default_names(len(shape)))  # output axes, in output order
     x_index = [""] * len(shape)
     for k, p in enumerate(perm):
         x_index[p] = names[k]
@@ -100,7 +93,7 @@ def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Wor
     if not -len(shape) <= axis < len(shape):
         raise StatementError(f"axis {axis} is out of range for shape {shape}")
     axis %= len(shape)
-    names = _names(len(shape))
+    names = list(default_names(len(shape)))
     idx = ", ".join(names)
     return Workload.define(
         "bias_add",
@@ -116,7 +109,7 @@ def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Wor
 def relu(shape: Sequence[int], dtype: str = "float32") -> Workload:
     """``Y = max(X, 0)``."""
     shape = _shape(shape)
-    names = _names(len(shape))
+    names = list(default_names(len(shape)))
     idx = ", ".join(names)
     return Workload.define(
         "relu",
@@ -137,7 +130,7 @@ def sum(shape: Sequence[int], axes: Sequence[int], dtype: str = "float32") -> Wo
         raise StatementError("sum needs at least one axis to reduce")
     if len(reduced) == len(shape):
         raise StatementError(f"sum over every axis of {shape}: keep at least one axis")
-    names = _names(len(shape))
+    names = list(default_names(len(shape)))
     kept = [names[k] for k in range(len(shape)) if k not in reduced]
     order = kept + [names[k] for k in reduced]  # spatial first, then the reduce loops
     return Workload.define(

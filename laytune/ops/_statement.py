@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from laytune.exceptions import LaytuneError, StatementError
-from laytune.layout import Const, Expr, Var
+from laytune.layout import Const, Expr, Var, to_text
 
 __all__ = [
     "BinaryOp",
@@ -212,8 +212,6 @@ def loads(value: Value) -> list[Load]:
 
 def value_text(value: Value, names: Sequence[str]) -> str:
     """Readable text of a value (index expressions with ``names``)."""
-    from laytune.layout._expr import to_text
-
     if isinstance(value, Load):
         return f"{value.buffer}[{', '.join(to_text(i, names) for i in value.indices)}]"
     if isinstance(value, Literal):

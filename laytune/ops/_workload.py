@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from laytune.exceptions import StatementError, UnknownNameError
-from laytune.layout import Expr, Var
-from laytune.layout._expr import bounds, evaluate, to_text
+from laytune.layout import Expr, Var, bounds, evaluate, to_text
 from laytune.ops._registry import format_value
 from laytune.ops._statement import (
     BinaryOp,

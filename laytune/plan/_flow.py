@@ -43,9 +43,19 @@ Given ``layout`` on buffer ``src`` and a target buffer ``dst``:
 from __future__ import annotations
 
 from laytune.exceptions import FlowError, LayoutError
-from laytune.layout import Const, Expr, IndexMap, Layout, Var, custom, identity
-from laytune.layout._expr import substitute, to_text, variables
-from laytune.layout._index_map import default_names
+from laytune.layout import (
+    Const,
+    Expr,
+    IndexMap,
+    Layout,
+    Var,
+    custom,
+    default_names,
+    identity,
+    substitute,
+    to_text,
+    variables,
+)
 from laytune.ops import Workload
 
 __all__ = ["FlowError", "flow_layout"]

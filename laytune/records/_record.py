@@ -18,7 +18,7 @@ from typing import Any
 from laytune import __version__
 from laytune.codegen import KernelProgram
 from laytune.exceptions import LaytuneError, RecordError
-from laytune.layout._json import load_versioned
+from laytune.layout import load_versioned
 from laytune.runners import RunResult
 from laytune.space import Candidate
 
