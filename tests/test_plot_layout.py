@@ -22,6 +22,8 @@ from laytune.layout import block, identity, pad_rows, permute, row_xor, swizzle,
 from laytune.records import Record, open_database
 from laytune.space import BASELINE_KNOBS, Candidate
 
+pytestmark = pytest.mark.slow  # every figure drawn and measured: seconds each
+
 DEVICE_KEY = "5c3a9d7e1f2b4c6d"
 DEVICE_NAME = "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz (Intel(R) OpenCL)"
 WORKLOADS = (
