@@ -56,16 +56,10 @@ def run_job(url: str, candidates: int) -> None:
     import laytune
     from laytune import ops
 
-    result = laytune.tune(
-        ops.copy((32, 32)),
-        trials=candidates,
-        batch=8,
-        strategy="random",
-        database=url,
-        warm_start=0,
-        progress=False,
-        seed=7,
+    options = laytune.TuneOptions(
+        trials=candidates, batch=8, strategy="random", warm_start=0, seed=7
     )
+    result = laytune.tune(ops.copy((32, 32)), options=options, database=url, progress=False)
     print(result.summary(), flush=True)
 
 

@@ -50,12 +50,14 @@ from laytune.layout._families import (
 )
 from laytune.layout._index_map import AXIS_SEPARATOR, IndexMap, Shape, default_names
 from laytune.layout._inverse import Condition, Inverse
-from laytune.layout._json import load_versioned
+from laytune.layout._json import MAX_JSON_LENGTH, MAX_JSON_NESTING, check_nesting, load_versioned
 from laytune.layout._pack import UNDEF, pack, unpack
 
 __all__ = [
     "AXIS_SEPARATOR",
     "FAMILIES",
+    "MAX_JSON_LENGTH",
+    "MAX_JSON_NESTING",
     "UNDEF",
     "BinOp",
     "Condition",
@@ -73,6 +75,7 @@ __all__ = [
     "Var",
     "block",
     "bounds",
+    "check_nesting",
     "compose",
     "custom",
     "default_names",

@@ -43,7 +43,7 @@ from laytune.exceptions import (
     RecordError,
     RecordNotFoundError,
 )
-from laytune.layout._json import MAX_JSON_LENGTH
+from laytune.layout import MAX_JSON_LENGTH
 from laytune.records._record import SCHEMA_VERSION, Record
 from laytune.records._store import RecordStore, key_of
 from laytune.space import Candidate
@@ -540,7 +540,7 @@ class Database(RecordStore):
         """Add the records of a JSON Lines file; returns (added, already present).
         Every line is checked before anything is written, so a corrupt file
         (its line number is named) adds nothing. A line is read only up to the
-        bound of a record's JSON (:data:`laytune.layout._json.MAX_JSON_LENGTH`
+        bound of a record's JSON (:data:`laytune.layout.MAX_JSON_LENGTH`
         characters, 64 levels of nesting); a longer or deeper one is a
         :class:`RecordError`, like any other bad line."""
         lines = []

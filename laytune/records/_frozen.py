@@ -24,7 +24,7 @@ from laytune import __version__
 from laytune.codegen import KernelProgram
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import FrozenFileError, FrozenFileNotFoundError, LaytuneError
-from laytune.layout._json import check_nesting
+from laytune.layout import check_nesting
 from laytune.runners import ProgramExecutor, as_context
 from laytune.space import Candidate
 

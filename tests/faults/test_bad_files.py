@@ -27,15 +27,8 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A database with a few records, checkpointed into its one file."""
     folder = tmp_path_factory.mktemp("tuned")
     db = folder / "good.db"
-    laytune.tune(
-        worker.WORKLOAD,
-        trials=3,
-        batch=3,
-        database=f"sqlite:///{db}",
-        options=worker.OPTIONS,
-        progress=False,
-        warm_start=0,
-    )
+    options = laytune.TuneOptions(trials=3, batch=3, space=worker.OPTIONS, warm_start=0)
+    laytune.tune(worker.WORKLOAD, options=options, database=f"sqlite:///{db}", progress=False)
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return db
