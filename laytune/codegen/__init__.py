@@ -8,16 +8,21 @@ kernels between logical and physical layouts. Nothing here touches a device.
 
 from __future__ import annotations
 
-from laytune.codegen._lower import DEFAULT_KNOBS, GENERIC_DEVICE, lower, lower_conversion
+from laytune.codegen._lower import GENERIC_DEVICE, lower, lower_conversion
+from laytune.codegen._nest import GridDim, Nest, ReduceLoop, Tile, plan_nest
 from laytune.codegen._program import ArgRef, BufferSpec, KernelProgram, Launch
 
 __all__ = [
-    "DEFAULT_KNOBS",
     "GENERIC_DEVICE",
     "ArgRef",
     "BufferSpec",
+    "GridDim",
     "KernelProgram",
     "Launch",
+    "Nest",
+    "ReduceLoop",
+    "Tile",
     "lower",
     "lower_conversion",
+    "plan_nest",
 ]

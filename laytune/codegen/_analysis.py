@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from laytune.layout import UNDEF, Layout, Var
 from laytune.layout._expr import simplify, variables
+from laytune.ops._reductions import reduction
 from laytune.ops._statement import BinaryOp, Literal, Load, Negate, Value
 from laytune.ops._workload import Workload
 
@@ -93,7 +94,9 @@ def neutral_at_padding(
     """None when the statement's value at the padded positions of ``loop``
     is the reduction's neutral element (so overcompute is exact); else why not."""
     padded = {name for name, _ in loop.dims}
-    neutral = 0.0 if workload.reduction == "sum" else -math.inf
+    combine = reduction(workload.reduction)
+    assert combine is not None, "padded loops are reduce loops"
+    neutral = combine.neutral
 
     def value(v: Value) -> object:
         if isinstance(v, Literal):

@@ -43,7 +43,7 @@ from laytune.codegen._emit import (
 from laytune.codegen._source import decompose, indent
 from laytune.layout import Const, Expr, Layout, Var
 from laytune.layout._expr import substitute
-from laytune.space import affine_terms
+from laytune.space import IMAGE_DTYPES, affine_terms
 
 __all__ = ["ConversionKernel", "pack_kernel", "unpack_kernel"]
 
@@ -350,10 +350,11 @@ def pack_kernel(
         elif values:
             for lane, value in enumerate(values):
                 body.append(f"const {ctype} v{lane} = {value};")
-            vector = f"({'float' if image else ctype}{width})({', '.join(f'v{k}' for k in range(width))})"
+            vector = f"({ctype}{width})({', '.join(f'v{k}' for k in range(width))})"
             if image:
                 x, y = _texel_coords(layout, [Var(v.index) for v in base])
-                body.append(f"write_imagef(dst, (int2)({scope.c(x)}, {scope.c(y)}), {vector});")
+                write = IMAGE_DTYPES[dtype].write
+                body.append(f"{write}(dst, (int2)({scope.c(x)}, {scope.c(y)}), {vector});")
             else:
                 off = scope.c(_row_major([Var(v.index) for v in base], pshape))
                 body.append(f"vstore{width}({vector}, 0, {pointer('dst', off)});")

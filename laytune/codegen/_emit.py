@@ -17,6 +17,7 @@ import numpy as np
 
 from laytune.layout import Const, Expr, Layout, Var
 from laytune.layout._expr import bounds, fits_int32, simplify, substitute, to_opencl
+from laytune.space import IMAGE_DTYPES
 
 __all__ = [
     "BufferAccess",
@@ -82,7 +83,6 @@ _C_RESERVED = frozenset(
         "ushort",
         "size_t",
         "smp",
-        "texel_lane",
     ]
 )
 
@@ -130,6 +130,12 @@ class Scope:
         self.names.append(unique)
         self.ranges.append((lo, hi))
         return Var(len(self.names) - 1, unique)
+
+    def builtin(self, text: str, lo: int, hi: int) -> Var:
+        """A variable that prints as ``text`` (``get_global_id(0)``) and is never declared."""
+        self.names.append(text)
+        self.ranges.append((lo, hi))
+        return Var(len(self.names) - 1, text)
 
     def name(self, v: Var) -> str:
         return self.names[v.index]
@@ -189,26 +195,31 @@ class BufferAccess:
         """C expression reading the element at logical ``indices`` (``width``
         consecutive elements along the physical innermost axis when > 1)."""
         if self.memory == "image2d":
-            x, y, comp = self.texel(indices, scope)
-            if width >= 4:  # whole texels, consecutive along the row
-                texels = [
-                    f"read_imagef({self.c_name}, smp, (int2)({scope.c(x + t)}, {scope.c(y)}))"
-                    for t in range(width // 4)
-                ]
-                return texels[0] if width == 4 else f"(float{width})({', '.join(texels)})"
-            texel = f"read_imagef({self.c_name}, smp, (int2)({scope.c(x)}, {scope.c(y)}))"
-            lo, hi = scope.bounds(comp)
-            if width == 2:
-                if lo == hi:
-                    return f"{texel}.s{lo}{lo + 1}"
-                return f"texel_pair({texel}, {scope.c(comp)})"
-            if lo == hi:
-                return f"{texel}.s{lo}"
-            return f"texel_lane({texel}, {scope.c(comp)})"
+            return self._image_load(indices, scope, width)
         offset = scope.c(self.flat_offset(indices))
         if width == 1:
             return f"{self.c_name}[{offset}]"
         return f"vload{width}(0, {pointer(self.c_name, offset)})"
+
+    def _image_load(self, indices: Sequence[Expr], scope: Scope, width: int) -> str:
+        read = IMAGE_DTYPES[self.dtype].read
+        ctype = ctype_of(self.dtype)
+        x, y, comp = self.texel(indices, scope)
+
+        def texel(dx: int) -> str:
+            return f"{read}({self.c_name}, smp, (int2)({scope.c(x + dx)}, {scope.c(y)}))"
+
+        if width >= 4:  # whole texels, consecutive along the row
+            texels = [texel(t) for t in range(width // 4)]
+            return texels[0] if width == 4 else f"({ctype}{width})({', '.join(texels)})"
+        lo, hi = scope.bounds(comp)
+        if width == 2:
+            if lo == hi:
+                return f"{texel(0)}.s{lo}{lo + 1}"
+            return f"texel_pair_{ctype}({texel(0)}, {scope.c(comp)})"
+        if lo == hi:
+            return f"{texel(0)}.s{lo}"
+        return f"texel_lane_{ctype}({texel(0)}, {scope.c(comp)})"
 
     def store(self, indices: Sequence[Expr], value: str, scope: Scope, width: int = 1) -> str:
         offset = scope.c(self.flat_offset(indices))

@@ -13,14 +13,14 @@ __all__ = ["Source", "decompose", "indent", "split_index"]
 _SAMPLER = "__constant sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;"
 _TEXEL_LANE = """\
 /* lane c of an RGBA texel: four consecutive elements of the blocked axis */
-inline float texel_lane(float4 t, int c) {
-    return c == 0 ? t.x : c == 1 ? t.y : c == 2 ? t.z : t.w;
-}"""
+inline {t} texel_lane_{t}({t}4 v, int c) {{
+    return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+}}"""
 _TEXEL_PAIR = """\
 /* lanes c, c + 1 of an RGBA texel (c even) */
-inline float2 texel_pair(float4 t, int c) {
-    return c == 0 ? t.s01 : t.s23;
-}"""
+inline {t}2 texel_pair_{t}({t}4 v, int c) {{
+    return c == 0 ? v.s01 : v.s23;
+}}"""
 
 
 class Source:
@@ -42,10 +42,11 @@ class Source:
             parts.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
         if "smp" in body:
             parts.append(_SAMPLER)
-        if "texel_lane(" in body:
-            parts.append(_TEXEL_LANE)
-        if "texel_pair(" in body:
-            parts.append(_TEXEL_PAIR)
+        for ctype in ("float", "half"):
+            if f"texel_lane_{ctype}(" in body:
+                parts.append(_TEXEL_LANE.format(t=ctype))
+            if f"texel_pair_{ctype}(" in body:
+                parts.append(_TEXEL_PAIR.format(t=ctype))
         return "\n".join(parts) + "\n\n" + body + "\n"
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "identity",
     "pad_every",
     "pad_rows",
+    "panel",
     "permute",
     "row_xor",
     "swizzle",
@@ -355,6 +356,28 @@ def block(shape: Sequence[int], axis: int, factor: int) -> Layout:
     return _make("block", shape, forward, backward, axis=axis, factor=factor)
 
 
+def panel(shape: Sequence[int], axis: int, factor: int) -> Layout:
+    """Panels of ``factor`` along ``axis``, each stored whole: the panel index
+    first, the other axes in order, the position in the panel last. A GEMM
+    micro-kernel's packed operand: ``B[k, j]`` with ``axis=1`` is
+    ``[j // NR, k, j % NR]``. Padded when ``factor`` does not divide the
+    extent."""
+    axis = _axis(shape, axis)
+    _positive("factor", factor)
+    rank = len(shape)
+
+    def forward(*x: Expr) -> list[Expr]:
+        others = [x[k] for k in range(rank) if k != axis]
+        return [x[axis] // factor, *others, x[axis] % factor]
+
+    def backward(*p: Expr) -> list[Expr]:
+        out = list(p[1:-1])
+        out.insert(axis, p[0] * factor + p[-1])
+        return out
+
+    return _make("panel", shape, forward, backward, axis=axis, factor=factor)
+
+
 def tile(shape: Sequence[int], tile_shape: Sequence[int]) -> Layout:
     """Tiles of ``tile_shape`` over the last axes, tiles row-major, elements
     row-major inside a tile: ``[i // 16, j // 16, i % 16, j % 16]``."""
@@ -424,6 +447,7 @@ FAMILIES: dict[str, Callable[..., Layout]] = {
     "pad_rows": pad_rows,
     "pad_every": pad_every,
     "block": block,
+    "panel": panel,
     "tile": tile,
     "texture": texture,
 }

@@ -25,6 +25,7 @@ import numpy as np
 
 from laytune.exceptions import StatementError, UnknownNameError
 from laytune.layout import Expr, Var, bounds, evaluate, to_text
+from laytune.ops._reductions import reduction
 from laytune.ops._registry import format_value
 from laytune.ops._statement import (
     BinaryOp,
@@ -271,6 +272,7 @@ class Workload:
                     f"input {b.name} has shape {arrays[b.name].shape}, expected {b.shape}"
                 )
         reduce_axes = self.reduce_axes
+        combine = reduction(self.reduction)
         acc: np.ndarray | None = None
         for combo in itertools.product(*(range(self.axes[k].extent) for k in reduce_axes)):
             args: list[Any] = [0] * len(self.axes)
@@ -279,12 +281,10 @@ class Workload:
             for k, v in zip(reduce_axes, combo, strict=True):
                 args[k] = v
             term = np.broadcast_to(_eval_value(self.statement.value, args, arrays, self), out.shape)
-            if acc is None:
+            if acc is None or combine is None:
                 acc = np.array(term, dtype=np.float64)
-            elif self.reduction == "sum":
-                acc += term
             else:
-                np.maximum(acc, term, out=acc)
+                combine.numpy(acc, term, out=acc)
         assert acc is not None
         return {out.name: acc.astype(out.dtype)}
 

@@ -34,6 +34,7 @@ from laytune.exceptions import ConfigError, LaytuneError
 from laytune.layout import Layout, custom, pack
 from laytune.plan._planner import Plan, PlanError, Version
 from laytune.plan._rewrite import Rewrite, is_identity_layout
+from laytune.runners import image_format
 
 __all__ = ["CompiledPlan", "PlanTiming", "Step"]
 
@@ -133,11 +134,10 @@ class CompiledPlan:
         nan = np.full(1, np.nan, dtype=dtype)
         if _memory(v.layout) == "image2d":
             height, width = v.layout.flat_shape
-            channel = cl.channel_type.FLOAT if dtype == np.float32 else cl.channel_type.HALF_FLOAT
             image = cl.create_image(
                 self.context,
                 mf.READ_WRITE,
-                cl.ImageFormat(cl.channel_order.RGBA, channel),
+                image_format(dtype.name),
                 shape=(width // 4, height),
             )
             color = np.full(4, np.nan, dtype=np.float32)

@@ -19,7 +19,7 @@ import pandas as pd
 from laytune.layout import identity
 from laytune.ops import shape_text
 from laytune.records._record import Record
-from laytune.space import BASELINE_KNOBS, KNOB_ORDER, KNOB_PAD_MODE, ORDER_LOGICAL, Candidate
+from laytune.space import ORDER_LOGICAL, Candidate, is_default, knob_default
 
 __all__ = [
     "FRAME_COLUMNS",
@@ -85,8 +85,7 @@ def is_baseline(record_or_candidate: Any) -> bool:
     candidate = _candidate(record_or_candidate)
     if not has_identity_layouts(candidate):
         return False
-    knobs = candidate.knob_map
-    return all(knobs.get(name, value) == value for name, value in BASELINE_KNOBS.items())
+    return all(is_default(name, value) for name, value in candidate.knobs)
 
 
 def _identity_knobs(candidate: Candidate) -> dict[str, Any]:
@@ -94,10 +93,10 @@ def _identity_knobs(candidate: Candidate) -> dict[str, Any]:
     buffer's physical order is the logical order, and with no padding the
     pad mode is the guard."""
     knobs = candidate.knob_map
-    if KNOB_ORDER in knobs:
-        knobs[KNOB_ORDER] = ORDER_LOGICAL
-    if KNOB_PAD_MODE in knobs:
-        knobs[KNOB_PAD_MODE] = BASELINE_KNOBS[KNOB_PAD_MODE]
+    if "order" in knobs:
+        knobs["order"] = ORDER_LOGICAL
+    if "pad_mode" in knobs:
+        knobs["pad_mode"] = knob_default("pad_mode")
     return knobs
 
 

@@ -24,7 +24,7 @@ from laytune.runners._devices import (
     list_devices,
     select_device,
 )
-from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context
+from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context, image_format
 from laytune.runners._memory import allocation_bytes, memory_refusal
 from laytune.runners._opencl_runtime import register_opencl_runtimes
 from laytune.runners._results import (
@@ -64,6 +64,7 @@ __all__ = [
     "as_context",
     "default_device",
     "device_builds",
+    "image_format",
     "input_seed",
     "list_devices",
     "memory_refusal",

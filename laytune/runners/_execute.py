@@ -18,15 +18,25 @@ import pyopencl as cl
 
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.exceptions import ExecutionError
+from laytune.space import IMAGE_DTYPES
 
 __all__ = ["ExecutionError", "ProgramExecutor", "as_context"]
 
 
+def image_format(dtype: str) -> cl.ImageFormat | None:
+    """The RGBA image format that holds ``dtype`` (``IMAGE_DTYPES``); None
+    when no image holds it."""
+    image = IMAGE_DTYPES.get(np.dtype(dtype).name)
+    if image is None:
+        return None
+    return cl.ImageFormat(cl.channel_order.RGBA, getattr(cl.channel_type, image.channel_type))
+
+
 def _image_format(spec: BufferSpec) -> cl.ImageFormat:
-    types = {"float32": cl.channel_type.FLOAT, "float16": cl.channel_type.HALF_FLOAT}
-    if spec.dtype not in types:
+    found = image_format(spec.dtype)
+    if found is None:
         raise ExecutionError(f"image2d buffer {spec.name!r} has dtype {spec.dtype}")
-    return cl.ImageFormat(cl.channel_order.RGBA, types[spec.dtype])
+    return found
 
 
 class ProgramExecutor:

@@ -23,6 +23,7 @@ import pyopencl as cl
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.runners._config import MeasureConfig, Tolerance
 from laytune.runners._devices import Device
+from laytune.runners._execute import image_format
 from laytune.runners._memory import device_views
 from laytune.runners._results import (
     ConversionTiming,
@@ -31,6 +32,7 @@ from laytune.runners._results import (
     OutputCheck,
     RunResult,
 )
+from laytune.space import IMAGE_DTYPES
 
 __all__ = ["DeviceSession", "PreparedWorkload", "measure_candidate"]
 
@@ -275,13 +277,13 @@ def _sentinel(dtype: np.dtype) -> np.ndarray:
 
 
 def _image_format(spec: BufferSpec) -> cl.ImageFormat:
-    channel_types = {"float32": cl.channel_type.FLOAT, "float16": cl.channel_type.HALF_FLOAT}
-    dtype = np.dtype(spec.dtype).name
-    if dtype not in channel_types:
+    found = image_format(spec.dtype)
+    if found is None:
         raise _Failure(
-            ErrorKind.RUN, f"image2d buffer {spec.name!r} has dtype {dtype}; float32 or float16"
+            ErrorKind.RUN,
+            f"image2d buffer {spec.name!r} has dtype {spec.dtype}; one of {sorted(IMAGE_DTYPES)}",
         )
-    return cl.ImageFormat(cl.channel_order.RGBA, channel_types[dtype])
+    return found
 
 
 class _Buffers:

@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from laytune.exceptions import TuningError
-from laytune.space import Candidate, SearchSpace
-from laytune.space._space import _unique_keys
+from laytune.space import Candidate, SearchSpace, layout_keys
 
 __all__ = ["STRATEGIES", "make_sampler", "params_of"]
 
@@ -77,7 +76,7 @@ class _Replay:
                 index = layouts.index(self.candidate.layout(buffer))
             except (KeyError, ValueError):
                 raise _NotInSpace from None
-            value = _unique_keys(layouts)[index]
+            value = layout_keys(layouts)[index]
         else:
             value = self.candidate.knob(base)
         if value not in list(choices):

@@ -17,7 +17,7 @@ from typing import Any
 
 from laytune.codegen import KernelProgram, lower
 from laytune.exceptions import DatabaseError, LayoutRejectedError, TuningError
-from laytune.layout import FAMILIES, block, permute
+from laytune.layout import FAMILIES
 from laytune.ops import key_distance
 from laytune.records import (
     DEFAULT_URL,
@@ -43,15 +43,9 @@ from laytune.runners import (
 )
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
 from laytune.search._options import TuneOptions, options_from_keywords
+from laytune.search._starts import standard_candidates
 from laytune.search._strategies import make_sampler, params_of
-from laytune.space import (
-    BASELINE_KNOBS,
-    KNOB_PER_ITEM,
-    KNOB_VECTOR,
-    Candidate,
-    SearchSpace,
-    SpaceOptions,
-)
+from laytune.space import Candidate, SearchSpace, SpaceOptions
 
 __all__ = [
     "layout_reference",
@@ -229,46 +223,6 @@ def warm_start_candidates(job: Job, limit: int) -> list[Candidate]:
     ranked.sort(key=lambda t: (t[0], t[1]))
     unique = list({c.key: c for _, _, c in ranked}.values())
     return unique[:limit]
-
-
-#: Knob settings tried with each standard layout (on top of the baseline's):
-#: what hand-written kernels of these layouts commonly use.
-_START_PROFILES: tuple[dict[str, Any], ...] = (
-    {KNOB_PER_ITEM: 4},
-    {KNOB_PER_ITEM: 8},
-    {KNOB_PER_ITEM: 4, KNOB_VECTOR: 4},
-)
-
-
-def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
-    """Up to ``limit`` candidates in the standard layouts people write by hand,
-    each with a few common knob settings: the identity layouts; each 2-D
-    buffer transposed (a transposed operand);
-    every 4-D buffer in NHWC; every 4-D buffer blocked NCHW4c. Only those the
-    space holds are kept. A search in a space of millions of candidates
-    starts from these before its sampler takes over."""
-    base = dict(space.identity().layouts)
-    assignments: list[dict[str, Any]] = [base]
-    for name, layout in base.items():
-        shape = layout.shape
-        if len(shape) == 2:
-            assignments.append({**base, name: permute(shape, (1, 0))})
-    ranked4 = {n: lay.shape for n, lay in base.items() if len(lay.shape) == 4}
-    if ranked4:
-        assignments.append({**base, **{n: permute(s, (0, 2, 3, 1)) for n, s in ranked4.items()}})
-        assignments.append(
-            {**base, **{n: block(s, 1, 4) for n, s in ranked4.items() if s[1] % 4 == 0}}
-        )
-    found: list[Candidate] = []
-    for layouts in assignments:
-        for profile in _START_PROFILES:
-            candidate = Candidate.make(layouts, {**BASELINE_KNOBS, **profile})
-            replayed = params_of(space, candidate)
-            if replayed is not None and replayed[1] not in found:
-                found.append(replayed[1])
-            if len(found) >= limit:
-                return found
-    return found
 
 
 def layout_reference(space: SearchSpace, candidate: Candidate) -> Candidate | None:

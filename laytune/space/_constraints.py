@@ -29,7 +29,7 @@ import numpy as np
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutError, ShapeMismatchError
 from laytune.layout import Layout
-from laytune.space._workload import BUFFER_ROLES, VECTOR_WIDTHS, dtype_bytes
+from laytune.space._workload import BUFFER_ROLES, IMAGE_DTYPES, VECTOR_WIDTHS, dtype_bytes
 
 __all__ = [
     "BankConflicts",
@@ -263,7 +263,8 @@ def _row_start(row: int, tile: tuple[int, ...]) -> tuple[int, ...]:
 class VectorAccess(Constraint):
     """vloadN / vstoreN of ``width`` elements along logical ``axis``.
 
-    Accepts when the axis extent is a multiple of ``width`` and, for every
+    Accepts when the axis extent is a multiple of ``width`` (and, for an
+    ``image2d`` layout, so is the image row), and, for every
     group of ``width`` logical elements ``x + 0 .. x + width-1`` along the
     axis starting at a multiple of ``width``, their physical offsets are
     ``o, o + 1, ..., o + width-1`` with ``o`` a multiple of ``width`` (vloadN
@@ -284,7 +285,11 @@ class VectorAccess(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        offsets = _offsets(layout, logical_shape)
+        return self.check_offsets(layout, _offsets(layout, logical_shape))
+
+    def check_offsets(self, layout: Layout, offsets: np.ndarray) -> Verdict:
+        """:meth:`check` on the layout's flat offsets, already computed (an
+        array of the logical shape), for callers that check many widths."""
         shape, n = offsets.shape, self.width
         if not -len(shape) <= self.axis < len(shape):
             raise ShapeMismatchError(f"{self}: axis {self.axis} is out of range for {_fmt(shape)}")
@@ -293,6 +298,11 @@ class VectorAccess(Constraint):
         if extent % n:
             return self._reject(
                 f"axis {axis} has extent {extent}, not a multiple of the vector width {n}"
+            )
+        if layout.image_rank == 2 and layout.flat_shape[-1] % n:
+            return self._reject(
+                f"the image rows of {layout.flat_shape[-1]} elements do not split into runs "
+                f"of {n}, so a vector could straddle two rows"
             )
         moved = np.moveaxis(offsets, axis, -1)
         groups = moved.reshape(*moved.shape[:-1], extent // n, n)
@@ -329,9 +339,6 @@ class VectorAccess(Constraint):
         return self._reject(f"{count} of {bad.size} vector groups fail", *reasons)
 
 
-_IMAGE_DTYPES = ("float32", "float16")
-
-
 @dataclass(frozen=True)
 class Image2DRead(Constraint):
     """``read_imagef`` / ``read_imageh`` from an ``image2d_t`` of RGBA texels.
@@ -363,7 +370,7 @@ class Image2DRead(Constraint):
             )
         if not device.image_support:
             reasons.append(f"device {device.name} has no image support")
-        if dtype not in _IMAGE_DTYPES:
+        if dtype not in IMAGE_DTYPES:
             reasons.append(f"dtype {dtype} has no image channel type (float32 or float16)")
         elif dtype == "float16" and not device.supports_fp16:
             reasons.append(f"dtype float16 needs cl_khr_fp16, which device {device.name} lacks")

@@ -21,9 +21,11 @@ from laytune.exceptions import LayoutError
 from laytune.layout import (
     Layout,
     block,
+    compose,
     identity,
     pad_every,
     pad_rows,
+    panel,
     permute,
     row_xor,
     swizzle,
@@ -31,6 +33,8 @@ from laytune.layout import (
     tile,
 )
 from laytune.space._constraints import Constraint
+from laytune.space._knobs import knob_spec
+from laytune.space._workload import VECTOR_WIDTHS
 
 __all__ = [
     "GLOBAL_FAMILIES",
@@ -45,6 +49,7 @@ GLOBAL_FAMILIES = (
     "identity",
     "permute",
     "block",
+    "panel",
     "pad_rows",
     "pad_every",
     "tile",
@@ -53,7 +58,10 @@ GLOBAL_FAMILIES = (
     "texture",
 )
 """Family names a global buffer's layouts are drawn from (``swizzle`` is CuTe's
-flat ``Sw<bits,base,shift>``; ``row_xor`` the row/column-chunk XOR)."""
+flat ``Sw<bits,base,shift>``; ``row_xor`` the row/column-chunk XOR). ``block``
+includes, for buffers of rank 4 and more, blocking both of the first two
+axes (OIHW16i16o weights); ``panel`` is a GEMM micro-kernel's packed operand
+(``[j // 16, k, j % 16]``)."""
 
 LOCAL_FAMILIES = ("identity", "pad_rows", "row_xor")
 """Family names a ``__local`` tile buffer's layouts are drawn from."""
@@ -77,8 +85,12 @@ class SpaceOptions:
     buffer must pass (soft ones only add a score), e.g. a
     ``RowPointerTileLoad`` for a tile that feeds ldmatrix.
     ``max_layouts_per_buffer``: keep at most this many layouts per buffer
-    (identity first, then in generation order). The remaining fields are the
-    parameter values the families and knobs are enumerated with.
+    (identity first, then in generation order). ``vectors``, ``blocks``,
+    ``groups``, ``splits`` and ``unrolls`` are the values the knobs of those kinds are
+    offered with (defaults: :data:`~laytune.space._knobs.KNOB_SPECS`);
+    ``max_block_points`` bounds the outputs of one register block. The
+    remaining fields are the parameter values the families are enumerated
+    with.
     """
 
     families: tuple[str, ...] = GLOBAL_FAMILIES
@@ -86,7 +98,8 @@ class SpaceOptions:
     padding_budget: float = 0.25
     constraints: tuple[tuple[str, tuple[Constraint, ...]], ...] = ()
     max_layouts_per_buffer: int | None = None
-    block_factors: tuple[int, ...] = (2, 4, 8, 3)
+    block_factors: tuple[int, ...] = (2, 3, 4, 6, 8, 16)
+    block2_factors: tuple[int, ...] = (4, 8, 16)
     pad_amounts: tuple[int, ...] = (1, 4, 8)
     pad_every_rows: tuple[int, ...] = (2, 8)
     tile_sizes: tuple[int, ...] = (4, 8, 16)
@@ -98,9 +111,12 @@ class SpaceOptions:
     local_pad_amounts: tuple[int, ...] = (1, 2, 4, 8)
     local_xor_periods: tuple[int, ...] = (4, 8, 16, 32)
     local_xor_chunks: tuple[int, ...] = (1, 2, 4, 8)
-    per_items: tuple[int, ...] = (1, 2, 4, 8)
-    work_groups: tuple[int, ...] = (0, 32, 64, 128, 256)
-    unrolls: tuple[int, ...] = (1, 2, 4, 8)
+    vectors: tuple[int, ...] = knob_spec("vector").values or (1,)
+    blocks: tuple[int, ...] = knob_spec("block").values or (1,)
+    groups: tuple[int, ...] = knob_spec("group").values or (0,)
+    splits: tuple[int, ...] = knob_spec("split").values or (1,)
+    unrolls: tuple[int, ...] = knob_spec("unroll").values or (1,)
+    max_block_points: int = 128
     banks: int = 32
     bank_bytes: int = 4
 
@@ -108,6 +124,7 @@ class SpaceOptions:
         for name in (
             "families",
             "block_factors",
+            "block2_factors",
             "pad_amounts",
             "pad_every_rows",
             "tile_sizes",
@@ -119,8 +136,10 @@ class SpaceOptions:
             "local_pad_amounts",
             "local_xor_periods",
             "local_xor_chunks",
-            "per_items",
-            "work_groups",
+            "vectors",
+            "blocks",
+            "groups",
+            "splits",
             "unrolls",
         ):
             object.__setattr__(self, name, _tuple(getattr(self, name)))
@@ -148,13 +167,20 @@ class SpaceOptions:
             raise LayoutError(
                 f"max_layouts_per_buffer must be at least 1, got {self.max_layouts_per_buffer!r}"
             )
-        for name, values in (
-            ("per_items", self.per_items),
-            ("unrolls", self.unrolls),
-            ("work_groups", self.work_groups),
+        if any(v not in VECTOR_WIDTHS for v in self.vectors) or 1 not in self.vectors:
+            raise LayoutError(
+                f"vectors must include 1 and be among {VECTOR_WIDTHS}, got {self.vectors!r}"
+            )
+        for name, values, least in (
+            ("blocks", self.blocks, 1),
+            ("groups", self.groups, 0),
+            ("splits", self.splits, 1),
+            ("unrolls", self.unrolls, 1),
         ):
-            if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
-                raise LayoutError(f"{name} must be non-negative ints, got {values!r}")
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < least for v in values):
+                raise LayoutError(f"{name} must be ints of at least {least}, got {values!r}")
+        if self.max_block_points < 1:
+            raise LayoutError(f"max_block_points must be positive, got {self.max_block_points!r}")
 
     def families_for(self, buffer: str) -> tuple[str, ...]:
         return dict(self.families_per_buffer).get(buffer, self.families)
@@ -195,6 +221,16 @@ def _global_makers(
                 for f in opts.block_factors:
                     if shape[axis] > f:
                         yield lambda axis=axis, f=f: block(shape, axis, f)
+            if rank >= 4:  # both leading axes, the inner block of axis 1 before that of axis 0
+                for x in opts.block2_factors:
+                    for y in opts.block2_factors:
+                        if shape[0] > y and shape[1] > x:
+                            yield lambda x=x, y=y: _block2(shape, x, y)
+        elif fam == "panel" and rank >= 2:
+            for axis in range(1, rank):
+                for f in opts.block_factors:
+                    if shape[axis] > f:
+                        yield lambda axis=axis, f=f: panel(shape, axis, f)
         elif fam == "pad_rows" and rank >= 2:
             for pad in opts.pad_amounts:
                 yield lambda pad=pad: pad_rows(shape, pad)
@@ -226,6 +262,12 @@ def _global_makers(
             for axis in range(rank):
                 if shape[axis] % 4 == 0:
                     yield lambda axis=axis: texture(shape, axis)
+
+
+def _block2(shape: tuple[int, ...], x: int, y: int) -> Layout:
+    """OIHW[x]i[y]o: ``[o // y, i // x, ..., i % x, o % y]``."""
+    inner = block(shape, 1, x)
+    return compose(block(inner.physical_shape, 0, y), inner)
 
 
 def _dedupe(makers: Iterator[Callable[[], Layout]], limit: int | None) -> list[Layout]:

@@ -43,22 +43,13 @@ from dataclasses import dataclass
 
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import BinOp, Const, Expr, Var
-from laytune.space._workload import (
-    ORDER_LOGICAL,
-    WorkloadLike,
-    innermost_reduce_axis,
-    local_buffer_name,
-    local_tiles,
-    vector_access_requirements,
-)
+from laytune.space._workload import WorkloadLike, local_buffer_name, local_tiles
 
 __all__ = [
-    "STAGING_RULES",
     "StagedInput",
     "StagingPlan",
     "affine_terms",
     "local_vector_dims",
-    "staging_knob_reasons",
     "staging_plan",
 ]
 
@@ -343,80 +334,13 @@ def local_vector_dims(workload: WorkloadLike, plan: StagingPlan) -> dict[str, in
     """Per staged input whose tile a vector of the innermost spatial axis
     reads (the input indexed by that axis's bare variable): the tile
     dimension the vector runs along, keyed by the local buffer name."""
+    from laytune.space._facts import vector_dim
+
+    inner = max(k for k, a in enumerate(workload.axes) if a.kind == "spatial")
     out = {}
-    for name, dim in vector_access_requirements(workload).items():
-        staged = next((s for s in plan.inputs if s.buffer == name), None)
-        if staged is not None and dim is not None and dim in staged.dims:
-            out[local_buffer_name(name)] = staged.dims.index(dim)
-    return out
-
-
-STAGING_RULES = (
-    "local_stage_needs_work_group",
-    "local_stage_block",
-    "local_stage_order",
-    "local_stage_unroll",
-)
-"""The joint rules between ``local_stage=True`` and the other knobs, as
-:func:`staging_knob_reasons` names them."""
-
-
-def staging_knob_reasons(
-    workload: WorkloadLike,
-    plan: StagingPlan,
-    order: str,
-    per_item: int,
-    group: int,
-    unroll: int,
-) -> list[tuple[str, str]]:
-    """(rule, reason) for every rule of :data:`STAGING_RULES` that the knobs
-    break with ``local_stage=True``; empty when staging can run them.
-
-    ``local_stage_needs_work_group``: the work-group copies the tiles, so its
-    size is not left to the driver. ``local_stage_block``: the work-group
-    covers the plan's block, ``work_group * per_item == plan.outputs``, and
-    ``per_item`` divides the block's innermost extent.
-    ``local_stage_order``: staging walks the logical order.
-    ``local_stage_unroll``: ``unroll`` divides the values of the innermost
-    reduce axis in one stage.
-    """
-    axes = workload.axes
-    out: list[tuple[str, str]] = []
-    if group == 0:
-        out.append(("local_stage_needs_work_group", "local_stage True needs a nonzero work_group"))
-    elif group * per_item != plan.outputs:
-        shape = " x ".join(f"{axes[k].name} {plan.block[k]}" for k in plan.spatial)
-        out.append(
-            (
-                "local_stage_block",
-                f"local staging: a work-group computes the block of outputs its tiles cover "
-                f"({shape}), so work_group * per_item must be {plan.outputs}, got "
-                f"{group} * {per_item}",
-            )
-        )
-    inner = plan.spatial[-1]
-    if per_item > 0 and plan.block[inner] % per_item:
-        out.append(
-            (
-                "local_stage_block",
-                f"local staging: per_item {per_item} does not divide the block extent "
-                f"{plan.block[inner]} of axis {axes[inner].name!r}",
-            )
-        )
-    if order != ORDER_LOGICAL:
-        out.append(
-            (
-                "local_stage_order",
-                f"local staging walks the logical order; order {order!r} is not 'logical'",
-            )
-        )
-    red = innermost_reduce_axis(workload)
-    if red is not None and unroll > 0 and plan.stage_extent(red) % unroll:
-        out.append(
-            (
-                "local_stage_unroll",
-                f"local staging: unroll {unroll} does not divide the {plan.stage_extent(red)} "
-                f"values of axis {axes[red].name!r} in one stage",
-            )
-        )
+    for buf in workload.buffers:
+        dim = vector_dim(buf, inner)
+        staged = next((s for s in plan.inputs if s.buffer == buf.name), None)
+        if staged is not None and isinstance(dim, int) and dim in staged.dims:
+            out[local_buffer_name(buf.name)] = staged.dims.index(dim)
     return out

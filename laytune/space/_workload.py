@@ -5,132 +5,39 @@ never import ``laytune.space``); :class:`Axis`, :class:`Buffer` and
 :class:`WorkloadSpec` are plain implementations for tests, benchmarks and
 hand-written descriptions.
 
-The iteration model the knobs refer to
----------------------------------------
-A workload is a loop nest over ``axes``. Its *spatial* axes (``kind ==
-"spatial"``) are the points of a 1-D NDRange; its *reduce* axes are loops
-inside each work-item. The *innermost spatial axis* is the last spatial axis
-of ``workload.axes`` (``j`` of a matmul ``i, j, k``; ``ow`` of a conv2d).
-Each buffer is accessed at ``buffer.indices``: one index expression per
-logical dimension of the buffer, written in the workload's axis variables
-(``Var(k)`` is ``workload.axes[k]``). Matmul ``A`` is ``(Var(0), Var(2))``.
-
-Knob vocabulary
----------------
-A :class:`~laytune.space.Candidate` stores one value per knob in
-``Candidate.knobs``. The names are the module constants below; every knob the
-space offers is present in every candidate it produces (a knob that does not
-apply to a workload holds its neutral value: ``unroll=1``,
-``local_stage=False``).
-
-``KNOB_ORDER`` ("order")
-    ``"logical"``: work-item ``w`` takes the spatial points in row-major order
-    of the spatial axes (``axes`` order). Otherwise the name of a buffer whose
-    indices are exactly the spatial axis variables (each once, any order): the
-    work-items then walk that buffer's *physical* element order (RFC 39: make
-    the writes, or reads, of that buffer contiguous); the logical point of a
-    physical position comes from the buffer's layout inverse, and padded
-    positions are guarded or overcomputed as ``pad_mode`` says. Joint rule:
-    ``order != "logical"`` needs ``per_item == 1`` and ``vector == 1`` (the
-    register tile and vectors are defined along the logical innermost axis),
-    and is not offered for a buffer whose layout leaves the logical order
-    unchanged (identity layout with indices in axes order), which would
-    duplicate ``"logical"``.
-``KNOB_WORK_GROUP`` ("work_group")
-    int: the work-group size of the 1-D NDRange; ``0`` leaves it to the
-    driver. The NDRange has ``prod(spatial extents) // per_item`` work-items
-    (``"logical"`` order) or the chosen buffer's physical size (buffer order);
-    a nonzero size divides that count and is at most
-    ``device.max_work_group_size`` and ``device.max_work_item_sizes[0]``.
-``KNOB_PER_ITEM`` ("per_item")
-    int: consecutive output points along the innermost spatial axis computed
-    by one work-item (a register tile); divides that axis's extent and is a
-    multiple of ``vector``.
-``KNOB_VECTOR`` ("vector")
-    int in :data:`VECTOR_WIDTHS`: vloadN/vstoreN width along the innermost
-    spatial axis. Joint rule (:func:`vector_access_requirements`): every
-    buffer with a dimension whose index expression is exactly that axis's
-    variable must accept ``VectorAccess(dimension, N)`` under its chosen
-    layout; a buffer that uses that variable in any other way (``oh + kh``,
-    ``2 * ow``) forbids ``N > 1``.
-``KNOB_UNROLL`` ("unroll")
-    int: unroll factor of the innermost reduction loop; divides the extent of
-    the innermost reduce axis (the last reduce axis of ``axes``). Always 1
-    for a workload without reduce axes.
-``KNOB_LOCAL_STAGE`` ("local_stage")
-    bool: stage input tiles in ``__local`` memory, as the workload's staging
-    plan says (:func:`laytune.space.staging_plan`: the tiles a workload
-    declares in ``local_tiles``, see :class:`WorkloadLike`, or else, for a
-    reduction that reads an input through a sliding window such as conv2d,
-    the input patch a block of outputs needs, halo included). A work-group
-    computes one block of outputs and cooperatively copies the tiles. Joint
-    rules (:func:`laytune.space.staging_knob_reasons`): a nonzero
-    ``work_group`` with ``work_group * per_item`` equal to the block's output
-    count, ``per_item`` dividing the block's innermost extent, the logical
-    ``order``, and ``unroll`` dividing the values of the innermost reduce
-    axis in one stage; the NDRange is then one work-group per block (a block
-    may overshoot the output), so ``work_group`` need not divide the
-    unstaged work-items. When True the candidate also holds a layout for
-    each staged input's local tile buffer, named :func:`local_buffer_name`
-    (``"A.local"``), role ``"local"``, of the plan's tile shape, chosen from
-    identity, ``pad_rows`` and ``row_xor``; a vector that reads a tile needs
-    its layout to accept ``VectorAccess``; all local buffers together fit
-    ``device.local_mem_size``; the space ranks them by bank conflicts.
-``KNOB_PAD_MODE`` ("pad_mode")
-    ``"guard"``: loops over a padded physical extent test every index and
-    never read or write padding. ``"overcompute"``: those loops run over the
-    padded extents without tests, so padding of inputs is read and padding of
-    outputs may be written. Valid (:func:`laytune.space.check_candidate`) only
-    when every padded input holds a ``pad_value`` that is the neutral element
-    of ``workload.reduction`` (``0.0`` for ``"sum"``, ``-inf`` for
-    ``"max"``), or, for an element-wise workload (``reduction is None``),
-    any value other than None (``UNDEF`` included) while the output is
-    written only at real elements. Offered only when some buffer is padded.
-    Output pad values are always None (never read).
+The knobs a candidate holds besides its layouts are described in
+:mod:`laytune.space._knobs` (one table) and the rules between them in
+:mod:`laytune.space._rules`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from laytune.exceptions import LayoutError
-from laytune.layout import Expr, Var
+from laytune.layout import Expr
+from laytune.ops._reductions import reduction
 
 __all__ = [
     "AXIS_KINDS",
     "BUFFER_ROLES",
     "DTYPE_BYTES",
-    "KNOBS",
-    "KNOB_LOCAL_STAGE",
-    "KNOB_ORDER",
-    "KNOB_PAD_MODE",
-    "KNOB_PER_ITEM",
-    "KNOB_UNROLL",
-    "KNOB_VECTOR",
-    "KNOB_WORK_GROUP",
-    "ORDER_LOGICAL",
-    "PAD_MODES",
-    "REDUCTIONS",
+    "IMAGE_DTYPES",
     "VECTOR_WIDTHS",
     "Axis",
     "AxisLike",
     "Buffer",
     "BufferLike",
+    "ImageDtype",
     "WorkloadLike",
     "WorkloadSpec",
     "dtype_bytes",
     "index_text",
-    "innermost_reduce_axis",
-    "innermost_spatial_axis",
     "local_buffer_name",
     "local_tiles",
-    "neutral_element",
-    "spatial_points",
-    "vector_access_requirements",
 ]
 
 AXIS_KINDS = ("spatial", "reduce")
@@ -139,61 +46,33 @@ AXIS_KINDS = ("spatial", "reduce")
 BUFFER_ROLES = ("input", "output", "local")
 """Roles of a buffer: read-only global input, written global output, ``__local`` tile."""
 
-REDUCTIONS = (None, "sum", "max")
-"""How a workload combines terms along its reduce axes (None: element-wise)."""
-
 DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int32": 4, "int8": 1, "uint8": 1}
 """Bytes per element of the numpy dtype names buffers may carry."""
 
-KNOB_ORDER = "order"
-"""Spatial iteration order: ``"logical"`` or the name of a buffer to follow physically."""
-KNOB_WORK_GROUP = "work_group"
-"""Work-group size of the 1-D NDRange (0: the driver chooses)."""
-KNOB_PER_ITEM = "per_item"
-"""Output points along the innermost spatial axis per work-item (register tile)."""
-KNOB_VECTOR = "vector"
-"""vloadN/vstoreN width along the innermost spatial axis."""
-KNOB_UNROLL = "unroll"
-"""Unroll factor of the innermost reduction loop."""
-KNOB_LOCAL_STAGE = "local_stage"
-"""Stage input tiles in __local memory (adds ``"<buffer>.local"`` layouts)."""
-KNOB_PAD_MODE = "pad_mode"
-"""``"guard"`` or ``"overcompute"`` on padded extents."""
 
-KNOBS = (
-    KNOB_ORDER,
-    KNOB_VECTOR,
-    KNOB_PER_ITEM,
-    KNOB_WORK_GROUP,
-    KNOB_UNROLL,
-    KNOB_LOCAL_STAGE,
-    KNOB_PAD_MODE,
-)
-"""Every knob, in the dependency order the space chooses them in."""
+@dataclass(frozen=True)
+class ImageDtype:
+    """How an ``image2d`` of RGBA texels holds one dtype: the OpenCL channel
+    type (the name of a ``pyopencl.channel_type`` member), the read and
+    write built-ins and the texel type."""
 
-ORDER_LOGICAL = "logical"
-"""The ``order`` value for row-major order of the spatial axes."""
+    channel_type: str
+    read: str
+    write: str
+    texel: str
 
-BASELINE_KNOBS: Mapping[str, Any] = MappingProxyType(
+
+IMAGE_DTYPES: Mapping[str, ImageDtype] = MappingProxyType(
     {
-        KNOB_ORDER: ORDER_LOGICAL,
-        KNOB_VECTOR: 1,
-        KNOB_PER_ITEM: 1,
-        KNOB_WORK_GROUP: 0,
-        KNOB_UNROLL: 1,
-        KNOB_LOCAL_STAGE: False,
-        KNOB_PAD_MODE: "guard",
+        "float32": ImageDtype("FLOAT", "read_imagef", "write_imagef", "float4"),
+        "float16": ImageDtype("HALF_FLOAT", "read_imageh", "write_imageh", "half4"),
     }
 )
-"""The baseline's knobs (with identity layouts, the kernel a person would
-write): logical order, scalar, one point per work-item, the driver's
-work-group, no unroll, no staging, guarded padding."""
+"""The dtypes a buffer may have in an ``image2d`` (``Image2DRead`` accepts
+exactly these; codegen reads and runners allocate them as said here)."""
 
 VECTOR_WIDTHS = (1, 2, 4, 8, 16)
 """The vector widths OpenCL C has (vload2 ... vload16; 1 is scalar)."""
-
-PAD_MODES = ("guard", "overcompute")
-"""Values of the ``pad_mode`` knob."""
 
 LOCAL_SUFFIX = ".local"
 
@@ -354,8 +233,7 @@ class WorkloadSpec:
             "local_tiles",
             tuple(sorted((str(k), tuple(int(t) for t in v)) for k, v in tiles)),
         )
-        if self.reduction not in REDUCTIONS:
-            raise LayoutError(f"reduction {self.reduction!r} is not one of {REDUCTIONS}")
+        reduction(self.reduction)  # raises for an unknown reduction
         names = [b.name for b in self.buffers]
         if len(set(names)) != len(names):
             raise LayoutError(f"workload {self.name!r}: duplicate buffer names in {names}")
@@ -389,34 +267,6 @@ def dtype_bytes(dtype: str) -> int:
         raise LayoutError(f"dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}") from None
 
 
-def neutral_element(reduction: str | None) -> float | None:
-    """What an overcomputed pad must hold: 0.0 for "sum", -inf for "max", None if element-wise."""
-    if reduction is None:
-        return None
-    if reduction == "sum":
-        return 0.0
-    if reduction == "max":
-        return -math.inf
-    raise LayoutError(f"reduction {reduction!r} is not one of {REDUCTIONS}")
-
-
-def innermost_spatial_axis(workload: WorkloadLike) -> int | None:
-    """Position in ``workload.axes`` of the last spatial axis (None: no spatial axis)."""
-    spatial = [k for k, a in enumerate(workload.axes) if a.kind == "spatial"]
-    return spatial[-1] if spatial else None
-
-
-def innermost_reduce_axis(workload: WorkloadLike) -> int | None:
-    """Position in ``workload.axes`` of the last reduce axis (None: element-wise)."""
-    reduce_ = [k for k, a in enumerate(workload.axes) if a.kind == "reduce"]
-    return reduce_[-1] if reduce_ else None
-
-
-def spatial_points(workload: WorkloadLike) -> int:
-    """Number of points of the spatial iteration space."""
-    return math.prod(a.extent for a in workload.axes if a.kind == "spatial")
-
-
 def index_text(workload: WorkloadLike, buffer: BufferLike) -> str:
     """A buffer's access in the workload's axis names: ``"[n, c, oh + kh, ow + kw]"``."""
     from laytune.layout._expr import to_text
@@ -436,30 +286,3 @@ def local_tiles(workload: WorkloadLike) -> dict[str, tuple[int, ...]]:
     if not isinstance(tiles, Mapping):
         tiles = dict(tiles)
     return {str(k): tuple(int(t) for t in v) for k, v in tiles.items()}
-
-
-def vector_access_requirements(workload: WorkloadLike) -> dict[str, int | None]:
-    """For each buffer the innermost spatial axis touches: the logical dimension
-    a vector of that axis runs along, or None when the buffer uses the axis
-    variable other than as a bare index (then only ``vector == 1`` is valid).
-
-    Buffers the axis does not touch are absent (a vector leaves them alone).
-    A buffer that indexes two dimensions by the bare variable also maps to None.
-    """
-    from laytune.layout._expr import variables
-
-    axis = innermost_spatial_axis(workload)
-    result: dict[str, int | None] = {}
-    if axis is None:
-        return result
-    for buf in workload.buffers:
-        bare = [d for d, e in enumerate(buf.indices) if isinstance(e, Var) and e.index == axis]
-        other = [
-            d
-            for d, e in enumerate(buf.indices)
-            if not (isinstance(e, Var) and e.index == axis) and axis in variables(e)
-        ]
-        if not bare and not other:
-            continue
-        result[buf.name] = bare[0] if len(bare) == 1 and not other else None
-    return result

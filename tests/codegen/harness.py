@@ -126,27 +126,33 @@ class RandomTrial:
 
 
 class StagingTrial(RandomTrial):
-    """A random trial steered to local staging: the work-group then covers the
-    block of outputs the local tiles feed (work_group * per_item == block)."""
-
-    def __init__(self, seed: int, block: int) -> None:
-        super().__init__(seed)
-        self.block = block
-        self.per_item = 1
+    """A random trial steered to local staging: the logical order and
+    ``local_stage=True`` wherever they are offered; the rules then narrow the
+    work-group to what covers the staging block."""
 
     def suggest_categorical(self, name: str, choices: Any) -> Any:
         choices = list(choices)
         knob = name.split("|")[0]
         if knob == "order" and "logical" in choices:
             return "logical"
-        if knob == "per_item":
-            fits = [
-                c for c in choices if self.block % c == 0 and self.block // c in (32, 64, 128, 256)
-            ]
-            self.per_item = self.rng.choice(fits or choices)
-            return self.per_item
-        if knob == "work_group" and self.block // self.per_item in choices:
-            return self.block // self.per_item
         if knob == "local_stage" and True in choices:
             return True
+        return super().suggest_categorical(name, choices)
+
+
+class VectorTrial(RandomTrial):
+    """A random trial steered to vectors: layouts that move or block an axis
+    (permute, block, panel) and a vector axis other than the innermost
+    spatial one wherever they are offered."""
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        choices = list(choices)
+        knob = name.split("|")[0]
+        if knob.startswith("layout:") and not knob.endswith(".local"):
+            moved = [c for c in choices if c.startswith(("permute", "block", "panel"))]
+            return self.rng.choice(moved or choices)
+        if knob == "vector_axis":
+            axes = [c for c in choices if c]
+            outer = axes[:-1] if len(axes) > 1 else axes
+            return self.rng.choice(outer or choices)
         return super().suggest_categorical(name, choices)

@@ -8,8 +8,8 @@ import pytest
 
 from laytune import ops
 from laytune.codegen import lower
-from laytune.space import SearchSpace, staging_plan
-from tests.codegen.harness import Env, RandomTrial, StagingTrial, build, run
+from laytune.space import SearchSpace, SpaceOptions
+from tests.codegen.harness import Env, RandomTrial, StagingTrial, VectorTrial, build, run
 
 WORKLOADS = [
     ops.copy((6, 40)),
@@ -22,9 +22,15 @@ WORKLOADS = [
     ops.matmul(32, 48, 32),
     ops.conv2d(1, 4, 8, 8, 8, 3, stride=1, padding=1),
     ops.conv2d(2, 4, 9, 9, 4, 3, stride=2, padding=1),
+    # shapes no register block, vector or tile divides: tails everywhere
+    ops.matmul(100, 130, 70),
+    ops.conv2d(1, 30, 27, 27, 30, 3, stride=1, padding=1),
 ]
 
 CANDIDATES = 30
+# the default space with register blocks of at most 16 outputs: every knob and
+# family as a tuning job draws them, kernels small enough to compile quickly
+OPTIONS = SpaceOptions(max_block_points=16)
 
 
 def _families(candidate) -> set[str]:
@@ -54,8 +60,10 @@ def _check(env: Env, workload: ops.Workload, candidates: list) -> int:
 
 
 def _random_candidates(workload: ops.Workload, info) -> list:
-    space = SearchSpace(workload, info)
-    return list(dict.fromkeys(space.suggest(RandomTrial(seed)) for seed in range(CANDIDATES + 10)))
+    space = SearchSpace(workload, info, OPTIONS)
+    drawn = [space.suggest(RandomTrial(seed)) for seed in range(CANDIDATES)]
+    drawn += [space.suggest(VectorTrial(seed)) for seed in range(10)]
+    return list(dict.fromkeys(drawn))
 
 
 @pytest.mark.slow
@@ -74,9 +82,8 @@ STAGED = [
 
 
 def _staged_candidates(workload: ops.Workload, info) -> list:
-    space = SearchSpace(workload, info)
-    block = staging_plan(workload).outputs
-    candidates = [space.suggest(StagingTrial(seed, block)) for seed in range(10)]
+    space = SearchSpace(workload, info, OPTIONS)
+    candidates = [space.suggest(StagingTrial(seed)) for seed in range(10)]
     return list(dict.fromkeys(c for c in candidates if c.knob("local_stage")))
 
 
@@ -95,6 +102,18 @@ def test_the_candidates_covered_every_family_and_knob(env: Env) -> None:
     assert {"permute", "pad_rows", "pad_every", "swizzle", "block", "tile", "texture"} <= families
     assert {1, 2, 4} <= {c.knob("vector") for _, c in drawn}
     assert {c.knob("pad_mode") for _, c in drawn} == {"guard", "overcompute"}
+    # vectors along an axis other than the innermost, register blocks over several axes
+    # (with tails), work-groups in two dimensions, split and reordered reduce loops
+    inner = {w.key: w.axes[w.spatial_axes[-1]].name for w, _ in drawn}
+    assert any(c.knob("vector_axis") not in ("", inner[w.key]) for w, c in drawn)
+    assert any(sum(v > 1 for k, v in c.knobs if k.startswith("block.")) >= 2 for _, c in drawn)
+    assert any(
+        any(w.axes[k].extent % c.knob(f"block.{w.axes[k].name}") for k in w.spatial_axes)
+        for w, c in drawn
+    )
+    assert any(sum(v > 0 for k, v in c.knobs if k.startswith("group.")) >= 2 for _, c in drawn)
+    assert any(c.knob("split") > 1 for _, c in drawn)
+    assert any(c.knob("reduce_order") for _, c in drawn)
     assert {c.knob("order") != "logical" for _, c in drawn} == {True, False}
     staged = [(w, c) for w, c in drawn if c.knob("local_stage")]
     assert {"matmul", "conv2d", "max_pool2d"} <= {w.name for w, _ in staged}

@@ -23,7 +23,7 @@ def test_identity_layouts_give_the_indexing_a_person_writes() -> None:
     source = lower(workload, identity(workload)).source
     assert "A[i * 12 + k]" in source
     assert "B[k * 24 + j]" in source
-    assert "C[i * 24 + j] = acc;" in source
+    assert "C[i * 24 + j] = acc0;" in source
     conv = ops.conv2d(1, 3, 10, 10, 6, 3, stride=1, padding=1)
     text = lower(conv, identity(conv)).source
     assert "W[f * 27 + c * 9 + kh * 3 + kw]" in text
@@ -33,12 +33,12 @@ def test_identity_layouts_give_the_indexing_a_person_writes() -> None:
 def test_layouts_and_knobs_are_written_as_comments() -> None:
     workload = ops.transpose((16, 8), (1, 0))
     candidate = Candidate.make(
-        {"X": L.block((16, 8), 0, 4), "Y": L.row_xor((8, 16), 8)}, {"per_item": 2}
+        {"X": L.block((16, 8), 0, 4), "Y": L.row_xor((8, 16), 8)}, {"block.j": 2}
     )
     source = lower(workload, candidate).source
     assert "X[16, 8]: lambda i, j: [i // 4, j, i % 4]" in source
     assert "Y[8, 16]: lambda i, j: [i, j ^ (i % 8)]" in source
-    assert "per_item=2" in source
+    assert "block.j=2" in source
     assert "__kernel void transpose_compute(" in source
     assert "__kernel void X_pack(" in source and "__kernel void Y_unpack(" in source
 
@@ -50,12 +50,13 @@ def test_a_rejected_candidate_is_refused_with_the_reason() -> None:
         "B": L.identity((6,)),
         "Y": L.identity((2, 6, 4, 8)),
     }
-    with pytest.raises(LayoutRejectedError, match=r"'X'.*vector"):
-        lower(workload, Candidate.make(layouts, {"vector": 4, "per_item": 4}))
+    vector = {"vector_axis": "l", "vector": 4, "block.l": 4}
+    with pytest.raises(LayoutRejectedError, match=r"'X'.*VectorAccess"):
+        lower(workload, Candidate.make(layouts, vector))
     with pytest.raises(LayoutRejectedError, match="does not divide"):
-        lower(workload, identity(workload, vector=1, per_item=3))
-    with pytest.raises(LayoutRejectedError, match="work_group 7"):
-        lower(workload, identity(workload, work_group=7))
+        lower(workload, identity(workload, **{"group.l": 3, "group.k": 1, "group.j": 1}))
+    with pytest.raises(LayoutRejectedError, match=r"block\.l 7 is not a multiple of the vector 4"):
+        lower(workload, identity(workload, **{**vector, "block.l": 7}))
 
 
 def test_a_written_image_is_refused() -> None:

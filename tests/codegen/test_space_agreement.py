@@ -38,8 +38,9 @@ WORKLOADS = [
 ENUMERABLE = SpaceOptions(
     families=("identity", "pad_rows"),
     pad_amounts=(1,),
-    per_items=(1, 4),
-    work_groups=(0, 64),
+    blocks=(1, 4),
+    groups=(0, 1, 2, 4, 16),
+    splits=(1, 2),
     unrolls=(1, 2),
     local_pad_amounts=(1,),
     local_xor_periods=(4,),
@@ -71,9 +72,8 @@ def test_lower_accepts_the_whole_small_space(workload: ops.Workload) -> None:
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.key)
 def test_lower_accepts_what_the_full_space_suggests(workload: ops.Workload, device) -> None:
     space = SearchSpace(workload, device)
-    block = staging_plan(workload).outputs
     candidates = [space.suggest(RandomTrial(seed)) for seed in range(40)]
-    candidates += [space.suggest(StagingTrial(seed, block)) for seed in range(30)]
+    candidates += [space.suggest(StagingTrial(seed)) for seed in range(30)]
     assert sum(c.knob("local_stage") for c in candidates) >= 20
     _lowers_everything(workload, space, candidates)
 
@@ -101,33 +101,45 @@ def test_lower_refuses_what_the_staging_rules_reject() -> None:
     space = SearchSpace(workload, GENERIC_DEVICE)
     base = space.identity()
     tiles = {"A.local": L.identity((16, 16)), "B.local": L.pad_rows((16, 16), 1)}
-    staged = _with(base, {"local_stage": True, "work_group": 64, "per_item": 4}, tiles)
+    knobs = {"local_stage": True, "group.j": 4, "group.i": 16, "block.j": 4}
+    staged = _with(base, knobs, tiles)
     lower(workload, staged, GENERIC_DEVICE)
     _refused(
         workload,
         space,
-        _with(staged, {"work_group": 128}),
-        "work_group * per_item must be 256, got 128 * 4",
+        _with(staged, {"group.j": 8}),
+        "group.j must be 4 so that the work-group covers the staging block, got 8",
     )
     _refused(
         workload,
         space,
-        _with(staged, {"work_group": 256, "per_item": 1, "order": "C"}),
+        _with(staged, {"order": "C", "block.j": 1}),
         "local staging walks the logical order",
     )
     _refused(
         workload,
         space,
         _with(staged, {"unroll": 32}),
-        "unroll 32 does not divide the 16 values of axis 'k' in one stage",
+        "unroll 32 does not divide one stage's 16 values of 'k'",
     )
     _refused(
         workload,
         space,
-        _with(staged, {"vector": 4}),
+        _with(staged, {"vector_axis": "j", "vector": 4}),
         "buffer 'B.local': VectorAccess(axis=1, width=4)",
     )
-    _refused(workload, space, _with(staged, {"work_group": 0}), "needs a nonzero work_group")
+    _refused(
+        workload,
+        space,
+        _with(staged, {"group.j": 0, "group.i": 0}),
+        "local staging needs a work-group of its own",
+    )
+    _refused(
+        workload,
+        space,
+        _with(staged, {"reduce_order": "k", "split": 2}),
+        "reduce_order 'k' is not one of ['']",
+    )
 
 
 def test_lower_refuses_staging_a_conv_with_the_wrong_block() -> None:
@@ -135,13 +147,16 @@ def test_lower_refuses_staging_a_conv_with_the_wrong_block() -> None:
     space = SearchSpace(workload, GENERIC_DEVICE)
     plan = staging_plan(workload)
     tiles = {f"{name}.local": L.identity(tile) for name, tile in plan.tiles.items()}
-    staged = _with(space.identity(), {"local_stage": True, "work_group": 64}, tiles)
-    assert lower(workload, staged, GENERIC_DEVICE).compute[0].global_size == (plan.groups * 64,)
+    knobs = {"local_stage": True, "group.ow": 8, "group.oh": 8, "group.f": 1}
+    staged = _with(space.identity(), knobs, tiles)
+    program = lower(workload, staged, GENERIC_DEVICE)
+    assert program.compute[0].global_size == (8, 8, 2)  # one 8 x 8 work-group per filter
+    assert program.compute[0].local_size == (8, 8, 1)
     _refused(
         workload,
         space,
-        _with(staged, {"work_group": 32}),
-        "(n 1 x f 1 x oh 8 x ow 8), so work_group * per_item must be 64, got 32 * 1",
+        _with(staged, {"group.ow": 4}),
+        "group.ow must be 8 so that the work-group covers the staging block, got 4",
     )
     _refused(
         workload,
@@ -151,5 +166,5 @@ def test_lower_refuses_staging_a_conv_with_the_wrong_block() -> None:
     )
     no_window = ops.sum((16, 14), (1,))
     plain = SearchSpace(no_window, GENERIC_DEVICE).identity()
-    with pytest.raises(LayoutRejectedError, match="reads no input through a sliding window"):
-        lower(no_window, _with(plain, {"local_stage": True, "work_group": 16}))
+    with pytest.raises(LayoutRejectedError, match="local_stage True is not one of"):
+        lower(no_window, _with(plain, {"local_stage": True, "group.i": 16}))

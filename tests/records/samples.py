@@ -5,30 +5,22 @@ from __future__ import annotations
 from laytune import ops
 from laytune.layout import identity, pad_rows, permute
 from laytune.records import Record
-from laytune.space import Candidate
+from laytune.space import Candidate, baseline_knobs
 
 WORKLOAD = ops.transpose((8, 8), (1, 0))
 OTHER = ops.transpose((8, 16), (1, 0))
 DEVICE = "dev0"
-BASE_KNOBS = {
-    "order": "logical",
-    "vector": 1,
-    "per_item": 1,
-    "work_group": 0,
-    "unroll": 1,
-    "local_stage": False,
-    "pad_mode": "guard",
-}
+BASE_KNOBS = baseline_knobs(WORKLOAD)
 
 
-def candidate(x: str = "identity", per_item: int = 1) -> Candidate:
+def candidate(x: str = "identity", block: int = 1) -> Candidate:
     layouts = {
         "identity": identity((8, 8)),
         "permute": permute((8, 8), (1, 0)),
         "pad": pad_rows((8, 8), 4),
     }
     return Candidate.make(
-        {"X": layouts[x], "Y": identity((8, 8))}, {**BASE_KNOBS, "per_item": per_item}
+        {"X": layouts[x], "Y": identity((8, 8))}, {**BASE_KNOBS, "block.j": block}
     )
 
 

@@ -32,7 +32,7 @@ def test_dataframe_has_a_column_per_layout_and_knob_and_speedups(db) -> None:
     db.add(record(candidate("permute"), None, status="timeout"))
     frame = db.to_dataframe()
     assert list(frame.columns[: len(FRAME_COLUMNS)]) == list(FRAME_COLUMNS)
-    for column in ("layout.X", "layout.Y", "family.X", "pad.X", "knob.per_item", "knob.order"):
+    for column in ("layout.X", "layout.Y", "family.X", "pad.X", "knob.block.j", "knob.order"):
         assert column in frame.columns
     assert frame["is_identity"].tolist() == [True, False, False]
     assert frame["speedup"].iloc[1] == pytest.approx(2.0)
@@ -166,18 +166,18 @@ def test_a_password_is_never_shown() -> None:
 def test_layout_speedup_compares_with_identity_layouts_of_the_same_knobs(db) -> None:
     from laytune.records import identity_twin, records_dataframe
 
-    db.add(record(candidate("identity"), 8e-6))  # the baseline: per_item=1
-    db.add(record(candidate("identity", per_item=2), 4e-6))  # the knobs alone: 2x
-    db.add(record(candidate("pad", per_item=2), 1e-6))  # the layouts on top: 4x
-    db.add(record(candidate("permute", per_item=4), 2e-6))  # no identity twin measured
+    db.add(record(candidate("identity"), 8e-6))  # the baseline: block=1
+    db.add(record(candidate("identity", block=2), 4e-6))  # the knobs alone: 2x
+    db.add(record(candidate("pad", block=2), 1e-6))  # the layouts on top: 4x
+    db.add(record(candidate("permute", block=4), 2e-6))  # no identity twin measured
     frame = db.to_dataframe()
     assert frame["shape"].tolist() == ["8x8 perm=1x0"] * 4
     assert frame["identity_layouts"].tolist() == [True, True, False, False]
     assert frame["speedup"].tolist() == pytest.approx([1.0, 2.0, 8.0, 4.0])
     assert frame["layout_speedup"].iloc[:3].tolist() == pytest.approx([1.0, 1.0, 4.0])
     assert pd.isna(frame["layout_speedup"].iloc[3])
-    twin = identity_twin(candidate("pad", per_item=2))
-    assert twin == candidate("identity", per_item=2)
+    twin = identity_twin(candidate("pad", block=2))
+    assert twin == candidate("identity", block=2)
     # a selection that leaves the references out keeps its speed-ups
     ours = db.records(status="ok")[2:]
     alone = records_dataframe(ours)

@@ -20,7 +20,11 @@ from laytune.space import SpaceOptions
 
 WORKLOAD = ops.transpose((16, 24), (1, 0))
 SMALL = SpaceOptions(
-    families=("identity", "permute", "pad_rows", "block"), work_groups=(0, 64), unrolls=(1,)
+    families=("identity", "permute", "pad_rows", "block"),
+    vectors=(1, 4),
+    blocks=(1, 4),
+    groups=(0,),
+    unrolls=(1,),
 )
 
 

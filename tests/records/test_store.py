@@ -108,7 +108,7 @@ def test_best_is_the_fastest_verified_record(store: RecordStore) -> None:
     store.add(record(candidate("identity"), 4e-6))
     store.add(record(candidate("permute"), None, status="wrong_result", max_error=3.0))
     store.add(record(candidate("pad"), 2e-6))
-    store.add(record(candidate("pad", per_item=2), None, status="build"))
+    store.add(record(candidate("pad", block=2), None, status="build"))
     best = store.best(WORKLOAD, DEVICE)
     assert best is not None and best.candidate == candidate("pad")
     assert store.best_candidate(WORKLOAD.key, DEVICE) == candidate("pad")
@@ -117,7 +117,7 @@ def test_best_is_the_fastest_verified_record(store: RecordStore) -> None:
         candidate("identity").key: 4e-6,
         candidate("permute").key: None,
         candidate("pad").key: 2e-6,
-        candidate("pad", per_item=2).key: None,
+        candidate("pad", block=2).key: None,
     }
 
 
@@ -144,7 +144,7 @@ def test_the_queries_agree_with_the_ones_built_on_records(store: RecordStore) ->
     for k, (x, value) in enumerate([("identity", 4e-6), ("pad", 2e-6), ("permute", None)]):
         status = "ok" if value else "timeout"
         store.add(record(candidate(x), value, status=status, device=f"dev{k % 2}"))
-        store.add(record(candidate(x, per_item=2), value and value * 2, status=status))
+        store.add(record(candidate(x, block=2), value and value * 2, status=status))
     base = RecordStore
     for workload, device in [(WORKLOAD, "dev0"), (WORKLOAD.key, "dev1"), (OTHER, "dev0")]:
         assert store.best(workload, device) == base.best(store, workload, device)

@@ -67,7 +67,7 @@ def test_a_wrong_result_is_never_the_best(tmp_path: Path, monkeypatch: pytest.Mo
 
     def lower_with_a_bug(workload, candidate, device=None):
         program = lowered(workload, candidate, device=device)
-        if candidate.knob("per_item") == 2 and candidate.layout("X").is_identity and not sabotaged:
+        if candidate.knob("block.j") == 4 and candidate.layout("X").is_identity and not sabotaged:
             sabotaged.append(candidate.key)  # the fastest possible kernel: it does nothing
             kernel = program.compute[0].kernel
             body = program.source.index("{", program.source.index(f"void {kernel}(")) + 1
@@ -255,7 +255,7 @@ def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
     starts = standard_candidates(matmul, 100)
     assert all(params_of(matmul, c) is not None for c in starts)  # all in the space
     transposed_b = [c for c in starts if c.layout("B") == permute((64, 64), (1, 0))]
-    assert {c.knob("per_item") for c in transposed_b} >= {4, 8}
+    assert {c.knob("block.j") for c in transposed_b} >= {4, 8}
     conv = SearchSpace(ops.conv2d(1, 8, 8, 8, 8, 3, 1, 1), info)
     nchw4c = [
         c for c in standard_candidates(conv, 100) if c.layout("X") == block((1, 8, 8, 8), 1, 4)

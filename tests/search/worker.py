@@ -14,7 +14,11 @@ from laytune.space import SpaceOptions
 
 WORKLOAD = ops.copy((16, 16))
 OPTIONS = SpaceOptions(
-    families=("identity", "permute"), per_items=(1, 2), work_groups=(0, 64), unrolls=(1,)
+    families=("identity", "permute"),
+    vectors=(1, 4),
+    blocks=(1, 4),
+    groups=(0, 4),
+    unrolls=(1,),
 )
 STUDY = "shared-study"
 

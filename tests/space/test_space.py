@@ -12,7 +12,6 @@ from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF, Var, block, identity, pad_rows, permute
 from laytune.space import (
     JOINT_RULES,
-    KNOBS,
     Axis,
     Buffer,
     Candidate,
@@ -22,9 +21,11 @@ from laytune.space import (
     VectorAccess,
     WorkloadLike,
     WorkloadSpec,
+    baseline_knobs,
     check_candidate,
     implied_constraints,
-    vector_access_requirements,
+    knob_names,
+    vector_dim,
 )
 from tests.space.conftest import make_add, make_conv2d, make_device, make_matmul
 
@@ -32,8 +33,9 @@ SMALL = SpaceOptions(
     families=("identity", "permute", "block", "pad_rows"),
     block_factors=(4, 3),
     pad_amounts=(1,),
-    per_items=(1, 4),
-    work_groups=(0, 64),
+    blocks=(1, 4),
+    groups=(0, 4),
+    splits=(1,),
     unrolls=(1, 4),
     local_pad_amounts=(1,),
     local_xor_periods=(16,),
@@ -47,9 +49,13 @@ def small_matmul_space(device):
 
 
 def test_workload_spec_satisfies_the_protocol():
-    assert isinstance(make_matmul(), WorkloadLike)
-    assert vector_access_requirements(make_matmul()) == {"B": 1, "C": 1}
-    assert vector_access_requirements(make_conv2d()) == {"input": None, "output": 3}
+    matmul, conv = make_matmul(), make_conv2d()
+    assert isinstance(matmul, WorkloadLike)
+    assert [vector_dim(b, 1) for b in matmul.buffers] == [None, 1, 1]  # along j
+    assert [vector_dim(b, 0) for b in matmul.buffers] == [0, None, 0]  # along i
+    ow = vector_dim(conv.buffers[0], 3)
+    assert isinstance(ow, str) and "other than as one bare index" in ow
+    assert [vector_dim(b, 1) for b in conv.buffers] == [None, 0, 1]  # along the filters
 
 
 @pytest.mark.slow
@@ -59,11 +65,14 @@ def test_enumerate_matches_len_and_every_candidate_passes(small_matmul_space, de
     assert len(candidates) == len(space) > 0
     assert len({c.key for c in candidates}) == len(candidates)
     workload = space.workload
-    for candidate in candidates:
+    for candidate in candidates[::7]:
         verdict = check_candidate(workload, candidate, device)
         assert verdict.ok, (candidate.describe(), str(verdict))
         assert space.check(candidate).ok
-        assert set(candidate.knob_map) == set(KNOBS)
+        assert set(candidate.knob_map) == set(knob_names(workload))
+    blocked = {(c.knob("block.i"), c.knob("block.j")) for c in candidates}
+    assert blocked == {(1, 1), (1, 4), (4, 1), (4, 4)}
+    assert {c.knob("vector_axis") for c in candidates} == {"", "i", "j"}
 
 
 def test_enumeration_order_is_deterministic(device):
@@ -81,7 +90,10 @@ def test_staging_adds_local_layouts_ranked_by_bank_conflicts(small_matmul_space)
     staged = [c for c in small_matmul_space.enumerate() if c.knob("local_stage")]
     assert staged
     assert all({"A.local", "B.local"} <= set(c.layout_map) for c in staged)
-    assert all(c.knob("work_group") != 0 for c in staged)
+    # the work-group covers the 16 x 16 block its tiles feed
+    for c in staged:
+        assert c.knob("group.j") * c.knob("block.j") == 16
+        assert c.knob("group.i") * c.knob("block.i") == 16
 
 
 def test_suggest_yields_only_valid_members(small_matmul_space, device):
@@ -115,13 +127,19 @@ def test_identity_is_the_safe_baseline(small_matmul_space, device):
     assert all(layout.is_identity for _, layout in base.layouts)
     assert base.knob_map == {
         "order": "logical",
-        "vector": 1,
-        "per_item": 1,
-        "work_group": 0,
-        "unroll": 1,
         "local_stage": False,
+        "vector_axis": "",
+        "vector": 1,
+        "block.i": 1,
+        "block.j": 1,
+        "group.i": 0,
+        "group.j": 0,
+        "reduce_order": "",
+        "split": 1,
+        "unroll": 1,
         "pad_mode": "guard",
     }
+    assert base.knob_map == baseline_knobs(small_matmul_space.workload)
     assert check_candidate(small_matmul_space.workload, base, device).ok
     assert base.key == next(iter(small_matmul_space.enumerate())).key
 
@@ -130,17 +148,47 @@ def test_conv2d_space_is_counted_without_materialising(device):
     workload = make_conv2d()
     space = SearchSpace(workload, device)
     size = len(space)
-    assert size > 100_000
-    # vectors along ow are forbidden by the input's ow + kw index
-    first = list(itertools.islice(space.enumerate(), 2000))
-    assert all(c.knob("vector") == 1 for c in first)
-    for candidate in first[::50]:
+    assert size > 10**9
+    # vectors along ow are forbidden by the input's ow + kw index; along k they are offered
+    first = list(itertools.islice(space.enumerate(), 3000))
+    assert "ow" not in {c.knob("vector_axis") for c in first}
+    for candidate in first[::100]:
         assert check_candidate(workload, candidate, device).ok
+    # channels innermost in the weight and the output: vectors along k are offered
+
+    class ChannelsLast:
+        def suggest_categorical(self, name, choices):
+            wanted = {"layout:weight": "permute(order=(1, 2, 3, 0))", "vector_axis": "k"}
+            want = wanted.get(name.split("|")[0], "permute(order=(0, 2, 3, 1))")
+            return want if want in choices else choices[0]
+
+    candidate = space.suggest(ChannelsLast())
+    assert candidate.knob("vector_axis") == "k" and candidate.knob("vector") > 1
+    assert check_candidate(workload, candidate, device).ok
 
 
 def test_len_equals_enumeration_on_a_product_of_small_buffers(device):
     space = SearchSpace(make_add((4, 8)), device, SMALL)
     assert len(list(space.enumerate())) == len(space)
+
+
+def test_reduce_order_and_split_are_offered_with_two_reduce_axes(device):
+    options = SpaceOptions(
+        families=("identity",), blocks=(1,), groups=(0,), splits=(1, 4, 8), unrolls=(1, 2)
+    )
+    space = SearchSpace(make_conv2d(16, 16, 8), device, options)
+    candidates = list(space.enumerate())
+    assert len(candidates) == len(space)
+    orders = {c.knob("reduce_order") for c in candidates}
+    assert len(orders) == 6 and "" in orders and "kh,kw,c" in orders
+    split = [c for c in candidates if c.knob("split") > 1]
+    assert {c.knob("split") for c in split} == {4, 8}
+    # the split loop (c % 4 or c % 8) is the innermost: unroll divides it
+    assert all(c.knob("split") % c.knob("unroll") == 0 for c in split)
+    # a split that covers the whole first axis would only reorder: not offered
+    assert not [c for c in split if c.knob("reduce_order").startswith("kh")]
+    matmul = SearchSpace(make_matmul(16, 16, 16), device, options)
+    assert {c.knob("split") for c in matmul.enumerate()} == {1}
 
 
 def test_rejections_report_counts_and_examples(device):
@@ -154,9 +202,10 @@ def test_rejections_report_counts_and_examples(device):
     assert image.removed > 0 and "buffer 'output'" in image.example
     vector = report["vector_access"]
     assert vector.scope == "joint" and vector.removed > 0
-    assert "buffer 'input' is indexed [n, c, oh + kh, ow + kw]" in vector.example
     assert set(JOINT_RULES) <= set(report)
     assert report["local_memory_budget"].removed == 0
+    assert report["register_budget"].removed > 0
+    assert "over the budget of 128" in report["register_budget"].example
 
 
 def test_joint_rule_counts_are_what_lifting_the_rule_adds(device):
@@ -164,7 +213,12 @@ def test_joint_rule_counts_are_what_lifting_the_rule_adds(device):
     report = {r.constraint: r for r in space.rejections()}
     vector_removed = report["vector_access"].removed
     assert vector_removed > 0
-    assert "permute(order=(1, 0))" in report["vector_access"].example
+    assert "vector 2 along 'x0'" in report["vector_access"].example
+    assert "not consecutive" in report["vector_access"].example
+    total = len(space)
+    for rule in ("vector_access", "work_group_divides", "order_scalar"):
+        lifted = space._count(frozenset({rule}))
+        assert lifted - total == report[rule].removed
 
 
 def test_local_memory_budget_limits_staging(device):
@@ -193,9 +247,10 @@ def test_local_memory_budget_limits_staging(device):
 
 
 def test_work_group_respects_the_device(device):
-    small = make_device(max_work_group_size=32, max_work_item_sizes=(32, 32, 32))
+    small = make_device(max_work_group_size=8, max_work_item_sizes=(8, 8, 8))
     space = SearchSpace(make_matmul(16, 16, 16), small, SMALL)
-    assert {c.knob("work_group") for c in space.enumerate()} == {0}
+    groups = {(c.knob("group.i"), c.knob("group.j")) for c in space.enumerate()}
+    assert (4, 4) not in groups and (0, 0) in groups and (4, 1) not in groups
     report = {r.constraint: r for r in space.rejections()}
     assert report["work_group_device_limit"].removed > 0
 
@@ -240,32 +295,58 @@ def _base(space: SearchSpace, **changes) -> Candidate:
     return Candidate.make(layouts, knobs, changes.pop("pad_values", {}))
 
 
+VECTOR_J = {"vector_axis": "j", "vector": 4, "block.j": 4}
+
+
 def test_check_candidate_rejects_a_vector_a_layout_cannot_serve(device):
     workload = make_matmul(32, 32, 32)
     space = SearchSpace(workload, device, SMALL)
-    good = _base(space, knobs={"vector": 4, "per_item": 4})
+    good = _base(space, knobs=VECTOR_J)
     assert check_candidate(workload, good, device).ok
     assert implied_constraints(workload, good) == {
         "B": (VectorAccess(1, 4),),
         "C": (VectorAccess(1, 4),),
     }
-    bad = _base(space, knobs={"vector": 4, "per_item": 4}, layouts={"C": permute((32, 32), (1, 0))})
+    bad = _base(space, knobs=VECTOR_J, layouts={"C": permute((32, 32), (1, 0))})
     verdict = check_candidate(workload, bad, device)
     assert not verdict.ok
     assert any("buffer 'C': VectorAccess(axis=1, width=4)" in r for r in verdict.reasons)
-    not_multiple = _base(space, knobs={"vector": 4, "per_item": 2})
-    assert "per_item 2 is not a multiple of vector 4" in str(
+    not_multiple = _base(space, knobs={**VECTOR_J, "block.j": 2})
+    assert "block.j 2 is not a multiple of the vector 4" in str(
         check_candidate(workload, not_multiple, device)
+    )
+    # along i: A and C must hold runs of 4 along their first axis
+    along_i = {"vector_axis": "i", "vector": 4, "block.i": 4}
+    verdict = check_candidate(workload, _base(space, knobs=along_i), device)
+    assert "buffer 'A': VectorAccess(axis=0, width=4)" in str(verdict)
+    transposed = {n: permute((32, 32), (1, 0)) for n in ("A", "C")}
+    assert check_candidate(workload, _base(space, knobs=along_i, layouts=transposed), device).ok
+    scalar_axis = _base(space, knobs={"vector_axis": "j", "vector": 1})
+    assert "vector 1 is written vector_axis ''" in str(
+        check_candidate(workload, scalar_axis, device)
     )
 
 
 def test_check_candidate_rejects_vectors_on_shifted_indices(device):
     workload = make_conv2d(8, 8, 8)
     space = SearchSpace(workload, device, SMALL)
-    verdict = check_candidate(workload, _base(space, knobs={"vector": 2, "per_item": 2}), device)
-    assert not verdict.ok and "buffer 'input' is indexed by the innermost spatial axis" in str(
-        verdict
-    )
+    knobs = {"vector_axis": "ow", "vector": 2, "block.ow": 2}
+    verdict = check_candidate(workload, _base(space, knobs=knobs), device)
+    assert not verdict.ok
+    assert "buffer 'input' is indexed by the axis other than as one bare index" in str(verdict)
+    assert "[n, c, oh + kh, ow + kw]" in str(verdict)
+
+
+def test_check_candidate_accepts_any_lowerable_knob_value(device):
+    """check_candidate judges validity, not a space's option lists: a block of
+    5 (no space offers it by default) is valid, one beyond the axis is not."""
+    workload = make_matmul(32, 32, 32)
+    space = SearchSpace(workload, device, SMALL)
+    assert check_candidate(workload, _base(space, knobs={"block.i": 5, "unroll": 32}), device).ok
+    verdict = check_candidate(workload, _base(space, knobs={"block.i": 33}), device)
+    assert "block.i 33 is not one of" in str(verdict)
+    verdict = check_candidate(workload, _base(space, knobs={"unroll": 3}), device)
+    assert "unroll 3 does not divide the 32 values of 'k'" in str(verdict)
 
 
 def test_check_candidate_pad_mode_rules(device):
@@ -324,37 +405,43 @@ def test_check_candidate_order_work_group_and_staging(device):
     workload = make_matmul(32, 32, 32)
     space = SearchSpace(workload, device, SMALL)
     assert not check_candidate(workload, _base(space, knobs={"order": "A"}), device).ok
+    # following C's physical order duplicates 'logical': the space does not offer it, yet it lowers
     assert check_candidate(workload, _base(space, knobs={"order": "C"}), device).ok
-    verdict = check_candidate(workload, _base(space, knobs={"order": "C", "per_item": 2}), device)
-    assert "needs per_item 1 and vector 1" in str(verdict)
-    verdict = check_candidate(workload, _base(space, knobs={"work_group": 512}), device)
-    assert "over the device's limit 256" in str(verdict)
-    verdict = check_candidate(workload, _base(space, knobs={"work_group": 48}), device)
-    assert "does not divide the 1024 work-items" in str(verdict)
+    assert not any(c.knob("order") == "C" and c.layout("C").is_identity for c in space.enumerate())
+    verdict = check_candidate(workload, _base(space, knobs={"order": "C", "block.j": 2}), device)
+    assert "order 'C' computes one point per item" in str(verdict)
+    too_big = {"group.j": 32, "group.i": 16}
+    verdict = check_candidate(workload, _base(space, knobs=too_big), device)
+    assert "over the device's limits" in str(verdict)
+    verdict = check_candidate(workload, _base(space, knobs={"group.j": 3, "group.i": 1}), device)
+    assert "group.j 3 does not divide the 32 work-items of NDRange dimension 0" in str(verdict)
+    verdict = check_candidate(workload, _base(space, knobs={"group.j": 4}), device)
+    assert "all 0 (the driver's) or all set" in str(verdict)
     verdict = check_candidate(workload, _base(space, knobs={"local_stage": True}), device)
-    assert "needs a nonzero work_group" in str(verdict)
+    assert "local staging needs a work-group of its own" in str(verdict)
     assert "no layout for 'A.local'" in str(verdict)
     tiles = {"A.local": pad_rows((16, 16), 1), "B.local": identity((16, 16))}
-    staged = _base(
-        space, knobs={"local_stage": True, "work_group": 64, "per_item": 4}, layouts=tiles
-    )
+    staged_knobs = {"local_stage": True, "group.j": 4, "group.i": 16, "block.j": 4}
+    staged = _base(space, knobs=staged_knobs, layouts=tiles)
     assert check_candidate(workload, staged, device).ok
-    uncovered = _base(space, knobs={"local_stage": True, "work_group": 64}, layouts=tiles)
-    assert "work_group * per_item must be 256, got 64 * 1" in str(
+    uncovered = _base(space, knobs={**staged_knobs, "group.j": 8}, layouts=tiles)
+    assert "group.j must be 4 so that the work-group covers the staging block, got 8" in str(
         check_candidate(workload, uncovered, device)
     )
-    walked = _base(
-        space, knobs={"local_stage": True, "work_group": 256, "order": "C"}, layouts=tiles
-    )
+    walked = _base(space, knobs={**staged_knobs, "order": "C"}, layouts=tiles)
     assert "local staging walks the logical order" in str(check_candidate(workload, walked, device))
-    vector = {"local_stage": True, "work_group": 64, "per_item": 4, "vector": 4}
+    vector = {**staged_knobs, "vector_axis": "j", "vector": 4}
     padded_b = {**tiles, "B.local": pad_rows((16, 16), 1)}
     verdict = check_candidate(workload, _base(space, knobs=vector, layouts=padded_b), device)
     assert "buffer 'B.local': VectorAccess(axis=1, width=4)" in str(verdict)
     missing = Candidate.make(space.identity().layout_map, {"vector": 1})
     assert "are missing" in str(check_candidate(workload, missing, device))
+    unknown = _base(space, knobs={"per_item": 4})
+    assert "unknown knobs ['per_item']" in str(check_candidate(workload, unknown, device))
     wrong_shape = _base(space, layouts={"A": identity((16, 32))})
     assert "built on (16, 32)" in str(check_candidate(workload, wrong_shape, device))
+    typed = _base(space, knobs={"local_stage": 1})
+    assert "local_stage 1 is not one of" in str(check_candidate(workload, typed, device))
 
 
 def test_identity_raises_when_extra_constraints_refuse_it(device):
@@ -378,14 +465,17 @@ def test_suggest_replays_from_its_params(small_matmul_space):
         candidate = space.suggest(trial)
         assert space.suggest(optuna.trial.FixedTrial(trial.params)) == candidate
         study.tell(trial, 0.0)
-    identity_params = {
-        "layout:A": "identity()",
-        "layout:B": "identity()",
-        "layout:C": "identity()",
-    }
-    fixed = optuna.trial.FixedTrial(
-        identity_params
-        | {"order|logical": "logical", "vector": 1, "per_item|1,4": 1, "work_group": 0}
-        | {"unroll": 1, "local_stage|False": False, "pad_mode|guard": "guard"}
-    )
-    assert space.suggest(fixed) == space.identity()
+    params: dict[str, object] = {}
+
+    class Recorder:
+        def suggest_categorical(self, name, choices):
+            value = choices[0]
+            params[name] = value
+            return value
+
+    assert space.suggest(Recorder()) == space.identity()
+    assert params["layout:A"] == "identity()"
+    # identity layouts serve no vector along i: the domain is narrowed, and named so
+    assert params["vector_axis|,j"] == ""
+    assert params["vector|1"] == 1
+    assert space.suggest(optuna.trial.FixedTrial(params)) == space.identity()

@@ -11,7 +11,6 @@ from laytune.exceptions import LayoutRejectedError
 from laytune.layout import Var, identity, pad_rows
 from laytune.space import (
     JOINT_RULES,
-    STAGING_RULES,
     Axis,
     Buffer,
     Candidate,
@@ -30,8 +29,9 @@ from tests.space.conftest import make_add, make_conv2d, make_matmul
 SMALL = SpaceOptions(
     families=("identity", "pad_rows"),
     pad_amounts=(1,),
-    per_items=(1, 2, 4),
-    work_groups=(0, 32, 64),
+    blocks=(1, 2, 4),
+    groups=(0, 1, 2, 4, 8, 16),
+    splits=(1,),
     unrolls=(1, 2, 4),
     local_pad_amounts=(1,),
     local_xor_periods=(4,),
@@ -129,10 +129,10 @@ def test_workloads_without_a_plan_say_why(workload, reason, device):
     space = SearchSpace(workload, device, SMALL)
     assert not any(c.knob("local_stage") for c in space.enumerate())
     base = space.identity()
-    staged = Candidate.make(
-        base.layout_map, {**base.knob_map, "local_stage": True, "work_group": 32}
+    staged = Candidate.make(base.layout_map, {**base.knob_map, "local_stage": True})
+    assert "local_stage True is not one of [False]" in str(
+        check_candidate(workload, staged, device)
     )
-    assert reason in str(check_candidate(workload, staged, device))
 
 
 def test_declared_tiles_that_disagree_are_refused(device):
@@ -160,28 +160,29 @@ def test_staged_candidates_meet_every_staging_rule(device):
     staged = [c for c in space.enumerate() if c.knob("local_stage")]
     assert staged
     for candidate in staged:
-        assert candidate.knob("work_group") * candidate.knob("per_item") == plan.outputs
+        for axis in ("oh", "ow"):  # the work-group covers the 8 x 8 block with its register blocks
+            assert candidate.knob(f"group.{axis}") * candidate.knob(f"block.{axis}") == 8
+        assert candidate.knob("group.f") == 1 and candidate.knob("block.f") == 1
         assert candidate.knob("order") == "logical"
         assert candidate.layout("X.local").shape == plan.tiles["X"]
         assert check_candidate(workload, candidate, device).ok
-    # 64 does not divide the 200 output points, yet a staged NDRange, one work-group
-    # per 8 x 8 block of 5 x 5 outputs, takes it
-    assert {c.knob("work_group") for c in staged} == {64}
-    assert all(
-        c.knob("work_group") == 0 or 200 % c.knob("work_group") == 0
-        for c in space.enumerate()
-        if not c.knob("local_stage")
-    )
+    # the 5 x 5 outputs do not fill an 8 x 8 block, yet a staged NDRange, one work-group
+    # per block, takes it; unstaged work-groups divide the blocks they count
+    assert {(c.knob("block.ow"), c.knob("group.ow")) for c in staged} >= {(1, 8), (2, 4), (4, 2)}
+    for c in space.enumerate():
+        if not c.knob("local_stage") and c.knob("group.ow"):
+            assert -(-5 // c.knob("block.ow")) % c.knob("group.ow") == 0
 
 
 def test_rejections_name_the_staging_rules(device):
-    options = dataclasses.replace(SMALL, work_groups=(0, 64, 256))
+    options = dataclasses.replace(SMALL, groups=(0, 1, 4, 8, 16, 32))
     space = SearchSpace(make_matmul(16, 16, 16), device, options)
     report = {r.constraint: r for r in space.rejections()}
-    assert set(STAGING_RULES) | {"local_vector_access"} <= set(JOINT_RULES)
+    staging_rules = {r for r in JOINT_RULES if r.startswith("local_")}
+    assert len(staging_rules) == 8
     block = report["local_stage_block"]
     assert block.removed > 0
-    assert "work_group * per_item must be 256" in block.example
+    assert "so that the work-group covers the staging block" in block.example
     assert report["local_stage_order"].removed > 0
     assert "local staging walks the logical order" in report["local_stage_order"].example
     vector = report["local_vector_access"]
@@ -190,6 +191,7 @@ def test_rejections_name_the_staging_rules(device):
     for candidate in space.enumerate():
         vector = candidate.knob("vector")
         if candidate.knob("local_stage") and vector > 1:
+            assert candidate.knob("vector_axis") == "j"
             tile = candidate.layout("B.local")
             assert VectorAccess(1, vector).check(tile, tile.shape, "float32", device).ok
             vectors += 1
@@ -199,7 +201,15 @@ def test_rejections_name_the_staging_rules(device):
 def test_a_vector_reading_a_local_tile_needs_its_layout_to_accept_it(device):
     workload = make_matmul(32, 32, 32)
     base = SearchSpace(workload, device, SMALL).identity()
-    knobs = {**base.knob_map, "local_stage": True, "work_group": 64, "per_item": 4, "vector": 4}
+    knobs = {
+        **base.knob_map,
+        "local_stage": True,
+        "group.j": 4,
+        "group.i": 16,
+        "block.j": 4,
+        "vector_axis": "j",
+        "vector": 4,
+    }
     layouts = {**base.layout_map, "A.local": identity((16, 16))}
     good = Candidate.make({**layouts, "B.local": identity((16, 16))}, knobs)
     assert check_candidate(workload, good, device).ok

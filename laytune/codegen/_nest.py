@@ -1,0 +1,270 @@
+"""The loop nest a compute kernel runs: a small description, planned from a
+(workload, candidate) by pure steps and walked by the emitter.
+
+Planning steps, each a function of the workload, the candidate and the
+results of the steps before it (no state is shared):
+
+1. :func:`memory_of`: where each buffer lives (``global`` or ``image2d``).
+2. :func:`plan_grid`: the NDRange (:class:`GridDim` per dimension, from the
+   ``order``, ``block.*``, ``group.*`` and ``local_stage`` knobs).
+3. :func:`plan_tile`: the register block (:class:`Tile`, ``block.*``,
+   ``vector_axis``, ``vector``).
+4. :func:`plan_loops`: the reduce loops (:class:`ReduceLoop`, from
+   ``reduce_order``, ``split``, ``unroll``, ``pad_mode`` and the layouts'
+   padding, see :mod:`laytune.codegen._analysis`).
+
+:func:`plan_nest` runs them into a :class:`Nest`; :mod:`._kernel` emits it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from laytune.codegen._analysis import neutral_at_padding, padded_loop
+from laytune.exceptions import LayoutRejectedError
+from laytune.layout import Layout
+from laytune.ops._workload import Workload
+from laytune.space import (
+    ORDER_LOGICAL,
+    StagingPlan,
+    axis_by_name,
+    block_knob,
+    grid_dims,
+    group_knob,
+    parse_reduce_order,
+    usable_staging,
+    vector_dim,
+)
+
+__all__ = ["GridDim", "Nest", "ReduceLoop", "Tile", "memory_of", "plan_nest"]
+
+
+@dataclass(frozen=True)
+class GridDim:
+    """One NDRange dimension: the spatial ``axes`` it spans (outer first;
+    empty for a walk over a buffer's physical positions), the work-items
+    along each (``items``), and the work-group extent (0: the driver's)."""
+
+    axes: tuple[int, ...]
+    items: tuple[int, ...]
+    local: int
+
+    @property
+    def global_size(self) -> int:
+        return math.prod(self.items)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """The register block of a work-item: ``blocks[k]`` outputs along axis
+    ``k`` (1 along reduce axes), vectors of ``vector`` along
+    ``vector_axis`` (None: scalar)."""
+
+    blocks: tuple[int, ...]
+    vector_axis: int | None
+    vector: int
+
+    def offsets(self) -> list[tuple[int, ...]]:
+        """Every point of the block as per-axis offsets, row-major; along the
+        vector axis one point per vector (offsets 0, N, 2N, ...)."""
+        ranges = [
+            range(0, b, self.vector) if k == self.vector_axis else range(b)
+            for k, b in enumerate(self.blocks)
+        ]
+        out: list[tuple[int, ...]] = [()]
+        for r in ranges:
+            out = [(*prefix, x) for prefix in out for x in r]
+        return out
+
+    def width(self, axis_uses: int | str | None) -> int:
+        """The vector width of a buffer access, given how the buffer uses the
+        vector axis (:func:`laytune.space.vector_dim`)."""
+        return self.vector if isinstance(axis_uses, int) and self.vector_axis is not None else 1
+
+
+@dataclass(frozen=True)
+class ReduceLoop:
+    """One reduce loop: walks ``trips`` values of a variable named ``name``,
+    which contributes ``scale`` times itself to ``axis`` (a split axis has
+    an outer loop of scale ``split`` and an inner one of scale 1). ``guard``
+    is the axis's logical extent when the loop runs over a padded extent and
+    tests it (0: no test); ``overcompute`` when it runs over padding that
+    holds the neutral element; ``unroll`` copies of the body per step."""
+
+    axis: int
+    name: str
+    trips: int
+    scale: int
+    unroll: int = 1
+    guard: int = 0
+    overcompute: bool = False
+
+
+@dataclass(frozen=True)
+class Nest:
+    """Everything the emitter needs, and nothing it has to work out."""
+
+    workload: Workload
+    knobs: Mapping[str, Any]
+    layouts: Mapping[str, Layout]
+    memory: Mapping[str, str]
+    pad_values: Mapping[str, object]
+    order: str
+    grid: tuple[GridDim, ...]
+    tile: Tile
+    loops: tuple[ReduceLoop, ...]
+    grown: Mapping[str, Mapping[int, int]]  # buffer -> {dim: extent it is read over}
+    staging: StagingPlan | None
+
+    @property
+    def local_size(self) -> tuple[int, ...] | None:
+        if not all(d.local for d in self.grid):
+            return None
+        return tuple(d.local for d in self.grid)
+
+    @property
+    def global_size(self) -> tuple[int, ...]:
+        return tuple(d.global_size for d in self.grid)
+
+
+def memory_of(workload: Workload, layouts: Mapping[str, Layout]) -> dict[str, str]:
+    """``image2d`` for a layout with one axis separator, else ``global``."""
+    return {
+        d.name: "image2d" if layouts[d.name].image_rank == 2 else "global" for d in workload.buffers
+    }
+
+
+def plan_tile(workload: Workload, knobs: Mapping[str, Any]) -> Tile:
+    blocks = tuple(
+        int(knobs[block_knob(workload, k)]) if a.kind == "spatial" else 1
+        for k, a in enumerate(workload.axes)
+    )
+    axis_name = knobs["vector_axis"]
+    if not axis_name:
+        return Tile(blocks, None, 1)
+    return Tile(blocks, axis_by_name(workload, axis_name), int(knobs["vector"]))
+
+
+def plan_grid(
+    workload: Workload,
+    knobs: Mapping[str, Any],
+    layouts: Mapping[str, Layout],
+    tile: Tile,
+    staging: StagingPlan | None,
+) -> tuple[GridDim, ...]:
+    dims = grid_dims(workload)
+    locals_ = [int(knobs[group_knob(workload, d)]) for d in range(len(dims))]
+    order = knobs["order"]
+    if order != ORDER_LOGICAL:
+        size = layouts[order].physical_size
+        return (GridDim((), (size,), locals_[0]),)
+    out = []
+    for d, axes in enumerate(dims):
+        items = []
+        for k in axes:
+            extent, block = workload.axes[k].extent, tile.blocks[k]
+            if staging is not None:
+                planned = staging.block[k]
+                items.append(staging.counts[k] * planned // block)
+            else:
+                items.append(-(-extent // block))
+        out.append(GridDim(axes, tuple(items), locals_[d]))
+    return tuple(out)
+
+
+def plan_loops(
+    workload: Workload,
+    knobs: Mapping[str, Any],
+    layouts: Mapping[str, Layout],
+    pad_values: Mapping[str, object],
+    staging: StagingPlan | None,
+) -> tuple[tuple[ReduceLoop, ...], dict[str, dict[int, int]]]:
+    """The reduce loops, outermost first, and the (buffer, dim) pairs read
+    over a padded extent. A staged kernel's loops walk one stage (see
+    :mod:`._stage`); the stage loop itself is the emitter's."""
+    order = parse_reduce_order(workload, knobs["reduce_order"])
+    split = int(knobs["split"])
+    unroll = int(knobs["unroll"])
+    overcompute = knobs["pad_mode"] == "overcompute"
+    grown: dict[str, dict[int, int]] = {}
+    if staging is not None:
+        loops = [
+            ReduceLoop(k, workload.axes[k].name, staging.block[k], 1)
+            for k in order
+            if not (k == staging.stepped and staging.block[k] == 1)
+        ]
+        if loops and loops[-1].axis == order[-1]:
+            last = loops[-1]
+            loops[-1] = ReduceLoop(last.axis, last.name, last.trips, 1, unroll)
+        return tuple(loops), grown
+    loops = []
+    for position, k in enumerate(order):
+        name = workload.axes[k].name
+        extent = workload.axes[k].extent
+        if position == 0 and split > 1:
+            loops.append(ReduceLoop(k, f"{name}_blk", extent // split, split))
+            continue
+        innermost = position == len(order) - 1 and split == 1
+        loop = padded_loop(workload, layouts, k)
+        if loop is None or (innermost and loop.extent % unroll) or (k == order[0] and split > 1):
+            loops.append(ReduceLoop(k, name, extent, 1, unroll if innermost else 1))
+            continue
+        if overcompute:
+            why = neutral_at_padding(workload, loop, pad_values)
+            if why:
+                raise LayoutRejectedError(f"candidate rejected: {why}")
+        for buffer, dim in loop.dims:
+            grown.setdefault(buffer, {})[dim] = loop.extent
+        loops.append(
+            ReduceLoop(
+                k,
+                name,
+                loop.extent,
+                1,
+                unroll if innermost else 1,
+                guard=0 if overcompute else extent,
+                overcompute=overcompute,
+            )
+        )
+    if split > 1:
+        first = order[0]
+        name = workload.axes[first].name
+        loops.append(ReduceLoop(first, f"{name}_in", split, 1, unroll))
+    return tuple(loops), grown
+
+
+def plan_nest(
+    workload: Workload,
+    knobs: Mapping[str, Any],
+    layouts: Mapping[str, Layout],
+    pad_values: Mapping[str, object],
+) -> Nest:
+    """The loop nest of a candidate that ``check_candidate`` accepted."""
+    staging = usable_staging(workload) if knobs["local_stage"] else None
+    tile = plan_tile(workload, knobs)
+    grid = plan_grid(workload, knobs, layouts, tile, staging)
+    loops, grown = plan_loops(workload, knobs, layouts, pad_values, staging)
+    return Nest(
+        workload,
+        dict(knobs),
+        dict(layouts),
+        memory_of(workload, layouts),
+        dict(pad_values),
+        knobs["order"],
+        grid,
+        tile,
+        loops,
+        grown,
+        staging,
+    )
+
+
+def access_width(nest: Nest, buffer: str) -> int:
+    """The vector width of ``buffer``'s accesses in the register block."""
+    tile = nest.tile
+    if tile.vector_axis is None:
+        return 1
+    return tile.width(vector_dim(nest.workload.buffer(buffer), tile.vector_axis))

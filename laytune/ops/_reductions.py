@@ -1,0 +1,58 @@
+"""The reductions a statement may combine its terms with: one table, read by
+the numpy reference, the search space (what overcomputed padding must hold)
+and the code generator (initial value and combine of an accumulator).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from laytune.ops._statement import StatementError
+
+__all__ = ["REDUCTIONS", "Reduction", "reduction"]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """How terms combine along the reduce axes.
+
+    ``neutral`` is the value ``x`` with ``combine(acc, x) == acc`` for every
+    ``acc``: the accumulator's initial value, and what padding must hold for
+    a kernel to overcompute over it. ``c_combine`` is the OpenCL C update of
+    an accumulator, a format string over ``acc`` and ``value`` (the value may
+    be a scalar while the accumulator is a vector: ``fmax(gentype,
+    sgentype)`` exists, ``+`` broadcasts). ``numpy`` combines arrays in
+    place for the reference.
+    """
+
+    name: str
+    neutral: float
+    c_combine: str
+    numpy: Callable[..., np.ndarray]
+
+    def combine_c(self, acc: str, value: str) -> str:
+        """The C statement that folds ``value`` into ``acc``."""
+        return f"{acc} = {self.c_combine.format(acc=acc, value=value)};"
+
+
+REDUCTIONS: dict[str, Reduction] = {
+    "sum": Reduction("sum", 0.0, "{acc} + {value}", np.add),
+    "max": Reduction("max", -math.inf, "fmax({acc}, {value})", np.maximum),
+}
+"""Every reduction a statement may use, by name."""
+
+
+def reduction(name: str | None) -> Reduction | None:
+    """The reduction called ``name``; None for an element-wise statement."""
+    if name is None:
+        return None
+    try:
+        return REDUCTIONS[name]
+    except KeyError:
+        raise StatementError(
+            f"reduction {name!r} is not one of {sorted(REDUCTIONS)} (or None: element-wise)"
+        ) from None

@@ -1,0 +1,129 @@
+"""Standard starts: the candidates people write by hand, tried before a sampler.
+
+A space of billions of candidates is searched from the kernels that experts
+would write first, so that a sampler refines good points instead of hunting
+for them:
+
+* **register-blocked classics**: matmul with packed panels (A as
+  ``[i // MR, k, i % MR]``, B as ``[j // NR, k, j % NR]``) and an MR x NR
+  block of C per work-item with ``floatNR`` accumulators (BLIS's micro-kernel
+  shape), also on row-major operands; a direct conv2d on NCHW[x]c
+  activations and OIHW[x]i[x]o weights, vectors along the output channels,
+  a block of output columns per work-item, and the input channels blocked
+  around the kernel window (``c // x, kh, kw, c % x``), as oneDNN and MLAS do.
+* **plain layouts with common knobs**: identity, each 2-D operand
+  transposed, NHWC and NCHW4c, each with a few register blocks and vectors
+  along the innermost axis.
+
+Only candidates the space holds are kept (they are replayed through
+:func:`~laytune.search._strategies.params_of`, so the sampler learns from them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from laytune.layout import Layout, block, compose, panel, permute
+from laytune.search._strategies import params_of
+from laytune.space import Candidate, SearchSpace, baseline_knobs
+
+__all__ = ["standard_candidates"]
+
+# (MR, NR, vector): register blocks of C per work-item, widest first
+_MATMUL_BLOCKS = ((6, 16, 16), (4, 16, 16), (8, 8, 8), (6, 16, 8), (4, 8, 8), (8, 16, 16))
+# (channel block, output columns per work-item, vector)
+_CONV_BLOCKS = ((16, 4, 16), (16, 4, 8), (16, 6, 16), (8, 8, 8), (16, 7, 16), (8, 4, 8))
+# knob settings tried with each plain layout, along the innermost spatial axis
+_PLAIN_PROFILES: tuple[dict[str, int], ...] = (
+    {"block": 4},
+    {"block": 8},
+    {"block": 4, "vector": 4},
+    {"block": 8, "vector": 8},
+)
+
+
+def _oihw_blocked(shape: tuple[int, ...], x: int, y: int) -> Layout:
+    inner = block(shape, 1, x)
+    return compose(block(inner.physical_shape, 0, y), inner)
+
+
+def _matmul(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    base = dict(space.identity().layouts)
+    a, b = base["A"].shape, base["B"].shape
+    for mr, nr, vector in _MATMUL_BLOCKS:
+        knobs = {"vector_axis": "j", "vector": vector, "block.i": mr, "block.j": nr}
+        yield {**base, "A": block(a, 0, mr), "B": panel(b, 1, nr)}, knobs
+        yield base, knobs
+
+
+def _conv2d(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    base = dict(space.identity().layouts)
+    x, w, y = base["X"].shape, base["W"].shape, base["Y"].shape
+    channels = x[1]
+    for cb, columns, vector in _CONV_BLOCKS:
+        layouts = {
+            **base,
+            "X": block(x, 1, cb),
+            "W": _oihw_blocked(w, cb, cb),
+            "Y": block(y, 1, cb),
+        }
+        knobs: dict[str, Any] = {
+            "vector_axis": "f",
+            "vector": vector,
+            "block.f": cb,
+            "block.ow": columns,
+        }
+        if channels > cb:
+            knobs["split"] = cb  # c // cb, kh, kw, c % cb
+        else:
+            knobs["reduce_order"] = "kh,kw,c"
+        yield layouts, knobs
+
+
+_CLASSICS = {"matmul": _matmul, "conv2d": _conv2d}
+
+
+def _plain(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    base = dict(space.identity().layouts)
+    assignments: list[dict[str, Layout]] = [base]
+    for name, layout in base.items():
+        if len(layout.shape) == 2:
+            assignments.append({**base, name: permute(layout.shape, (1, 0))})
+    ranked4 = {n: lay.shape for n, lay in base.items() if len(lay.shape) == 4}
+    if ranked4:
+        assignments.append({**base, **{n: permute(s, (0, 2, 3, 1)) for n, s in ranked4.items()}})
+        assignments.append(
+            {**base, **{n: block(s, 1, 4) for n, s in ranked4.items() if s[1] % 4 == 0}}
+        )
+    workload = space.workload
+    inner = workload.axes[max(k for k, a in enumerate(workload.axes) if a.kind == "spatial")].name
+    for layouts in assignments:
+        for profile in _PLAIN_PROFILES:
+            knobs: dict[str, Any] = {f"block.{inner}": profile["block"]}
+            if "vector" in profile:
+                knobs.update(vector_axis=inner, vector=profile["vector"])
+            yield layouts, knobs
+
+
+def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
+    """Up to ``limit`` standard starts that ``space`` holds, in the order of
+    the module docstring: the identity baseline's neighbours first for
+    workloads without classics."""
+    workload = space.workload
+    recipes: list[Iterator[tuple[Mapping[str, Layout], Mapping[str, Any]]]] = []
+    classics = _CLASSICS.get(workload.name)
+    if classics is not None:
+        recipes.append(classics(space))
+    recipes.append(_plain(space))
+    found: list[Candidate] = []
+    baseline = baseline_knobs(workload)
+    for recipe in recipes:
+        for layouts, knobs in recipe:
+            candidate = Candidate.make(layouts, {**baseline, **knobs})
+            replayed = params_of(space, candidate)
+            if replayed is not None and replayed[1] not in found:
+                found.append(replayed[1])
+            if len(found) >= limit:
+                return found
+    return found

@@ -1,0 +1,152 @@
+"""What the knob rules need to know of a candidate's global layouts.
+
+The rules between knobs (:mod:`laytune.space._rules`) never look at a layout
+itself, only at a few :class:`LayoutFacts`: which vectors every buffer can
+serve, whether any buffer is padded, and for each buffer the ``order`` knob
+may follow, whether its layout keeps the logical order and its physical
+size. The space counts and samples over the distinct facts of its layout
+combinations (a convolution over buffers, never their product);
+``check_candidate`` derives the facts of one candidate's layouts with the
+same functions, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from laytune.device_info import DeviceInfo
+from laytune.layout import Layout, Var
+from laytune.layout._expr import variables
+from laytune.space._constraints import VectorAccess
+from laytune.space._knobs import spatial_axes
+from laytune.space._workload import VECTOR_WIDTHS, BufferLike, WorkloadLike, index_text
+
+__all__ = [
+    "LayoutFacts",
+    "buffer_facts",
+    "facts_of",
+    "keeps_logical_order",
+    "order_buffers",
+    "vector_dim",
+]
+
+
+@dataclass(frozen=True)
+class LayoutFacts:
+    """``vectors``: the (spatial axis, width) pairs, width > 1, that every
+    buffer indexed by that axis can serve with vloadN/vstoreN. ``padded``:
+    some buffer's layout has padding. ``orders``: per buffer the ``order``
+    knob may follow, (name, its layout keeps the logical order, its physical
+    size)."""
+
+    vectors: frozenset[tuple[int, int]]
+    padded: bool
+    orders: tuple[tuple[str, bool, int], ...]
+
+    def merge(self, other: LayoutFacts) -> LayoutFacts:
+        """The facts of two disjoint sets of buffers together."""
+        return LayoutFacts(
+            self.vectors & other.vectors, self.padded or other.padded, self.orders + other.orders
+        )
+
+
+def order_buffers(workload: WorkloadLike) -> tuple[str, ...]:
+    """Buffers the ``order`` knob may follow: those indexed by exactly the
+    spatial axis variables, each once (in any order)."""
+    spatial = set(spatial_axes(workload))
+    names = []
+    for buf in workload.buffers:
+        idx = buf.indices
+        if idx and all(isinstance(e, Var) for e in idx):
+            used = [e.index for e in idx]  # type: ignore[union-attr]
+            if len(set(used)) == len(used) and set(used) == spatial:
+                names.append(buf.name)
+    return tuple(names)
+
+
+def vector_dim(buf: BufferLike, axis: int) -> int | str | None:
+    """The dimension of ``buf`` a vector along ``axis`` runs along; None when
+    the buffer does not use the axis (the vector leaves it alone, or
+    broadcasts it); a reason (str) when it uses the axis other than as one
+    bare index (``oh + kh``, ``2 * ow``, or twice), so no vector serves it."""
+    bare = [d for d, e in enumerate(buf.indices) if isinstance(e, Var) and e.index == axis]
+    using = [d for d, e in enumerate(buf.indices) if axis in variables(e)]
+    if not using:
+        return None
+    if len(bare) == 1 and len(using) == 1:
+        return bare[0]
+    return f"buffer {buf.name!r} is indexed by the axis other than as one bare index"
+
+
+def keeps_logical_order(workload: WorkloadLike, buf: BufferLike, layout: Layout) -> bool:
+    """Whether following ``buf``'s physical order is the logical order itself
+    (so ``order=<buf>`` would duplicate ``order='logical'``)."""
+    axes = [e.index for e in buf.indices if isinstance(e, Var)]
+    if axes != sorted(axes) or layout.has_padding or layout.image_rank != 1:
+        return False
+    offsets = layout.index_map.flat_offsets(layout.shape)
+    return bool(np.array_equal(offsets, np.arange(offsets.size)))
+
+
+def buffer_facts(
+    workload: WorkloadLike, buf: BufferLike, layout: Layout, device: DeviceInfo
+) -> tuple[LayoutFacts, dict[tuple[int, int], str]]:
+    """The facts of one global buffer under ``layout``, and for every vector
+    it refuses, why."""
+    accepted: set[tuple[int, int]] = set()
+    refused: dict[tuple[int, int], str] = {}
+    offsets: np.ndarray | None = None
+    for axis in spatial_axes(workload):
+        extent = workload.axes[axis].extent
+        dim = vector_dim(buf, axis)
+        for width in VECTOR_WIDTHS[1:]:
+            if extent % width:
+                continue
+            if dim is None:
+                accepted.add((axis, width))
+            elif isinstance(dim, str):
+                refused[(axis, width)] = f"{dim} ({index_text(workload, buf)})"
+            else:
+                if offsets is None:
+                    offsets = layout.index_map.flat_offsets(layout.shape).reshape(layout.shape)
+                verdict = VectorAccess(dim, width).check_offsets(layout, offsets)
+                if verdict.ok:
+                    accepted.add((axis, width))
+                else:
+                    refused[(axis, width)] = (
+                        f"buffer {buf.name!r} layout {layout.describe()}: "
+                        + "; ".join(verdict.reasons[:2])
+                    )
+    orders: tuple[tuple[str, bool, int], ...] = ()
+    if buf.name in order_buffers(workload):
+        keeps = keeps_logical_order(workload, buf, layout)
+        orders = ((buf.name, keeps, layout.physical_size),)
+    return LayoutFacts(frozenset(accepted), layout.has_padding, orders), refused
+
+
+def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
+    """Every (spatial axis, width > 1) whose width divides the axis."""
+    return frozenset(
+        (axis, width)
+        for axis in spatial_axes(workload)
+        for width in VECTOR_WIDTHS[1:]
+        if workload.axes[axis].extent % width == 0
+    )
+
+
+def facts_of(
+    workload: WorkloadLike, layouts: Mapping[str, Layout], device: DeviceInfo
+) -> tuple[LayoutFacts, dict[tuple[int, int], str]]:
+    """The facts of a whole candidate's global layouts, and the first reason
+    each refused vector is refused for."""
+    facts = LayoutFacts(all_vectors(workload), False, ())
+    reasons: dict[tuple[int, int], str] = {}
+    for buf in sorted(workload.buffers, key=lambda b: b.name):
+        part, refused = buffer_facts(workload, buf, layouts[buf.name], device)
+        facts = facts.merge(part)
+        for pair, why in refused.items():
+            reasons.setdefault(pair, why)
+    return facts, reasons

@@ -1,0 +1,250 @@
+"""The knob table: every schedule knob a candidate holds, in one place.
+
+A candidate's knobs describe the loop nest that ``laytune.codegen`` emits.
+:data:`KNOB_SPECS` lists each kind of knob once (name, what it means, its
+default, the values the space offers by default); :func:`knob_names` turns
+the kinds into the knob names of one workload, in the order the space
+chooses them (a later knob's rules may read earlier ones, never the other
+way). The space (:mod:`laytune.space._rules`) decides which values are
+valid together; the code generator reads the same names and defaults.
+
+The loop nest the knobs describe
+--------------------------------
+* **NDRange.** The spatial axes (those indexing the output) map to up to
+  three NDRange dimensions (:func:`grid_dims`): dimension 0 is the
+  innermost spatial axis, dimension 1 the next one out, dimension 2 every
+  remaining spatial axis, collapsed row-major. A work-item of the grid
+  computes one *register block* of outputs.
+* ``block.<axis>`` (one per spatial axis): the extent of the register block
+  along that axis; a work-item loads each operand element once per reduce
+  step and reuses it across the block (an outer product in registers). A
+  block that does not divide its axis leaves a tail: the last block's
+  points outside the output are computed on guarded loads and never stored.
+* ``vector_axis`` / ``vector``: the spatial axis along which accumulators,
+  loads and stores are ``floatN`` vectors (``""`` and 1: scalar). Every
+  buffer indexed by that axis must hold runs of N consecutive elements there
+  (``VectorAccess``), and the block along it is a multiple of N.
+* ``group.<axis>`` (one per NDRange dimension, named after the innermost
+  axis of that dimension): the work-group extent along that dimension; all
+  zero leaves the work-group to the driver.
+* ``order``: ``"logical"``, or the name of a buffer indexed by exactly the
+  spatial axes whose *physical* order the work-items follow (a 1-D NDRange
+  over its physical positions, one scalar point per work-item).
+* ``reduce_order``: the reduce loops, outermost first (comma-separated axis
+  names); ``split``: the first of them runs in blocks of ``split`` values,
+  whose inner loop becomes the innermost (conv2d's ``c`` blocked by 16
+  around ``kh, kw``: ``c // 16, kh, kw, c % 16``); ``unroll``: the innermost
+  reduce loop is unrolled by that factor.
+* ``local_stage``: the work-group copies the input tiles of the workload's
+  staging plan into ``__local`` memory before reducing over them (the
+  candidate then holds a layout for each ``"<input>.local"`` tile).
+* ``pad_mode``: loops over padded physical extents test every index
+  (``"guard"``) or run over the padding (``"overcompute"``), which holds the
+  reduction's neutral element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from laytune.exceptions import LayoutError
+from laytune.space._workload import WorkloadLike
+
+__all__ = [
+    "KNOB_SPECS",
+    "LEGACY_DEFAULTS",
+    "ORDER_LOGICAL",
+    "KnobSpec",
+    "baseline_knobs",
+    "block_knob",
+    "grid_dims",
+    "group_knob",
+    "knob_default",
+    "knob_names",
+    "knob_spec",
+    "parse_reduce_order",
+    "reduce_axes",
+    "reduce_order_text",
+    "spatial_axes",
+]
+
+ORDER_LOGICAL = "logical"
+"""The ``order`` value for row-major order of the spatial axes."""
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    """One kind of knob.
+
+    ``per`` is None for a single knob named ``name``, ``"axis"`` for one knob
+    per spatial axis (``"block.j"``) and ``"dim"`` for one per NDRange
+    dimension (``"group.j"``). ``default`` is the baseline's value, the one a
+    person writing the plain kernel would pick; ``values`` the values the
+    space offers unless its options say otherwise (None: derived from the
+    workload, such as axis names).
+    """
+
+    name: str
+    per: str | None
+    default: Any
+    values: tuple[Any, ...] | None
+    doc: str
+
+
+KNOB_SPECS: tuple[KnobSpec, ...] = (
+    KnobSpec(
+        "order",
+        None,
+        ORDER_LOGICAL,
+        None,
+        "spatial iteration order: 'logical' or a buffer whose physical order to follow",
+    ),
+    KnobSpec("local_stage", None, False, (False, True), "stage input tiles in __local memory"),
+    KnobSpec("vector_axis", None, "", None, "spatial axis the vectors run along ('' : scalar)"),
+    KnobSpec("vector", None, 1, (1, 2, 4, 8, 16), "vector width along vector_axis"),
+    KnobSpec(
+        "block",
+        "axis",
+        1,
+        (1, 2, 3, 4, 6, 7, 8, 12, 14, 16, 24, 32),
+        "register block extent along one spatial axis",
+    ),
+    KnobSpec(
+        "group",
+        "dim",
+        0,
+        (0, 1, 2, 4, 8, 16, 32, 64, 128, 256),
+        "work-group extent along one NDRange dimension (all 0: the driver's)",
+    ),
+    KnobSpec(
+        "reduce_order",
+        None,
+        "",
+        None,
+        "reduce loops, outermost first ('': the workload's own order)",
+    ),
+    KnobSpec(
+        "split", None, 1, (1, 2, 4, 8, 16, 32), "block size of the first reduce loop (1: none)"
+    ),
+    KnobSpec("unroll", None, 1, (1, 2, 4, 8), "unroll factor of the innermost reduce loop"),
+    KnobSpec("pad_mode", None, "guard", ("guard", "overcompute"), "loops over padded extents"),
+)
+"""Every kind of knob, in the order the space chooses them (see the module
+docstring)."""
+
+_SPECS = {spec.name: spec for spec in KNOB_SPECS}
+
+
+def knob_spec(name: str) -> KnobSpec:
+    """The spec of a knob name (``"block.j"`` is a ``"block"`` knob)."""
+    kind = name.split(".", 1)[0]
+    try:
+        return _SPECS[kind]
+    except KeyError:
+        raise LayoutError(f"unknown knob {name!r} (kinds: {', '.join(_SPECS)})") from None
+
+
+def spatial_axes(workload: WorkloadLike) -> tuple[int, ...]:
+    return tuple(k for k, a in enumerate(workload.axes) if a.kind == "spatial")
+
+
+def reduce_axes(workload: WorkloadLike) -> tuple[int, ...]:
+    return tuple(k for k, a in enumerate(workload.axes) if a.kind == "reduce")
+
+
+def grid_dims(workload: WorkloadLike) -> tuple[tuple[int, ...], ...]:
+    """The spatial axes of each NDRange dimension, dimension 0 first: the
+    innermost spatial axis, the next one out, then the rest collapsed
+    (outermost first within the dimension)."""
+    spatial = spatial_axes(workload)
+    if not spatial:
+        return ((),)
+    dims = [(k,) for k in reversed(spatial[-2:])]
+    if len(spatial) > 2:
+        dims.append(tuple(spatial[:-2]))
+    return tuple(dims)
+
+
+def block_knob(workload: WorkloadLike, axis: int) -> str:
+    return f"block.{workload.axes[axis].name}"
+
+
+def group_knob(workload: WorkloadLike, dim: int) -> str:
+    return f"group.{workload.axes[grid_dims(workload)[dim][-1]].name}"
+
+
+def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
+    """Every knob of ``workload``, in the order the space chooses them:
+    per NDRange dimension, the blocks of its axes then its work-group."""
+    names = ["order", "local_stage", "vector_axis", "vector"]
+    for dim, axes in enumerate(grid_dims(workload)):
+        names += [block_knob(workload, k) for k in axes]
+        names.append(group_knob(workload, dim))
+    return (*names, "reduce_order", "split", "unroll", "pad_mode")
+
+
+def knob_default(name: str) -> Any:
+    """The baseline's value of knob ``name`` (the same for every workload)."""
+    return knob_spec(name).default
+
+
+def baseline_knobs(workload: WorkloadLike) -> dict[str, Any]:
+    """The plain kernel's knobs: logical order, scalar, one point per
+    work-item, the driver's work-group, the workload's reduce order, no
+    split, unroll or staging, guarded padding."""
+    return {name: knob_default(name) for name in knob_names(workload)}
+
+
+def complete_knobs(workload: WorkloadLike, knobs: Mapping[str, Any]) -> dict[str, Any]:
+    """``knobs`` with every missing knob of ``workload`` at its default."""
+    return {**baseline_knobs(workload), **knobs}
+
+
+LEGACY_DEFAULTS: Mapping[str, Any] = MappingProxyType({"per_item": 1, "work_group": 0})
+"""The baseline values of knobs that records written before the multi-axis
+register blocks hold (one point along the innermost axis per work-item, a
+1-D work-group), so that their baselines are still recognised."""
+
+
+def is_default(name: str, value: Any) -> bool:
+    """Whether ``value`` is the baseline's value of knob ``name`` (of the
+    table, or of :data:`LEGACY_DEFAULTS`); False for any other name."""
+    if name in LEGACY_DEFAULTS:
+        return bool(LEGACY_DEFAULTS[name] == value)
+    try:
+        return bool(knob_spec(name).default == value)
+    except LayoutError:
+        return False
+
+
+def axis_by_name(workload: WorkloadLike, name: str) -> int:
+    for k, axis in enumerate(workload.axes):
+        if axis.name == name:
+            return k
+    raise LayoutError(f"workload {workload.name!r} has no axis {name!r}")
+
+
+def reduce_order_text(workload: WorkloadLike, axes: Sequence[int]) -> str:
+    """The ``reduce_order`` value of loops ``axes`` (outermost first): ``""``
+    for the workload's own order."""
+    if tuple(axes) == reduce_axes(workload):
+        return ""
+    return ",".join(workload.axes[k].name for k in axes)
+
+
+def parse_reduce_order(workload: WorkloadLike, text: str) -> tuple[int, ...]:
+    """The reduce axes named by a ``reduce_order`` value, outermost first."""
+    if text == "":
+        return reduce_axes(workload)
+    axes = tuple(axis_by_name(workload, n) for n in str(text).split(","))
+    if sorted(axes) != sorted(reduce_axes(workload)) or len(set(axes)) != len(axes):
+        names = [workload.axes[k].name for k in reduce_axes(workload)]
+        raise LayoutError(f"reduce_order {text!r} is not an order of the reduce axes {names}")
+    return axes
+
+
+def describe_knobs(knobs: Sequence[tuple[str, Any]]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in knobs)

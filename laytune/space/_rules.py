@@ -1,0 +1,584 @@
+"""The rules between knobs: one step per knob, walked by one engine.
+
+Each knob of :func:`laytune.space._knobs.knob_names` is a :class:`Step`: the
+values it may take and, for a value, the rules it breaks given the knobs
+chosen before it and the :class:`~laytune.space._facts.LayoutFacts` of the
+layouts. A broken rule is ``(name, reason)``: a *joint rule* has a name (it
+is counted in ``SearchSpace.rejections()`` and may be lifted to see what it
+removes); a *structural* rule has ``None`` (it keeps each candidate's form
+canonical, e.g. ``vector == 1`` exactly when ``vector_axis == ""``, and is
+never lifted).
+
+:class:`Rules` uses the steps three ways, so that they cannot disagree:
+``count`` (the exact number of valid knob assignments, memoised on what the
+remaining steps read, so spaces of billions of candidates count in
+milliseconds), ``walk`` (every valid assignment, in order) and ``explain``
+(why one given assignment is invalid: ``check_candidate``). The space's
+``suggest`` asks one step at a time for its domain given the earlier choices.
+
+State keys: knob names hold chosen values; ``@vectors``, ``@padded`` and
+``@orders`` the layout facts; ``#blocks`` and ``#groups`` the products of
+the register blocks and work-group extents chosen so far.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from laytune.device_info import DeviceInfo
+from laytune.space._facts import LayoutFacts
+from laytune.space._knobs import (
+    ORDER_LOGICAL,
+    block_knob,
+    grid_dims,
+    group_knob,
+    knob_spec,
+    parse_reduce_order,
+    reduce_axes,
+    reduce_order_text,
+    spatial_axes,
+)
+from laytune.space._staging import StagingPlan
+from laytune.space._workload import WorkloadLike
+
+__all__ = ["JOINT_RULES", "PREFERENCES", "Rules", "Setting", "Step", "strict_in"]
+
+Broken = tuple[str | None, str]
+State = dict[str, Any]
+
+JOINT_RULES = (
+    "vector_access",
+    "vector_block",
+    "order_scalar",
+    "order_duplicates_logical",
+    "register_budget",
+    "work_group_divides",
+    "work_group_device_limit",
+    "split_divides",
+    "unroll_divides",
+    "local_stage_order",
+    "local_stage_vector",
+    "local_stage_block",
+    "local_stage_needs_work_group",
+    "local_stage_reduce",
+    "local_stage_unroll",
+    "local_vector_access",
+    "local_memory_budget",
+    "overcompute_needs_padding",
+)
+"""Every joint rule, as :meth:`SearchSpace.rejections` names them.
+
+``vector_access``: every buffer indexed by the vector axis serves the width
+(``VectorAccess``). ``vector_block``: the block along the vector axis is a
+multiple of the width. ``order_scalar``: following a buffer's physical order
+is scalar, one point per work-item. ``order_duplicates_logical``: following
+a buffer whose layout keeps the logical order is not offered.
+``register_budget``: the register block holds at most the options'
+``max_block_points`` outputs. ``work_group_divides``: a work-group extent
+divides its NDRange dimension. ``work_group_device_limit``: the device's
+``max_work_item_sizes`` and ``max_work_group_size``. ``split_divides``,
+``unroll_divides``: reduce loops have no tails. ``local_stage_*``: what
+staging needs (the logical order, vectors along the innermost axis only, a
+work-group that covers the staging plan's block with its register blocks, no
+reduce reordering, an unroll that divides a stage).
+``local_vector_access``: a vector that reads a local tile needs its layout to
+serve it. ``local_memory_budget``: the tiles fit ``local_mem_size``.
+``overcompute_needs_padding``: overcompute is offered only when some buffer
+is padded.
+"""
+
+
+PREFERENCES = frozenset({"order_duplicates_logical", "register_budget"})
+"""Joint rules that keep a space lean but whose candidates still lower:
+``check_candidate`` accepts what breaks only these."""
+
+
+def strict_in(value: Any, choices: Sequence[Any]) -> bool:
+    """``value in choices`` without ``True == 1`` or ``1 == 1.0``."""
+    return any(type(c) is type(value) and c == value for c in choices)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every step may read besides the state: the workload, the device,
+    the knob values the options allow, the staging plan (None: the workload
+    cannot be staged) and the buffers the ``order`` knob may follow."""
+
+    workload: WorkloadLike
+    device: DeviceInfo
+    vectors: tuple[int, ...]
+    blocks: tuple[int, ...]
+    groups: tuple[int, ...]
+    splits: tuple[int, ...]
+    unrolls: tuple[int, ...]
+    max_block_points: int
+    staging: StagingPlan | None
+    orders: tuple[str, ...]
+
+    def extent(self, axis: int) -> int:
+        return self.workload.axes[axis].extent
+
+    def axis_name(self, axis: int) -> str:
+        return self.workload.axes[axis].name
+
+
+class Step:
+    """One knob: ``values`` it may take, the rules a value breaks, and what
+    choosing it writes into the state. ``reads``: every state key its rules
+    or values read (the engine memoises on them)."""
+
+    name: str = ""
+    reads: frozenset[str] = frozenset()
+
+    def __init__(self, setting: Setting) -> None:
+        self.s = setting
+
+    def values(self, state: State) -> Sequence[Any]:
+        values = knob_spec(self.name).values
+        assert values is not None
+        return values
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        return []
+
+    def apply(self, state: State, value: Any) -> None:
+        state[self.name] = value
+
+    @property
+    def writes(self) -> frozenset[str]:
+        """State keys besides its own name that :meth:`apply` sets."""
+        return frozenset()
+
+
+class OrderStep(Step):
+    name = "order"
+    reads = frozenset({"@orders"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return (ORDER_LOGICAL, *self.s.orders)
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        for name, keeps, _ in state["@orders"]:
+            if name == value and keeps:
+                return [
+                    (
+                        "order_duplicates_logical",
+                        f"order {value!r}: the layout of {value!r} keeps the logical order, "
+                        f"which 'logical' already walks",
+                    )
+                ]
+        return []
+
+
+class StageStep(Step):
+    name = "local_stage"
+    reads = frozenset({"order"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return (False, True) if self.s.staging is not None else (False,)
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value and state["order"] != ORDER_LOGICAL:
+            return [
+                (
+                    "local_stage_order",
+                    f"local staging walks the logical order; order {state['order']!r} is not "
+                    f"'logical'",
+                )
+            ]
+        return []
+
+
+class VectorAxisStep(Step):
+    name = "vector_axis"
+    reads = frozenset({"order", "local_stage"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return ("", *(self.s.axis_name(k) for k in spatial_axes(self.s.workload)))
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        out: list[Broken] = []
+        if value and state["order"] != ORDER_LOGICAL:
+            out.append(("order_scalar", f"order {state['order']!r} is scalar: no vector_axis"))
+        inner = self.s.axis_name(spatial_axes(self.s.workload)[-1])
+        if value and state["local_stage"] and value != inner:
+            out.append(
+                (
+                    "local_stage_vector",
+                    f"local staging vectorises along the innermost spatial axis {inner!r} only, "
+                    f"not {value!r}",
+                )
+            )
+        return out
+
+
+class VectorStep(Step):
+    name = "vector"
+    reads = frozenset({"vector_axis", "@vectors"})
+
+    def __init__(self, setting: Setting, reasons: Callable[[int, int], str] | None) -> None:
+        super().__init__(setting)
+        self.reasons = reasons
+
+    def values(self, state: State) -> Sequence[Any]:
+        return self.s.vectors
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        axis_name = state["vector_axis"]
+        if not axis_name:
+            return [] if value == 1 else [(None, "vector > 1 needs a vector_axis")]
+        if value == 1:
+            return [(None, "a vector_axis needs vector > 1 (vector 1 is written vector_axis '')")]
+        axis = next(k for k, a in enumerate(self.s.workload.axes) if a.name == axis_name)
+        if self.s.extent(axis) % value:
+            return [
+                (
+                    None,
+                    f"vector {value} does not divide the extent {self.s.extent(axis)} of axis "
+                    f"{axis_name!r}",
+                )
+            ]
+        if (axis, value) not in state["@vectors"]:
+            why = self.reasons(axis, value) if self.reasons else ""
+            return [("vector_access", f"vector {value} along {axis_name!r}: {why}".rstrip(": "))]
+        return []
+
+
+class BlockStep(Step):
+    def __init__(self, setting: Setting, axis: int) -> None:
+        super().__init__(setting)
+        self.axis = axis
+        self.name = block_knob(setting.workload, axis)
+        self.reads = frozenset({"order", "local_stage", "vector_axis", "vector", "#blocks"})
+
+    @property
+    def writes(self) -> frozenset[str]:
+        return frozenset({"#blocks"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return tuple(b for b in self.s.blocks if b <= self.s.extent(self.axis)) or (1,)
+
+    def apply(self, state: State, value: Any) -> None:
+        state[self.name] = value
+        state["#blocks"] = state.get("#blocks", 1) * value
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        out: list[Broken] = []
+        name = self.s.axis_name(self.axis)
+        if value > 1 and state["order"] != ORDER_LOGICAL:
+            out.append(("order_scalar", f"order {state['order']!r} computes one point per item"))
+        if state["vector_axis"] == name and value % state["vector"]:
+            out.append(
+                (
+                    "vector_block",
+                    f"{self.name} {value} is not a multiple of the vector {state['vector']}",
+                )
+            )
+        points = state.get("#blocks", 1) * value
+        if points > self.s.max_block_points:
+            out.append(
+                (
+                    "register_budget",
+                    f"the register block would hold {points} outputs, over the budget of "
+                    f"{self.s.max_block_points}",
+                )
+            )
+        plan = self.s.staging
+        if state["local_stage"] and plan is not None:
+            blocked = plan.block[self.axis] if self.axis in plan.spatial else 1
+            if blocked % value:
+                out.append(
+                    (
+                        "local_stage_block",
+                        f"local staging: {self.name} {value} does not divide the staging "
+                        f"block's {blocked} values of {name!r}",
+                    )
+                )
+        return out
+
+
+class GroupStep(Step):
+    def __init__(self, setting: Setting, dim: int) -> None:
+        super().__init__(setting)
+        self.dim = dim
+        self.axes = grid_dims(setting.workload)[dim]
+        self.name = group_knob(setting.workload, dim)
+        self.first = group_knob(setting.workload, 0)
+        blocks = {block_knob(setting.workload, k) for k in self.axes}
+        self.reads = frozenset({"order", "local_stage", "#groups", "@orders", self.first, *blocks})
+
+    @property
+    def writes(self) -> frozenset[str]:
+        return frozenset({"#groups"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return self.s.groups
+
+    def apply(self, state: State, value: Any) -> None:
+        state[self.name] = value
+        state["#groups"] = state.get("#groups", 1) * max(value, 1)
+
+    def items(self, state: State) -> int:
+        """Work-items along this dimension (unstaged)."""
+        order = state["order"]
+        if order != ORDER_LOGICAL:
+            if self.dim:
+                return 1
+            return next(size for name, _, size in state["@orders"] if name == order)
+        w = self.s.workload
+        return math.prod(-(-self.s.extent(k) // state[block_knob(w, k)]) for k in self.axes)
+
+    def staged_extent(self, state: State) -> int:
+        """The work-group extent local staging needs along this dimension."""
+        plan = self.s.staging
+        assert plan is not None
+        if len(self.axes) != 1:
+            return 1
+        (axis,) = self.axes
+        if axis not in plan.spatial:
+            return 1
+        return plan.block[axis] // state[block_knob(self.s.workload, axis)]
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        out: list[Broken] = []
+        if self.dim and (state[self.first] == 0) != (value == 0):
+            return [(None, "work-group extents are all 0 (the driver's) or all set")]
+        if state["local_stage"]:
+            if value == 0:
+                return [
+                    (
+                        "local_stage_needs_work_group",
+                        "local staging needs a work-group of its own (group 0: the driver's)",
+                    )
+                ]
+            need = self.staged_extent(state)
+            if value != need:
+                out.append(
+                    (
+                        "local_stage_block",
+                        f"local staging: {self.name} must be {need} so that the work-group "
+                        f"covers the staging block, got {value}",
+                    )
+                )
+        elif value:
+            items = self.items(state)
+            if items % value:
+                out.append(
+                    (
+                        "work_group_divides",
+                        f"{self.name} {value} does not divide the {items} work-items of "
+                        f"NDRange dimension {self.dim}",
+                    )
+                )
+        device = self.s.device
+        if value and (
+            value > device.max_work_item_sizes[self.dim]
+            or state.get("#groups", 1) * value > device.max_work_group_size
+        ):
+            out.append(
+                (
+                    "work_group_device_limit",
+                    f"{self.name} {value}: over the device's limits (max_work_item_sizes "
+                    f"{tuple(device.max_work_item_sizes)}, max_work_group_size "
+                    f"{device.max_work_group_size})",
+                )
+            )
+        return out
+
+
+class ReduceOrderStep(Step):
+    name = "reduce_order"
+    reads = frozenset({"local_stage"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        w = self.s.workload
+        orders = itertools.permutations(reduce_axes(w))
+        return tuple(dict.fromkeys(reduce_order_text(w, order) for order in orders))
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value and state["local_stage"]:
+            return [("local_stage_reduce", "local staging keeps the workload's reduce order")]
+        return []
+
+
+def innermost_loop(setting: Setting, state: State) -> tuple[str, int]:
+    """(name, trip count) of the innermost reduce loop under ``state``."""
+    w = setting.workload
+    loops = parse_reduce_order(w, state["reduce_order"])
+    if state["split"] > 1:
+        return f"{setting.axis_name(loops[0])} % {state['split']}", state["split"]
+    plan = setting.staging
+    last = loops[-1]
+    if state["local_stage"] and plan is not None:
+        return setting.axis_name(last), plan.stage_extent(last)
+    return setting.axis_name(last), setting.extent(last)
+
+
+class SplitStep(Step):
+    name = "split"
+    reads = frozenset({"reduce_order", "local_stage"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return self.s.splits
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value == 1:
+            return []
+        w = self.s.workload
+        loops = parse_reduce_order(w, state["reduce_order"])
+        if len(loops) < 2:
+            return [(None, "split reorders nothing with fewer than two reduce axes")]
+        extent = self.s.extent(loops[0])
+        if value >= extent:
+            return [(None, f"split {value} covers the whole axis {self.s.axis_name(loops[0])!r}")]
+        out: list[Broken] = []
+        if extent % value:
+            out.append(
+                (
+                    "split_divides",
+                    f"split {value} does not divide the extent {extent} of "
+                    f"{self.s.axis_name(loops[0])!r}",
+                )
+            )
+        if state["local_stage"]:
+            out.append(("local_stage_reduce", "local staging does not split reduce loops"))
+        return out
+
+
+class UnrollStep(Step):
+    name = "unroll"
+    reads = frozenset({"reduce_order", "split", "local_stage"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return self.s.unrolls
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value == 1:
+            return []
+        if not reduce_axes(self.s.workload):
+            return [(None, "an element-wise workload has no reduce loop to unroll")]
+        name, trips = innermost_loop(self.s, state)
+        if trips % value == 0:
+            return []
+        rule = "local_stage_unroll" if state["local_stage"] else "unroll_divides"
+        where = "one stage's" if state["local_stage"] else "the"
+        return [(rule, f"unroll {value} does not divide {where} {trips} values of {name!r}")]
+
+
+class PadModeStep(Step):
+    name = "pad_mode"
+    reads = frozenset({"@padded"})
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value == "overcompute" and not state["@padded"]:
+            return [("overcompute_needs_padding", "overcompute needs some padded buffer")]
+        return []
+
+
+def build_steps(
+    setting: Setting, vector_reasons: Callable[[int, int], str] | None = None
+) -> list[Step]:
+    """The steps of ``setting.workload``, in the order of ``knob_names``."""
+    steps: list[Step] = [
+        OrderStep(setting),
+        StageStep(setting),
+        VectorAxisStep(setting),
+        VectorStep(setting, vector_reasons),
+    ]
+    for dim, axes in enumerate(grid_dims(setting.workload)):
+        steps += [BlockStep(setting, k) for k in axes]
+        steps.append(GroupStep(setting, dim))
+    steps += [
+        ReduceOrderStep(setting),
+        SplitStep(setting),
+        UnrollStep(setting),
+        PadModeStep(setting),
+    ]
+    return steps
+
+
+def facts_state(facts: LayoutFacts) -> State:
+    return {"@vectors": facts.vectors, "@padded": facts.padded, "@orders": facts.orders}
+
+
+class Rules:
+    """Counting, walking and explaining over a list of steps (see the module
+    docstring). ``extra`` is appended after the knob steps: a step whose
+    value is not a knob (the space's choice of local tile layouts)."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.steps = list(steps)
+        needed: list[frozenset[str]] = [frozenset()] * (len(self.steps) + 1)
+        for i in range(len(self.steps) - 1, -1, -1):
+            needed[i] = needed[i + 1] | self.steps[i].reads
+        self._needed = [tuple(sorted(n)) for n in needed]
+        self._needed_sets = needed
+        self._memo: dict[tuple[Any, ...], int] = {}
+
+    def domain(self, i: int, state: State, lifted: frozenset[str] = frozenset()) -> list[Any]:
+        step = self.steps[i]
+        return [
+            v
+            for v in step.values(state)
+            if all(rule is not None and rule in lifted for rule, _ in step.check(state, v))
+        ]
+
+    def count(self, state: State, lifted: frozenset[str] = frozenset(), i: int = 0) -> int:
+        """Valid assignments of steps ``i`` onward, given ``state``."""
+        if i == len(self.steps):
+            return 1
+        key = (i, lifted, *(state.get(k) for k in self._needed[i]))
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        step = self.steps[i]
+        domain = self.domain(i, state, lifted)
+        read_later = self._needed_sets[i + 1]
+        if step.name not in read_later and not (step.writes & read_later):
+            total = len(domain) * self.count(state, lifted, i + 1) if domain else 0
+        else:
+            total = 0
+            for value in domain:
+                child = dict(state)
+                step.apply(child, value)
+                total += self.count(child, lifted, i + 1)
+        self._memo[key] = total
+        return total
+
+    def walk(self, state: State, i: int = 0) -> Iterator[State]:
+        """Every valid assignment of steps ``i`` onward, in order."""
+        if i == len(self.steps):
+            yield state
+            return
+        step = self.steps[i]
+        for value in self.domain(i, state):
+            child = dict(state)
+            step.apply(child, value)
+            if self.count(child, frozenset(), i + 1):
+                yield from self.walk(child, i + 1)
+
+    def explain(self, state: State, values: Mapping[str, Any]) -> list[str]:
+        """Why the assignment ``values`` is invalid (empty when valid); the
+        space's :data:`PREFERENCES` are not invalidity. An invalid value is
+        explained, then replaced by the first valid one so that later steps
+        can still be judged."""
+        reasons: list[str] = []
+        for i, step in enumerate(self.steps):
+            value = values.get(step.name)
+            choices = step.values(state)
+            if not strict_in(value, choices):
+                shown = list(choices) if len(choices) <= 12 else f"{list(choices[:12])[:-1]} ..."
+                reasons.append(f"{step.name} {value!r} is not one of {shown}")
+                domain = self.domain(i, state, PREFERENCES)
+                value = domain[0] if domain else choices[0]
+            else:
+                broken = step.check(state, value)
+                reasons += [
+                    f"{step.name}: {why}" for rule, why in broken if rule not in PREFERENCES
+                ]
+            step.apply(state, value)
+        return reasons
