@@ -52,7 +52,7 @@ import laytune
 from bench.conversions import _COPY
 from laytune import layout as L
 from laytune import ops
-from laytune.codegen import DEFAULT_KNOBS, lower, lower_conversion
+from laytune.codegen import lower, lower_conversion
 from laytune.exceptions import LayoutRejectedError
 from laytune.runners import Builder, Device, MeasureConfig, RunInput, Runner, default_device
 from laytune.space import Candidate, SearchSpace
@@ -62,37 +62,35 @@ TRANSPOSE = 4096
 SIZES = (512, 1024)
 
 # Candidates tried at every matmul size, as choices of SearchSpace.suggest:
-# a parameter missing from a profile takes the baseline value (DEFAULT_KNOBS,
-# identity layouts) when the space allows it there, else its first choice.
+# a parameter missing from a profile takes the baseline value (identity
+# layouts, baseline knobs) when the space allows it there, else its first choice.
 PROFILES: tuple[Mapping[str, Any], ...] = (
-    {"vector": 8, "per_item": 8, "work_group": 32, "unroll": 4},
-    {"vector": 4, "per_item": 4, "work_group": 64, "unroll": 4},
+    {
+        "layout:A": "block(axis=0, factor=6)",
+        "layout:B": "panel(axis=1, factor=16)",
+        "vector_axis": "j",
+        "vector": 16,
+        "block.i": 6,
+        "block.j": 16,
+    },
+    {
+        "layout:A": "block(axis=0, factor=4)",
+        "layout:B": "panel(axis=1, factor=16)",
+        "vector_axis": "j",
+        "vector": 16,
+        "block.i": 4,
+        "block.j": 16,
+    },
+    {"vector_axis": "j", "vector": 16, "block.i": 6, "block.j": 16},
+    {"vector_axis": "j", "vector": 8, "block.i": 8, "block.j": 8},
     {
         "local_stage": True,
+        "vector_axis": "j",
         "vector": 4,
-        "per_item": 8,
-        "work_group": 32,
-        "unroll": 4,
+        "block.j": 4,
+        "block.i": 4,
         "layout:A.local": "pad_rows(pad=4)",
         "layout:B.local": "pad_rows(pad=4)",
-    },
-    {
-        "local_stage": True,
-        "vector": 8,
-        "per_item": 8,
-        "work_group": 32,
-        "unroll": 8,
-        "layout:A.local": "pad_rows(pad=8)",
-        "layout:B.local": "pad_rows(pad=8)",
-    },
-    {
-        "layout:A": "pad_rows(pad=4)",
-        "layout:B": "pad_rows(pad=4)",
-        "pad_mode": "overcompute",
-        "vector": 4,
-        "per_item": 4,
-        "work_group": 64,
-        "unroll": 4,
     },
 )
 
@@ -332,7 +330,7 @@ class _Preferred:
     """A stand-in for an optuna trial that answers each choice from a profile."""
 
     def __init__(self, profile: Mapping[str, Any]) -> None:
-        self.profile = {**DEFAULT_KNOBS, **profile}
+        self.profile = dict(profile)
 
     def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
         base = name.split("|")[0]

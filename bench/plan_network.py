@@ -13,7 +13,7 @@ biases are constants. It runs on the default OpenCL device in three plans:
   cancelled by ``laytune.plan``.
 
 "Best layout" is a fixed known-good candidate, not a tune: conv2d input and
-output NCHW4c (``block(axis=1, factor=4)``), weights OIHW4i4o, ``per_item=8``;
+output NCHW4c (``block(axis=1, factor=4)``), weights OIHW4i4o, ``block.ow=8``;
 the identity plan runs conv2d with the same knobs, so only layouts differ.
 Constants are packed on the host in every plan. Times are OpenCL profiling
 events summed over every launch of one run, and the wall time from the first
@@ -45,7 +45,7 @@ from laytune.runners import default_device
 from laytune.space import Candidate
 
 RESULTS = Path(__file__).parent / "results" / "plan_network.md"
-KNOBS = {"per_item": 8}
+KNOBS = {"block.ow": 8}
 
 
 def network(channels: int, size: int) -> tuple[Graph, list[ops.Workload]]:
@@ -152,7 +152,7 @@ def main() -> None:
         f"Python {platform.python_version()}, {os.cpu_count()} CPUs on the host",
         f"- {time.strftime('%Y-%m-%d %H:%M:%S')}; {args.repeats} repeats per plan, interleaved",
         "- best layout: a fixed known-good candidate per conv2d (NCHW4c input and output, "
-        "OIHW4i4o weights, per_item=8), not a tune; identity runs conv2d with the same knobs",
+        "OIHW4i4o weights, block.ow=8), not a tune; identity runs conv2d with the same knobs",
         "- time: OpenCL profiling events summed over one run's launches (device; rewrite ms: "
         "the rewrite launches alone) and first enqueue to queue end (wall); medians; outputs "
         "checked against numpy",

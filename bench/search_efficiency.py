@@ -64,8 +64,8 @@ class Space:
 
 
 def spaces(quick: bool) -> list[Space]:
-    wg = (0,) if quick else (0, 64)
-    per_items = (1, 4) if quick else (1, 2, 4)
+    wg = (0,) if quick else (0, 4)
+    blocks = (1, 4) if quick else (1, 2, 4)
     return [
         Space(
             "matmul 256",
@@ -74,12 +74,14 @@ def spaces(quick: bool) -> list[Space]:
                 families=("identity", "permute", "pad_rows"),
                 families_per_buffer={"C": ("identity",)},
                 pad_amounts=(4,),
-                per_items=(1, 4),
-                work_groups=wg,
+                vectors=(1, 4),
+                blocks=(1, 4),
+                groups=wg,
+                splits=(1,),
                 unrolls=(1, 4),
                 local_families=("identity",),
             ),
-            "A, B: identity, transposed, pad_rows(4); C identity; per_item 1, 4; "
+            "A, B: identity, transposed, pad_rows(4); C identity; vectors 1, 4; blocks 1, 4; "
             f"work_group {', '.join(map(str, wg))}; unroll 1, 4; identity tiles when staged",
         ),
         Space(
@@ -89,12 +91,14 @@ def spaces(quick: bool) -> list[Space]:
                 families=("identity", "permute", "block"),
                 families_per_buffer={"W": ("identity", "permute"), "Y": ("identity", "block")},
                 block_factors=(4,),
-                per_items=per_items,
-                work_groups=(0,),
+                vectors=(1, 4),
+                blocks=blocks,
+                groups=(0,),
+                splits=(1,),
                 local_families=("identity",),
             ),
             "W: identity, permutes; X: identity, permutes, block by 4; Y: identity, block by 4; "
-            f"per_item {', '.join(map(str, per_items))}; driver's work-group",
+            f"vectors 1, 4; blocks {', '.join(map(str, blocks))}; driver's work-group",
         ),
         Space(
             "max_pool2d 1x64x112x112, 2x2",
@@ -103,12 +107,14 @@ def spaces(quick: bool) -> list[Space]:
                 families=("identity", "permute", "block", "pad_rows"),
                 block_factors=(4,),
                 pad_amounts=(4,),
-                per_items=(1, 4),
-                work_groups=wg,
+                vectors=(1, 4),
+                blocks=(1, 4),
+                groups=wg,
+                splits=(1,),
                 unrolls=(1,),
                 local_families=("identity",),
             ),
-            "X, Y: identity, permutes, block by 4, pad_rows(4); per_item 1, 4; "
+            "X, Y: identity, permutes, block by 4, pad_rows(4); vectors 1, 4; blocks 1, 4; "
             f"work_group {', '.join(map(str, wg))}; no unroll; identity tiles when staged",
         ),
     ]

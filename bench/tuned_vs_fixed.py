@@ -37,7 +37,7 @@ against numpy first. The table is printed and written to
 from __future__ import annotations
 
 import argparse
-import itertools
+import dataclasses
 import math
 import tempfile
 import time
@@ -54,14 +54,7 @@ from laytune.codegen import KernelProgram, lower
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import Layout
 from laytune.runners import Builder, Device, MeasureConfig, RunInput, Runner, default_device
-from laytune.space import (
-    Candidate,
-    SearchSpace,
-    SpaceOptions,
-    local_buffer_name,
-    order_buffers,
-    stageable_buffers,
-)
+from laytune.space import Candidate, SearchSpace, SpaceOptions
 
 RESULT_NAME = "tuned_vs_fixed.md"
 CONFIG = MeasureConfig(warmup=2, repeats=10, measure_conversions=False, time_limit_s=60)
@@ -148,7 +141,7 @@ def cases(quick: bool) -> list[Case]:
             IMAGE_LAYOUTS,
             weights=("W",),
             knob_options=_knobs(
-                quick, per_items=(1, 4, 2), work_groups=(0, 64, 32, 128), unrolls=(1,)
+                quick, blocks=(1, 2, 4), groups=(0, 1, 8, 16), unrolls=(1,)
             ),
         ),
         Case(
@@ -156,7 +149,7 @@ def cases(quick: bool) -> list[Case]:
             ops.matmul(256, 256, 256),
             MATRIX_LAYOUTS,
             knob_options=_knobs(
-                quick, per_items=(1, 4, 8), work_groups=(0, 32, 64), unrolls=(1, 4, 8)
+                quick, blocks=(1, 4, 8), groups=(0, 1, 4, 8), unrolls=(1, 4, 8)
             ),
             vectors=(1, 4, 8),
         ),
@@ -165,7 +158,7 @@ def cases(quick: bool) -> list[Case]:
             ops.sum((4, 256, 56, 56), (2, 3)),
             IMAGE_LAYOUTS,
             knob_options=_knobs(
-                quick, per_items=(1, 4, 2, 8), work_groups=(0, 32, 64), unrolls=(1, 4, 8)
+                quick, blocks=(1, 2, 4, 8), groups=(0, 1, 8, 16), unrolls=(1, 4, 8)
             ),
         ),
         Case(
@@ -173,7 +166,7 @@ def cases(quick: bool) -> list[Case]:
             ops.max_pool2d(1, 64, 112, 112, 2, 2),
             IMAGE_LAYOUTS,
             knob_options=_knobs(
-                quick, per_items=(1, 4, 2), work_groups=(0, 64, 32, 128), unrolls=(1, 2)
+                quick, blocks=(1, 2, 4), groups=(0, 1, 8, 16), unrolls=(1, 2)
             ),
         ),
     ]
@@ -182,42 +175,13 @@ def cases(quick: bool) -> list[Case]:
 # -- knob sweeps of the fixed layouts ----------------------------------------------------
 
 
-def knob_settings(case: Case, device: Device) -> list[tuple[dict[str, Any], Layouts]]:
-    """(knobs, ``__local`` tile layouts) of the sweep: every combination of
-    order (logical or following an output), vector (``case.vectors``),
-    per_item, work_group and unroll (``case.knob_options``), and staging (off,
-    or on with each combination of the space's ``__local`` tile layouts under
-    ``case.knob_options``), guard pad mode. Most combinations are invalid for
-    a given layout; the caller keeps those ``SearchSpace.check`` accepts."""
-    opts = case.knob_options
-    space = SearchSpace(case.workload, device.info, opts)
-    locals_ = [
-        [(local_buffer_name(name), layout) for layout in space.layouts(local_buffer_name(name))]
-        for name in stageable_buffers(case.workload)
-    ]
-    stagings: list[Layouts | None] = [None]
-    if locals_:
-        stagings += [dict(combo) for combo in itertools.product(*locals_)]
-    settings = []
-    for order, vector, per_item, group, unroll, local in itertools.product(
-        ("logical", *order_buffers(case.workload)),
-        case.vectors,
-        sorted({1, *opts.per_items}),
-        sorted({0, *opts.work_groups}),
-        sorted({1, *opts.unrolls}),
-        stagings,
-    ):
-        knobs = {
-            "order": order,
-            "vector": vector,
-            "per_item": per_item,
-            "work_group": group,
-            "unroll": unroll,
-            "local_stage": local is not None,
-            "pad_mode": "guard",
-        }
-        settings.append((knobs, local or {}))
-    return settings
+def knob_settings(case: Case, device: Device, layouts: Layouts) -> list[Candidate]:
+    """The sweep of one fixed layout: every candidate of the space under
+    ``case.knob_options`` (vectors restricted to ``case.vectors``) whose global
+    buffers have ``layouts``."""
+    options = dataclasses.replace(case.knob_options, vectors=tuple(case.vectors))
+    space = SearchSpace(case.workload, device.info, options)
+    return list(space.candidates_with(layouts))
 
 
 @dataclass
@@ -240,21 +204,18 @@ def _lowered(space: SearchSpace, label: str, candidate: Candidate) -> Entry | No
 
 
 def sweep_entries(case: Case, device: Device) -> tuple[dict[str, list[Entry]], int]:
-    """Per fixed layout, the valid candidates of the knob sweep; and how many
-    knob settings the sweep has."""
+    """Per fixed layout, the valid candidates of the knob sweep; and the
+    largest number of knob settings a fixed layout's sweep has."""
     space = SearchSpace(case.workload, device.info)
-    settings = knob_settings(case, device)
     out: dict[str, list[Entry]] = {}
     for name, layouts in case.fixed_layouts().items():
         entries = []
-        for knobs, local in settings:
-            if knobs["order"] != "logical" and layouts[knobs["order"]].is_identity:
-                continue  # the logical order itself (the space does not offer it either)
-            entry = _lowered(space, name, Candidate.make({**layouts, **local}, knobs))
+        for candidate in knob_settings(case, device, layouts):
+            entry = _lowered(space, name, candidate)
             if entry is not None:
                 entries.append(entry)
         out[name] = entries
-    return out, len(settings)
+    return out, max((len(e) for e in out.values()), default=0)
 
 
 def measure(builder: Builder, runner: Runner, workload: Any, entries: Sequence[Entry]) -> list[Any]:
@@ -462,7 +423,7 @@ def report(
         lines += [
             f"- {o.case.title} (`{o.case.workload.key}`): tuned {o.trials} trials in "
             f"{o.tune_s:.0f} s; sweep of {o.settings} knob combinations per fixed layout "
-            f"(per_item {list(knobs.per_items)}, work_group {list(knobs.work_groups)}, "
+            f"(blocks {list(knobs.blocks)}, work-groups {list(knobs.groups)}, "
             f"unroll {list(knobs.unrolls)}, vector {list(o.case.vectors)} where valid, "
             f"staging with identity or pad_rows(4) tiles where offered, output order for "
             f"scalar settings; the valid ones measured) in {o.sweep_s:.0f} s",

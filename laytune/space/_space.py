@@ -49,7 +49,7 @@ from laytune.space._constraints import (
     VectorAccess,
     Verdict,
 )
-from laytune.space._facts import LayoutFacts, all_vectors, buffer_facts
+from laytune.space._facts import LayoutFacts, all_vectors, buffer_facts, facts_of
 from laytune.space._generate import SpaceOptions, global_layouts, local_layouts
 from laytune.space._knobs import baseline_knobs, spatial_axes
 from laytune.space._rules import JOINT_RULES, Rules, State, Step, build_steps, facts_state
@@ -372,6 +372,10 @@ class SearchSpace:
 
     def _candidate(self, choice: Sequence[int], state: State) -> Candidate:
         layouts = {p.name: p.layouts[k] for p, k in zip(self._plans, choice, strict=True)}
+        return self._make(layouts, state)
+
+    def _make(self, global_layouts: Mapping[str, Layout], state: State) -> Candidate:
+        layouts = dict(global_layouts)
         for plan, k in zip(self._local, state[_LOCAL], strict=False):
             layouts[plan.name] = plan.layouts[k]
         knobs = {name: state[name] for name in self.knobs}
@@ -396,6 +400,16 @@ class SearchSpace:
             sig = self._signature_of(choice)
             for state in self._rules.walk(facts_state(sig)):
                 yield self._candidate(choice, state)
+
+    def candidates_with(self, layouts: Mapping[str, Layout]) -> Iterator[Candidate]:
+        """Every valid knob setting (with local tile layouts) for the global
+        buffers in ``layouts``, any layouts of the right shapes, in enumeration
+        order: the knob sweep of a fixed layout. The layouts themselves are
+        not checked against the space's families or budgets."""
+        given = {p.name: layouts[p.name] for p in self._plans}
+        facts, _ = facts_of(self.workload, given, self.device)
+        for state in self._rules.walk(facts_state(facts)):
+            yield self._make(given, state)
 
     def suggest(self, trial: Any) -> Candidate:
         """One valid candidate from an optuna trial (or anything with

@@ -357,13 +357,13 @@ def test_the_speedup_splits_into_the_knobs_and_the_layouts(
     from laytune.layout import identity, permute
     from laytune.records import Record, has_identity_layouts
     from laytune.search import _tune, layout_reference
-    from laytune.space import BASELINE_KNOBS, Candidate
+    from laytune.space import Candidate, baseline_knobs
 
     monkeypatch.setattr(_tune, "lower", _slow_when_identity(_tune.lower))
     url = f"sqlite:///{tmp_path / 'split.db'}"
     shape = worker.WORKLOAD.buffers[0].shape
     transposed = Candidate.make(
-        {"X": permute(shape, (1, 0)), "Y": identity(shape)}, {**BASELINE_KNOBS, "per_item": 2}
+        {"X": permute(shape, (1, 0)), "Y": identity(shape)}, {**baseline_knobs(worker.WORKLOAD), "block.j": 4}
     )
     # on another device, so that the warm start tries it right after the baseline
     open_database(url).add(Record(worker.WORKLOAD.key, "elsewhere", transposed, "ok", value_s=1e-6))
@@ -376,7 +376,7 @@ def test_the_speedup_splits_into_the_knobs_and_the_layouts(
     assert reference.candidate == layout_reference(space, best.candidate)
     assert has_identity_layouts(reference) and reference.candidate.knobs == best.candidate.knobs
     assert reference.trial is not None and reference.study == result.study_name
-    assert is_baseline(baseline) and baseline.candidate.knob("per_item") == 1
+    assert is_baseline(baseline) and baseline.candidate.knob("block.j") == 1
     assert result.speedup == pytest.approx(baseline.value_s / best.value_s)
     assert result.layout_speedup == pytest.approx(reference.value_s / best.value_s)
     assert result.layout_speedup > 1  # the identity kernels spin
