@@ -27,11 +27,11 @@ from laytune.codegen._nest import Nest, ReduceLoop, access_width
 from laytune.codegen._program import ArgRef, Launch
 from laytune.codegen._source import indent
 from laytune.codegen._stage import local_accesses, staged_loops, tile_index
-from laytune.layout import Expr, Var
+from laytune.layout import Const, Expr, Var
 from laytune.layout._expr import bounds, substitute
 from laytune.ops._reductions import reduction
 from laytune.ops._statement import BinaryOp, Literal, Load, Negate, Value, loads
-from laytune.space import IMAGE_DTYPES
+from laytune.space import IMAGE_DTYPES, affine_terms
 
 __all__ = ["compute_kernel"]
 
@@ -85,9 +85,35 @@ def _point_values(
     return out
 
 
+@dataclass(frozen=True)
+class _Test:
+    """``expr >= 0`` (``lower``) or ``expr < bound``: an index inside its extent."""
+
+    expr: Expr
+    lower: bool
+    bound: int = 0
+
+    def c(self, scope: Scope) -> str:
+        text = paren(scope.c(self.expr))
+        return f"{text} >= 0" if self.lower else f"{text} < {self.bound}"
+
+
+def _index_tests(scope: Scope, e: Expr, extent: int) -> list[_Test]:
+    lo, hi = scope.bounds(e)
+    tests = []
+    if lo < 0:
+        tests.append(_Test(e, True))
+    if hi > extent - 1:
+        tests.append(_Test(e, False, extent))
+    return tests
+
+
 def _load_text(
     w: _Writer, name: str, values: list[Expr], offsets: Sequence[int]
-) -> tuple[str, int]:
+) -> tuple[str, list[_Test], int]:
+    """The load of ``name`` at one point of the block (unguarded), the tests
+    under which it reads inside the buffer (outside, the statement reads
+    zero), and its vector width."""
     nest, scope = w.nest, w.scope
     decl = nest.workload.buffer(name)
     width = access_width(nest, name)
@@ -95,35 +121,35 @@ def _load_text(
         plan = nest.staging
         assert plan is not None
         staged = next(s for s in plan.inputs if s.buffer == name)
-        return w.tiles[name].load(tile_index(nest, w.grid, staged, offsets), scope, width), width
+        index = tile_index(nest, w.grid, staged, offsets)
+        return w.tiles[name].load(index, scope, width), [], width
     idx = [scope.simplify(substitute(e, values)) for e in decl.indices]
     access = w.accesses[name]
     text = access.load(idx, scope, width)
     grown = nest.grown.get(name, {})
     ranges = nest.workload.ranges
-    tests, overshoot = [], []
+    tests: list[_Test] = []
+    overshoot: list[_Test] = []
     for d, (e, logical, extent) in enumerate(zip(idx, decl.indices, decl.shape, strict=True)):
         if d in grown:
             continue  # runs into padding on purpose
-        lo, hi = scope.bounds(e)
-        tested = []
-        if lo < 0:
-            tested.append(f"{paren(scope.c(e))} >= 0")
-        if hi > extent - 1:
-            tested.append(f"{paren(scope.c(e))} < {extent}")
         logical_lo, logical_hi = bounds(logical, ranges)
         if logical_lo < 0 or logical_hi > extent - 1:
-            tests += tested  # the statement reads zero there (convolution padding)
+            tests += _index_tests(scope, e, extent)  # the statement reads zero there
         else:
-            overshoot += tested  # only an overshooting block's points, never stored
+            overshoot += _index_tests(scope, e, extent)  # an overshooting block's points
     if overshoot and not _inside(access, idx, scope):
         tests += overshoot  # their reads would leave the buffer's memory
-    if tests:  # outside the buffer the statement reads zero
-        zero = c_float(0.0, decl.dtype)
-        if width > 1:
-            zero = f"({w.vtype(width)})({zero})"
-        return f"({' && '.join(tests)}) ? {text} : {zero}", width
-    return text, width
+    return text, tests, width
+
+
+def _guarded(w: _Writer, text: str, tests: Sequence[_Test], width: int, dtype: str) -> str:
+    if not tests:
+        return text
+    zero = c_float(0.0, dtype)
+    if width > 1:
+        zero = f"({w.vtype(width)})({zero})"
+    return f"({' && '.join(t.c(w.scope) for t in tests)}) ? {text} : {zero}"
 
 
 def _inside(access: BufferAccess, idx: Sequence[Expr], scope: Scope) -> bool:
@@ -159,9 +185,16 @@ def _widen(w: _Writer, text: str, width: int, to: int) -> str:
     return text if width == to else f"({w.vtype(to)})({text})"
 
 
-def _body(w: _Writer, reduce_values: Mapping[int, Expr]) -> list[str]:
+def _body(
+    w: _Writer,
+    reduce_values: Mapping[int, Expr],
+    guarded: bool = True,
+    found: list[_Test] | None = None,
+) -> list[str]:
     """The statement at one step of the reduce loops, for the whole block:
-    each distinct operand element loaded once, then every point's update."""
+    each distinct operand element loaded once, then every point's update.
+    Unless ``guarded``, loads are not tested (the caller proved them inside);
+    every test is appended to ``found``."""
     nest = w.nest
     workload = nest.workload
     stmt = workload.statement
@@ -174,10 +207,15 @@ def _body(w: _Writer, reduce_values: Mapping[int, Expr]) -> list[str]:
         values = _point_values(w, offsets, reduce_values)
         names: dict[str, tuple[str, int]] = {}
         for load in loads(stmt.value):
-            text, width = _load_text(w, load.buffer, values, offsets)
+            text, tests, width = _load_text(w, load.buffer, values, offsets)
+            if found is not None:
+                found += tests
+            if guarded:
+                text = _guarded(w, text, tests, width, workload.buffer(load.buffer).dtype)
             key = (load.buffer, text)
             if key not in loaded:
-                var = f"v{load.buffer.replace('.', '_')}{len([k for k in loaded if k[0] == load.buffer])}"
+                count = sum(1 for k in loaded if k[0] == load.buffer)
+                var = f"v{load.buffer.replace('.', '_')}{count}"
                 lines.append(f"const {w.vtype(width)} {var} = {text};")
                 loaded[key] = (var, width)
             names[load.buffer] = loaded[key]
@@ -196,6 +234,32 @@ def _body(w: _Writer, reduce_values: Mapping[int, Expr]) -> list[str]:
             text, _ = _value(w, value, names)
             updates.append(combine.combine_c(acc, text))
     return lines + updates
+
+
+def _interior(w: _Writer, tests: Sequence[_Test], loop_vars: Sequence[Var]) -> str | None:
+    """A test, on the work-item's variables alone, under which every one of
+    ``tests`` holds at every step of the reduce loops: each reduce variable
+    at its worst end. None when some test is not affine."""
+    scope = w.scope
+    reduce_ids = {v.index for v in loop_vars}
+    out: list[str] = []
+    for test in dict.fromkeys(tests):
+        terms = affine_terms(test.expr)
+        if terms is None:
+            return None
+        coeffs, const = terms
+        worst: Expr = Const(const)
+        for k, c in coeffs.items():
+            if k in reduce_ids:
+                lo, hi = scope.ranges[k]
+                low_end = (c > 0) == test.lower
+                worst = worst + c * (lo if low_end else hi)
+            else:
+                worst = worst + c * Var(k)
+        text = _Test(scope.simplify(worst), test.lower, test.bound).c(scope)
+        if text not in out:
+            out.append(text)
+    return " && ".join(out) if out else None
 
 
 def _store(w: _Writer, values: list[Expr], value: str, width: int) -> str:
@@ -321,7 +385,19 @@ def compute_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
 
     def loops() -> list[str]:
         loop_vars, values = _loop_vars(w, nest.loops)
-        return _wrap_loops(w, nest.loops, loop_vars, _body(w, values))
+        tests: list[_Test] = []
+        guarded = _wrap_loops(w, nest.loops, loop_vars, _body(w, values, True, tests))
+        interior = _interior(w, tests, loop_vars) if nest.knobs.get("peel") else None
+        if interior is None:
+            return guarded
+        fast = _wrap_loops(w, nest.loops, loop_vars, _body(w, values, False))
+        return [
+            f"if ({interior}) {{  /* inside every buffer: no tests */",
+            *indent(fast),
+            "} else {",
+            *indent(guarded),
+            "}",
+        ]
 
     if combine is None:
         body = grid.lines + _body(w, {})

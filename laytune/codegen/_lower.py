@@ -84,8 +84,6 @@ def lower(
     verdict = check_candidate(workload, checked, device)
     if not verdict.ok:
         raise _reject(list(verdict.reasons))
-    if workload.dtype == "float16" and not device.supports_fp16:
-        raise _reject(f"dtype float16 needs cl_khr_fp16, which {device.name} lacks")
     for decl in workload.buffers:
         if layouts[decl.name].physical_size >= 2**31:
             raise _reject(

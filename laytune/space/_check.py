@@ -37,6 +37,7 @@ from laytune.space._workload import VECTOR_WIDTHS, WorkloadLike, local_buffer_na
 
 __all__ = [
     "check_candidate",
+    "dtype_reasons",
     "implied_constraints",
     "order_buffers",
     "space_setting",
@@ -63,6 +64,14 @@ def usable_staging(workload: WorkloadLike) -> StagingPlan | None:
         if len(axes) > 1 and any(plan.block[k] > 1 for k in axes):
             return None
     return plan
+
+
+def dtype_reasons(workload: WorkloadLike, device: DeviceInfo) -> list[str]:
+    """Why ``device`` cannot compute in the workload's dtypes (empty: it can)."""
+    dtypes = sorted({b.dtype for b in workload.buffers})
+    if "float16" in dtypes and not device.supports_fp16:
+        return [f"dtype float16 needs cl_khr_fp16, which {device.name} lacks"]
+    return []
 
 
 def stageable_buffers(workload: WorkloadLike) -> dict[str, tuple[int, ...]]:
@@ -174,6 +183,7 @@ def check_candidate(
                 f"buffer {name!r}: layout {layout.describe()} has {layout.image_rank} physical "
                 f"axes; buffers are flat or image2d"
             )
+    reasons += dtype_reasons(workload, device)
     names = knob_names(workload)
     missing = [k for k in names if k not in knobs]
     if missing:

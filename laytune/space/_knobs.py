@@ -35,6 +35,11 @@ The loop nest the knobs describe
   whose inner loop becomes the innermost (conv2d's ``c`` blocked by 16
   around ``kh, kw``: ``c // 16, kh, kw, c % 16``); ``unroll``: the innermost
   reduce loop is unrolled by that factor.
+* ``peel``: when some input is read outside its extent (a convolution's zero
+  padding, the tail of a register block), the kernel also holds the reduce
+  loops without any index test, and a work-item whose whole block reads
+  inside every buffer runs those (index-set splitting, as direct-convolution
+  libraries split interior and border).
 * ``local_stage``: the work-group copies the input tiles of the workload's
   staging plan into ``__local`` memory before reducing over them (the
   candidate then holds a layout for each ``"<input>.local"`` tile).
@@ -130,6 +135,13 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         "split", None, 1, (1, 2, 4, 8, 16, 32), "block size of the first reduce loop (1: none)"
     ),
     KnobSpec("unroll", None, 1, (1, 2, 4, 8), "unroll factor of the innermost reduce loop"),
+    KnobSpec(
+        "peel",
+        None,
+        False,
+        (False, True),
+        "a second copy of the reduce loops without index tests, for work-items inside every buffer",
+    ),
     KnobSpec("pad_mode", None, "guard", ("guard", "overcompute"), "loops over padded extents"),
 )
 """Every kind of knob, in the order the space chooses them (see the module
@@ -183,7 +195,7 @@ def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
     for dim, axes in enumerate(grid_dims(workload)):
         names += [block_knob(workload, k) for k in axes]
         names.append(group_knob(workload, dim))
-    return (*names, "reduce_order", "split", "unroll", "pad_mode")
+    return (*names, "reduce_order", "split", "unroll", "peel", "pad_mode")
 
 
 def knob_default(name: str) -> Any:

@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from laytune.device_info import DeviceInfo
+from laytune.layout._expr import bounds
 from laytune.space._facts import LayoutFacts
 from laytune.space._knobs import (
     ORDER_LOGICAL,
     block_knob,
     grid_dims,
     group_knob,
+    knob_names,
     knob_spec,
     parse_reduce_order,
     reduce_axes,
@@ -469,6 +471,32 @@ class UnrollStep(Step):
         return [(rule, f"unroll {value} does not divide {where} {trips} values of {name!r}")]
 
 
+def reads_outside(workload: WorkloadLike) -> bool:
+    """Whether some input is read outside its shape (its zero padding)."""
+    ranges = [(0, a.extent - 1) for a in workload.axes]
+    for buf in workload.buffers:
+        if buf.role != "input":
+            continue
+        for index, extent in zip(buf.indices, buf.shape, strict=True):
+            lo, hi = bounds(index, ranges)
+            if lo < 0 or hi > extent - 1:
+                return True
+    return False
+
+
+class PeelStep(Step):
+    name = "peel"
+    reads = frozenset({"local_stage"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return (False, True) if reads_outside(self.s.workload) else (False,)
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value and state["local_stage"]:
+            return [(None, "local staging reads tiles that hold the zeros: nothing to peel")]
+        return []
+
+
 class PadModeStep(Step):
     name = "pad_mode"
     reads = frozenset({"@padded"})
@@ -496,8 +524,12 @@ def build_steps(
         ReduceOrderStep(setting),
         SplitStep(setting),
         UnrollStep(setting),
+        PeelStep(setting),
         PadModeStep(setting),
     ]
+    names = knob_names(setting.workload)
+    if tuple(step.name for step in steps) != names:  # the table and the steps are one list
+        raise AssertionError(f"knob steps {[s.name for s in steps]} differ from {names}")
     return steps
 
 

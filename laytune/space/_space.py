@@ -39,7 +39,7 @@ from laytune.exceptions import LayoutRejectedError
 from laytune.layout import Layout
 from laytune.ops._reductions import reduction
 from laytune.space._candidate import Candidate, PadValue
-from laytune.space._check import check_candidate, space_setting, usable_staging
+from laytune.space._check import check_candidate, dtype_reasons, space_setting, usable_staging
 from laytune.space._constraints import (
     BankConflicts,
     Constraint,
@@ -189,6 +189,9 @@ class SearchSpace:
         self.workload = workload
         self.device = device
         self.options = options or SpaceOptions()
+        unable = dtype_reasons(workload, device)
+        if unable:
+            raise LayoutRejectedError("; ".join(unable))
         self._layout_rejections: dict[str, list[Any]] = {}
         self._vector_reasons: dict[tuple[int, int], str] = {}
         self._plans = [self._plan(buf) for buf in sorted(workload.buffers, key=lambda b: b.name)]

@@ -7,13 +7,15 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from laytune import layout as L
 from laytune import ops
 from laytune.codegen import GENERIC_DEVICE, lower
 from laytune.exceptions import LayoutRejectedError
 from laytune.space import Candidate, SearchSpace, SpaceOptions, check_candidate, staging_plan
-from tests.codegen.harness import RandomTrial, StagingTrial
+from tests.codegen.harness import RandomTrial, StagingTrial, VectorTrial
 
 # a device with tighter limits than GENERIC_DEVICE: 128 work-items, 4 KiB of local memory
 SMALL_DEVICE = GENERIC_DEVICE.__class__(
@@ -168,3 +170,61 @@ def test_lower_refuses_staging_a_conv_with_the_wrong_block() -> None:
     plain = SearchSpace(no_window, GENERIC_DEVICE).identity()
     with pytest.raises(LayoutRejectedError, match="local_stage True is not one of"):
         lower(no_window, _with(plain, {"local_stage": True, "group.i": 16}))
+
+
+# -- every dtype, every family: the space offers only what lowers ------------------------
+
+_DTYPES = ("float32", "float16")
+
+
+@st.composite
+def _workloads(draw: st.DrawFn) -> ops.Workload:
+    dtype = draw(st.sampled_from(_DTYPES))
+    dims = st.sampled_from((4, 6, 8, 12, 16))
+    kind = draw(
+        st.sampled_from(("copy", "transpose", "relu", "bias", "sum", "pool", "matmul", "conv"))
+    )
+    if kind in ("copy", "transpose", "relu"):
+        shape = (draw(dims), draw(dims))
+        if kind == "copy":
+            return ops.copy(shape, dtype)
+        if kind == "relu":
+            return ops.relu(shape, dtype)
+        return ops.transpose(shape, (1, 0), dtype)
+    if kind == "bias":
+        return ops.bias_add((1, draw(dims), draw(dims), 4), axis=1, dtype=dtype)
+    if kind == "sum":
+        return ops.sum((draw(dims), draw(dims), 4), (1,), dtype)
+    if kind == "pool":
+        return ops.max_pool2d(1, draw(dims), 8, 8, 2, 2, dtype)
+    if kind == "matmul":
+        return ops.matmul(draw(dims), draw(dims), draw(dims), dtype)
+    return ops.conv2d(1, draw(dims), 8, 8, draw(dims), 3, stride=1, padding=1, dtype=dtype)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workload=_workloads(), seed=st.integers(0, 2**20))
+def test_every_dtype_and_family_the_space_suggests_lowers(workload: ops.Workload, seed: int):
+    for device in (GENERIC_DEVICE, SMALL_DEVICE):
+        if workload.dtype == "float16" and not device.supports_fp16:
+            with pytest.raises(LayoutRejectedError, match="needs cl_khr_fp16"):
+                SearchSpace(workload, device)
+            continue
+        space = SearchSpace(workload, device)
+        trial = VectorTrial(seed) if seed % 2 else RandomTrial(seed)
+        _lowers_everything(workload, space, [space.suggest(trial), space.identity()])
+
+
+def test_float16_textures_are_offered_and_lowered() -> None:
+    """The bug this table fixed: Image2DRead accepted float16 and lower refused it."""
+    workload = ops.transpose((8, 16), (1, 0), "float16")
+    space = SearchSpace(workload, GENERIC_DEVICE)
+    textures = [lay for lay in space.layouts("X") if lay.image_rank == 2]
+    assert textures
+    base = space.identity()
+    for layout in textures:
+        candidate = _with(base, layouts={"X": layout})
+        assert space.check(candidate).ok
+        program = lower(workload, candidate, GENERIC_DEVICE)
+        assert "read_imageh(" in program.source
+        assert "write_imageh(" in program.source  # the pack kernel
