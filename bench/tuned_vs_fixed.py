@@ -140,17 +140,13 @@ def cases(quick: bool) -> list[Case]:
             ops.conv2d(1, 32, 28, 28, 32, 3, stride=1, padding=1),
             IMAGE_LAYOUTS,
             weights=("W",),
-            knob_options=_knobs(
-                quick, blocks=(1, 2, 4), groups=(0, 1, 8, 16), unrolls=(1,)
-            ),
+            knob_options=_knobs(quick, blocks=(1, 2, 4), groups=(0, 1, 8, 16), unrolls=(1,)),
         ),
         Case(
             "matmul 256x256x256",
             ops.matmul(256, 256, 256),
             MATRIX_LAYOUTS,
-            knob_options=_knobs(
-                quick, blocks=(1, 4, 8), groups=(0, 1, 4, 8), unrolls=(1, 4, 8)
-            ),
+            knob_options=_knobs(quick, blocks=(1, 4, 8), groups=(0, 1, 4, 8), unrolls=(1, 4, 8)),
             vectors=(1, 4, 8),
         ),
         Case(
@@ -165,9 +161,7 @@ def cases(quick: bool) -> list[Case]:
             "max_pool2d 1x64x112x112, 2x2 stride 2",
             ops.max_pool2d(1, 64, 112, 112, 2, 2),
             IMAGE_LAYOUTS,
-            knob_options=_knobs(
-                quick, blocks=(1, 2, 4), groups=(0, 1, 8, 16), unrolls=(1, 2)
-            ),
+            knob_options=_knobs(quick, blocks=(1, 2, 4), groups=(0, 1, 8, 16), unrolls=(1, 2)),
         ),
     ]
 

@@ -109,7 +109,9 @@ def test_peeling_runs_the_interior_without_tests(env: Env) -> None:
     candidate = _nchw16c(workload, peel=True, split=1, **{"reduce_order": "kh,kw,c"})
     source = _check(env, workload, candidate)
     kernel = source[source.index("_compute(") :]
-    interior = kernel[kernel.index("/* inside every buffer: no tests */") : kernel.index("} else {")]
+    interior = kernel[
+        kernel.index("/* inside every buffer: no tests */") : kernel.index("} else {")
+    ]
     border = kernel[kernel.index("} else {") :]
     assert "?" not in interior and "? X[" in border
     # inside: rows 1 .. 10 and the block's four columns within 1 .. 10 for every kh, kw

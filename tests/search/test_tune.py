@@ -363,7 +363,8 @@ def test_the_speedup_splits_into_the_knobs_and_the_layouts(
     url = f"sqlite:///{tmp_path / 'split.db'}"
     shape = worker.WORKLOAD.buffers[0].shape
     transposed = Candidate.make(
-        {"X": permute(shape, (1, 0)), "Y": identity(shape)}, {**baseline_knobs(worker.WORKLOAD), "block.j": 4}
+        {"X": permute(shape, (1, 0)), "Y": identity(shape)},
+        {**baseline_knobs(worker.WORKLOAD), "block.j": 4},
     )
     # on another device, so that the warm start tries it right after the baseline
     open_database(url).add(Record(worker.WORKLOAD.key, "elsewhere", transposed, "ok", value_s=1e-6))

@@ -137,6 +137,7 @@ def test_identity_is_the_safe_baseline(small_matmul_space, device):
         "reduce_order": "",
         "split": 1,
         "unroll": 1,
+        "peel": False,
         "pad_mode": "guard",
     }
     assert base.knob_map == baseline_knobs(small_matmul_space.workload)
