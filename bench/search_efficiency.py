@@ -82,7 +82,7 @@ def spaces(quick: bool) -> list[Space]:
                 local_families=("identity",),
             ),
             "A, B: identity, transposed, pad_rows(4); C identity; vectors 1, 4; blocks 1, 4; "
-            f"work_group {', '.join(map(str, wg))}; unroll 1, 4; identity tiles when staged",
+            f"work-groups {', '.join(map(str, wg))}; unroll 1, 4; identity tiles when staged",
         ),
         Space(
             "conv2d 1x32x28x28, 32 filters 3x3",

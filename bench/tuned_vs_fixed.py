@@ -15,8 +15,8 @@ For conv2d, matmul, sum and max_pool2d, on ``laytune.runners.default_device()``
    [O/4, I/4, H, W, 4 inputs, 4 outputs], two ``block``s composed); for matmul,
    row-major A, B, C and row-major with B transposed (stored N x K). Each
    gets its best knobs from a sweep: every combination of order (logical, or
-   following an output whose layout is not the identity), vector, per_item,
-   work_group, unroll and staging (off, or ``__local`` tiles in identity or
+   following an output whose layout is not the identity), vectors, register
+   blocks, work-groups, unroll and staging (off, or ``__local`` tiles in identity or
    ``pad_rows(4)`` layouts) over the values listed in the report, kept where
    ``SearchSpace.check`` and ``laytune.codegen.lower`` accept it. The sweep
    measures each valid setting once; the fastest of each layout goes on.

@@ -20,7 +20,7 @@ from matplotlib.text import Text
 from laytune import ops, plots
 from laytune.layout import block, identity, pad_rows, permute, row_xor, swizzle, tile
 from laytune.records import Record, open_database
-from laytune.space import BASELINE_KNOBS, Candidate
+from laytune.space import Candidate, baseline_knobs
 
 pytestmark = pytest.mark.slow  # every figure drawn and measured: seconds each
 
@@ -64,9 +64,10 @@ def _records(workload, rng: np.random.Generator, start: float) -> Iterator[Recor
                     n: identity(s) if first else _choices(s)[rng.integers(len(_choices(s)))]
                     for n, s in shapes.items()
                 }
-                knobs = dict(BASELINE_KNOBS)
+                knobs = baseline_knobs(workload)
                 if not first:
-                    knobs["per_item"] = int(rng.choice([1, 2, 4]))
+                    inner = workload.axes[workload.spatial_axes[-1]].name
+                    knobs[f"block.{inner}"] = int(rng.choice([1, 2, 4]))
                 if workload.name == "matmul" and k == 5 and run == "r1":
                     knobs["local_stage"] = True
                     layouts["A.local"] = identity((16, 16))

@@ -96,7 +96,7 @@ class StagingPlan:
 
     @property
     def outputs(self) -> int:
-        """Output points per work-group: what ``work_group * per_item`` must be."""
+        """Output points per work-group: what its work-items' register blocks cover."""
         return math.prod(self.block[k] for k in self.spatial)
 
     @property
