@@ -21,7 +21,7 @@ from laytune import ops
 from laytune.codegen import lower
 from laytune.layout import identity, permute, texture
 from laytune.records import FrozenEntry, FrozenLayouts, export, export_stem
-from laytune.space import BASELINE_KNOBS, Candidate
+from laytune.space import Candidate, baseline_knobs
 
 HOST = Path(__file__).resolve().parents[1] / "examples" / "opencl_host" / "host.c"
 
@@ -83,7 +83,7 @@ def test_the_c_host_reproduces_the_reference(
     shapes = {b.name: b.shape for b in workload.buffers}
     candidate = Candidate.make(
         {n: layouts[n](s) if n in layouts else identity(s) for n, s in shapes.items()},
-        BASELINE_KNOBS,
+        baseline_knobs(workload),
     )
     program = lower(workload, candidate, device=laytune_device.info)
     entry = FrozenEntry(

@@ -16,11 +16,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from laytune.layout import UNDEF, Layout, Var
-from laytune.layout._expr import simplify, variables
-from laytune.ops._reductions import reduction
-from laytune.ops._statement import BinaryOp, Literal, Load, Negate, Value
-from laytune.ops._workload import Workload
+from laytune.layout import UNDEF, Layout, Var, simplify, variables
+from laytune.ops import BinaryOp, Literal, Load, Negate, Value, Workload, reduction
 
 __all__ = ["PaddedLoop", "neutral_at_padding", "padded_loop"]
 

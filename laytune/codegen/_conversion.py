@@ -41,8 +41,7 @@ from laytune.codegen._emit import (
     pointer,
 )
 from laytune.codegen._source import decompose, indent
-from laytune.layout import Const, Expr, Layout, Var
-from laytune.layout._expr import substitute
+from laytune.layout import Const, Expr, Layout, Var, substitute
 from laytune.space import IMAGE_DTYPES, affine_terms
 
 __all__ = ["ConversionKernel", "pack_kernel", "unpack_kernel"]

@@ -15,8 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laytune.layout import Const, Expr, Layout, Var
-from laytune.layout._expr import bounds, fits_int32, simplify, substitute, to_opencl
+from laytune.layout import (
+    Const,
+    Expr,
+    Layout,
+    Var,
+    bounds,
+    fits_int32,
+    simplify,
+    substitute,
+    to_opencl,
+)
 from laytune.space import IMAGE_DTYPES
 
 __all__ = [

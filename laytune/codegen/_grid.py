@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from laytune.codegen._emit import Scope, c_float
 from laytune.codegen._nest import Nest
 from laytune.codegen._source import decompose, split_index
-from laytune.layout import Condition, Const, Expr, Var
-from laytune.layout._expr import substitute
+from laytune.layout import Condition, Const, Expr, Var, substitute
 
 __all__ = ["GridCode", "emit_grid", "padding_tests"]
 

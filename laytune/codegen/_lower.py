@@ -29,7 +29,7 @@ from laytune.codegen._source import Source, decompose, indent
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF, Layout, Var
-from laytune.ops._workload import BufferDecl, Workload
+from laytune.ops import BufferDecl, Workload
 from laytune.space import Candidate, check_candidate, complete_knobs
 
 __all__ = ["GENERIC_DEVICE", "lower", "lower_conversion"]

@@ -26,7 +26,7 @@ from typing import Any
 from laytune.codegen._analysis import neutral_at_padding, padded_loop
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import Layout
-from laytune.ops._workload import Workload
+from laytune.ops import Workload
 from laytune.space import (
     ORDER_LOGICAL,
     StagingPlan,

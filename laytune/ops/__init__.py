@@ -23,6 +23,7 @@ from laytune.ops._library import (
     sum,
     transpose,
 )
+from laytune.ops._reductions import REDUCTIONS, Reduction, reduction
 from laytune.ops._registry import (
     Parameter,
     WorkloadConstructor,
@@ -47,6 +48,7 @@ from laytune.ops._workload import DTYPES, Axis, BufferDecl, Workload
 
 __all__ = [
     "DTYPES",
+    "REDUCTIONS",
     "Axis",
     "BinaryOp",
     "BufferDecl",
@@ -54,6 +56,7 @@ __all__ = [
     "Load",
     "Negate",
     "Parameter",
+    "Reduction",
     "Statement",
     "StatementError",
     "UnknownWorkloadError",
@@ -74,6 +77,7 @@ __all__ = [
     "parse_key",
     "parse_params",
     "parse_statement",
+    "reduction",
     "register",
     "relu",
     "shape_text",

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laytune.exceptions import LayoutSyntaxError
-from laytune.layout import Layout
-from laytune.layout._json import load_versioned
-from laytune.layout._pack import UNDEF
+from laytune.layout import UNDEF, Layout, load_versioned
 
 __all__ = ["Candidate", "PadValue"]
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF
-from laytune.ops._reductions import reduction
+from laytune.ops import reduction
 from laytune.space._candidate import Candidate
 from laytune.space._constraints import (
     Constraint,

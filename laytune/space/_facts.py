@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from laytune.device_info import DeviceInfo
-from laytune.layout import Layout, Var
-from laytune.layout._expr import variables
+from laytune.layout import Layout, Var, variables
 from laytune.space._constraints import VectorAccess
 from laytune.space._knobs import spatial_axes
 from laytune.space._workload import VECTOR_WIDTHS, BufferLike, WorkloadLike, index_text

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laytune.device_info import DeviceInfo
-from laytune.layout._expr import bounds
+from laytune.layout import bounds
 from laytune.space._facts import LayoutFacts
 from laytune.space._knobs import (
     ORDER_LOGICAL,

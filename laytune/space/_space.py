@@ -37,7 +37,7 @@ from typing import Any
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import Layout
-from laytune.ops._reductions import reduction
+from laytune.ops import reduction
 from laytune.space._candidate import Candidate, PadValue
 from laytune.space._check import check_candidate, dtype_reasons, space_setting, usable_staging
 from laytune.space._constraints import (

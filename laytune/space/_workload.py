@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from laytune.exceptions import LayoutError
 from laytune.layout import Expr
-from laytune.ops._reductions import reduction
+from laytune.ops import reduction
 
 __all__ = [
     "AXIS_KINDS",
@@ -246,7 +246,7 @@ class WorkloadSpec:
 
 
 def _check_vars(expr: Expr, n_axes: int, buffer: str) -> None:
-    from laytune.layout._expr import variables
+    from laytune.layout import variables
 
     for k in variables(expr):
         if k >= n_axes:
@@ -269,7 +269,7 @@ def dtype_bytes(dtype: str) -> int:
 
 def index_text(workload: WorkloadLike, buffer: BufferLike) -> str:
     """A buffer's access in the workload's axis names: ``"[n, c, oh + kh, ow + kw]"``."""
-    from laytune.layout._expr import to_text
+    from laytune.layout import to_text
 
     names = [a.name for a in workload.axes]
     return "[" + ", ".join(to_text(e, names) for e in buffer.indices) + "]"

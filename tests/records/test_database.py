@@ -1,106 +1,29 @@
-"""The records database: one transaction per record, no duplicates, claims,
-queries, the DataFrame, JSON Lines, and clear errors for corrupt input."""
+"""The SQL records database beyond the RecordStore contract (test_store.py):
+the DataFrame, JSON Lines, claim rows, and clear errors for corrupt input,
+bad URLs and newer databases."""
 
 from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from laytune import ops
 from laytune.exceptions import DatabaseError, RecordError
-from laytune.layout import identity, pad_rows, permute
+from laytune.layout import identity, pad_rows
 from laytune.records import FRAME_COLUMNS, Record, open_database
 from laytune.records._database import _records
-from laytune.space import Candidate, baseline_knobs
-
-WORKLOAD = ops.transpose((8, 8), (1, 0))
-DEVICE = "dev0"
-BASE_KNOBS = baseline_knobs(WORKLOAD)
-
-
-def candidate(x: str = "identity", block: int = 1) -> Candidate:
-    layouts = {
-        "identity": identity((8, 8)),
-        "permute": permute((8, 8), (1, 0)),
-        "pad": pad_rows((8, 8), 4),
-    }
-    return Candidate.make(
-        {"X": layouts[x], "Y": identity((8, 8))}, {**BASE_KNOBS, "block.j": block}
-    )
-
-
-def record(c: Candidate, value: float | None, status: str = "ok", **kw: object) -> Record:
-    return Record(
-        WORKLOAD.key,
-        kw.pop("device", DEVICE),
-        c,
-        status,
-        value_s=value,
-        event_times_s=(value,) * 3 if value else (),
-        study="s",
-        **kw,
-    )  # type: ignore[arg-type]
+from laytune.space import Candidate
+from tests.records.samples import BASE_KNOBS, DEVICE, WORKLOAD, candidate, record
 
 
 @pytest.fixture
 def db(tmp_path: Path):
     with open_database(f"sqlite:///{tmp_path / 'r.db'}") as database:
         yield database
-
-
-def test_a_record_round_trips_through_the_database(db) -> None:
-    stored = db.add(record(candidate("pad"), 2e-6, trial=3))
-    assert stored.id == 1
-    back = db.get(stored.id)
-    assert back == stored
-    assert back.candidate.layout("X") == pad_rows((8, 8), 4)
-    assert back.trial == 3 and back.event_times_s == (2e-6,) * 3
-
-
-def test_the_same_candidate_is_never_recorded_twice(db) -> None:
-    first = db.add(record(candidate("permute"), 1e-6))
-    again = db.add(record(candidate("permute"), 5e-6))
-    assert again.id == first.id and again.value_s == 1e-6
-    assert len(db) == 1
-    # on another device it is a different record
-    assert db.add(record(candidate("permute"), 5e-6, device="dev1")).id != first.id
-
-
-def test_best_is_the_fastest_verified_record(db) -> None:
-    db.add(record(candidate("identity"), 4e-6))
-    db.add(record(candidate("permute"), None, status="wrong_result", max_error=3.0))
-    db.add(record(candidate("pad"), 2e-6))
-    db.add(record(candidate("pad", block=2), None, status="build"))
-    best = db.best(WORKLOAD, DEVICE)
-    assert best is not None and best.candidate == candidate("pad")
-    assert db.best_candidate(WORKLOAD.key, DEVICE) == candidate("pad")
-    assert db.best(WORKLOAD, "other-device") is None
-    assert [r.status for r in db.records(status=["build", "wrong_result"])] == [
-        "wrong_result",
-        "build",
-    ]
-    assert db.measured(WORKLOAD, DEVICE) == {
-        candidate("identity").key: 4e-6,
-        candidate("permute").key: None,
-        candidate("pad").key: 2e-6,
-        candidate("pad", block=2).key: None,
-    }
-
-
-def test_best_records_gives_one_per_workload_and_device(db) -> None:
-    db.add(record(candidate("identity"), 4e-6))
-    db.add(record(candidate("pad"), 3e-6))
-    db.add(record(candidate("identity"), 1e-6, device="dev1"))
-    db.add(record(candidate("pad"), 9e-6, device="dev1"))
-    best = {(r.workload_key, r.device_key): r.value_s for r in db.best_records()}
-    assert best == {(WORKLOAD.key, DEVICE): 3e-6, (WORKLOAD.key, "dev1"): 1e-6}
 
 
 def test_dataframe_has_a_column_per_layout_and_knob_and_speedups(db) -> None:
@@ -161,6 +84,45 @@ def test_malformed_records_raise_record_error(mangle, message: str) -> None:
         Record.from_json(data)
 
 
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_nested(100_000), "more than 64 levels deep"),  # json.loads itself would recurse
+        (lambda good: good.replace('"result":{}', '"result":{"x":' + _nested(70) + "}"), "64 lev"),
+        (lambda good: good + " " * (16 << 20), "more than the 16777216"),
+    ],
+)
+def test_record_json_past_the_bounds_is_a_record_error(text, message: str) -> None:
+    good = record(candidate("pad"), 2e-6).dumps()
+    with pytest.raises(RecordError, match=message):
+        Record.from_json(text(good) if callable(text) else text)
+
+
+def test_jsonl_lines_past_the_bounds_are_named_and_nothing_is_imported(db, tmp_path: Path) -> None:
+    good = record(candidate("identity"), 4e-6).dumps()
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(good + "\n" + _nested(5000) + "\n")
+    with pytest.raises(RecordError, match=r"line 2: .*64 levels deep"):
+        db.import_jsonl(deep)
+    long = tmp_path / "long.jsonl"
+    long.write_text(good + "\n\n" + "x" * ((16 << 20) + 10))  # no newline: read in bounds
+    with pytest.raises(RecordError, match="line 3: longer than 16777216 bytes"):
+        db.import_jsonl(long)
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(good.encode() + b"\n\xff\xfe\n")
+    with pytest.raises(RecordError, match="line 2: not UTF-8"):
+        db.import_jsonl(binary)
+    assert len(db) == 0
+    stream = io.StringIO(good + "\n" + "y" * ((16 << 20) + 1))
+    with pytest.raises(RecordError, match="line 2: longer than 16777216 characters"):
+        db.import_jsonl(stream)
+    assert len(db) == 0
+
+
 def test_a_corrupt_row_in_the_database_names_its_id(db) -> None:
     db.add(record(candidate("identity"), 4e-6))
     with db._engine.begin() as conn:
@@ -169,30 +131,14 @@ def test_a_corrupt_row_in_the_database_names_its_id(db) -> None:
         db.records()
 
 
-def test_claims_keep_two_workers_off_one_candidate(db) -> None:
+def test_a_record_drops_its_claim_row_in_its_transaction(db) -> None:
+    """The claims a Database holds are rows; the contract itself is tested
+    over every store in test_store.py."""
     key = candidate("pad").key
     assert db.claim(WORKLOAD.key, DEVICE, key, "hostA:1")
-    assert db.claim(WORKLOAD.key, DEVICE, key, "hostA:1")  # its own claim
-    assert not db.claim(WORKLOAD.key, DEVICE, key, "other-host:2")
-    db.add(record(candidate("pad"), 1e-6))  # the record's transaction drops the claim
+    assert [(c["candidate_key"], c["owner"]) for c in db.claims()] == [(key, "hostA:1")]
+    db.add(record(candidate("pad"), 1e-6))
     assert db.claims() == []
-    assert not db.claim(WORKLOAD.key, DEVICE, key, "other-host:2")  # recorded already
-
-
-def test_a_dead_process_claim_is_taken_over(db) -> None:
-    import socket
-
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    owner = f"{socket.gethostname()}:{dead.stdout.strip()}"
-    key = candidate("permute").key
-    assert db.claim(WORKLOAD.key, DEVICE, key, owner)
-    assert db.claim(WORKLOAD.key, DEVICE, key, "me:1")
-    assert db.claims()[0]["owner"] == "me:1"
 
 
 def test_bad_urls_and_newer_databases_give_clear_errors(tmp_path: Path) -> None:
@@ -292,6 +238,7 @@ def test_reading_a_database_that_does_not_exist_creates_nothing(tmp_path: Path) 
     assert isinstance(info.value, NotFoundError) and isinstance(info.value, LookupError)
 
 
+@pytest.mark.xdist_group("postgres")  # one server per test run
 def test_reading_a_postgresql_database_without_records_creates_nothing(postgres_url: str) -> None:
     from laytune.exceptions import DatabaseNotFoundError
 

@@ -17,7 +17,7 @@ from laytune.exceptions import FrozenFileError
 from laytune.layout import permute
 from laytune.records import FrozenEntry, FrozenLayouts, export, export_stem
 from laytune.records._export import REFERENCE_SEED
-from laytune.space import BASELINE_KNOBS, Candidate
+from laytune.space import Candidate, baseline_knobs
 
 DEVICE_KEY, DEVICE_NAME = "0123456789abcdef", "Some device (Some platform)"
 
@@ -28,7 +28,9 @@ def entry(workload, candidate: Candidate | None = None) -> FrozenEntry:
     if candidate is None:
         from laytune.layout import identity
 
-        candidate = Candidate.make({n: identity(s) for n, s in shapes.items()}, BASELINE_KNOBS)
+        candidate = Candidate.make(
+            {n: identity(s) for n, s in shapes.items()}, baseline_knobs(workload)
+        )
     return FrozenEntry(
         workload.key, DEVICE_KEY, DEVICE_NAME, candidate, lower(workload, candidate), 1e-5, 2.0, 7
     )
@@ -87,7 +89,8 @@ def test_reference_data_is_the_workloads_inputs_and_numpy_reference(tmp_path: Pa
 def test_the_c_header_lists_buffers_and_launches_in_order(tmp_path: Path) -> None:
     shape = TRANSPOSE.buffer("X").shape
     transposed = Candidate.make(
-        {"X": permute(shape, (1, 0)), "Y": entry(TRANSPOSE).candidate.layout("Y")}, BASELINE_KNOBS
+        {"X": permute(shape, (1, 0)), "Y": entry(TRANSPOSE).candidate.layout("Y")},
+        baseline_knobs(TRANSPOSE),
     )
     frozen = entry(TRANSPOSE, transposed)
     export(FrozenLayouts([frozen]), tmp_path)

@@ -1,0 +1,203 @@
+"""The operand side of the compute kernel: loads, stores and the index tests
+that guard them.
+
+Every load and store goes through its buffer's layout
+(:class:`~laytune.codegen._emit.BufferAccess`); an index that can leave the
+buffer's logical shape reads zero there (convolution padding, the tail of an
+overshooting block) and a store there is skipped, unless the loop runs over
+padding on purpose. An element the register block reads is loaded once per
+reduce step: ``vloadN`` along the vector axis, a scalar broadcast otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of, paren
+from laytune.codegen._grid import GridCode
+from laytune.codegen._nest import Nest, access_width
+from laytune.codegen._stage import tile_index
+from laytune.layout import Expr, Var, bounds, substitute
+from laytune.ops import BinaryOp, Literal, Load, Negate, Value
+
+__all__ = [
+    "IndexTest",
+    "Writer",
+    "buffer_accesses",
+    "guarded",
+    "index_tests",
+    "inside",
+    "load_text",
+    "point_values",
+    "store_text",
+    "value_text",
+    "widen",
+]
+
+
+@dataclass
+class Writer:
+    """What the walk shares: the nest, the kernel's variables, the buffer
+    accesses, the prologue's values. Only ``scope`` grows during the walk."""
+
+    nest: Nest
+    scope: Scope
+    accesses: dict[str, BufferAccess]
+    tiles: dict[str, BufferAccess]
+    grid: GridCode
+
+    @property
+    def ctype(self) -> str:
+        return ctype_of(self.nest.workload.dtype)
+
+    def vtype(self, width: int) -> str:
+        return f"{self.ctype}{width}" if width > 1 else self.ctype
+
+
+def buffer_accesses(nest: Nest) -> dict[str, BufferAccess]:
+    out = {}
+    for d in nest.workload.buffers:
+        layout = nest.layouts[d.name]
+        shape = None
+        if d.name in nest.grown:
+            grown = list(layout.shape)
+            for dim, extent in nest.grown[d.name].items():
+                grown[dim] = extent
+            shape = tuple(grown)
+        out[d.name] = BufferAccess(d.name, d.name, layout, d.dtype, nest.memory[d.name], shape)
+    return out
+
+
+# -- values at one point of the register block ----------------------------------
+
+
+def point_values(
+    w: Writer, offsets: Sequence[int], reduce_values: Mapping[int, Expr]
+) -> list[Expr]:
+    """The value of every workload axis at the block's point ``offsets``."""
+    out: list[Expr] = []
+    for k, axis in enumerate(w.nest.workload.axes):
+        if axis.kind == "spatial":
+            out.append(w.grid.base[k] + offsets[k])
+        else:
+            out.append(reduce_values.get(k, Var(k)))
+    return out
+
+
+@dataclass(frozen=True)
+class IndexTest:
+    """``expr >= 0`` (``lower``) or ``expr < bound``: an index inside its extent."""
+
+    expr: Expr
+    lower: bool
+    bound: int = 0
+
+    def c(self, scope: Scope) -> str:
+        text = paren(scope.c(self.expr))
+        return f"{text} >= 0" if self.lower else f"{text} < {self.bound}"
+
+
+def index_tests(scope: Scope, e: Expr, extent: int) -> list[IndexTest]:
+    lo, hi = scope.bounds(e)
+    tests = []
+    if lo < 0:
+        tests.append(IndexTest(e, True))
+    if hi > extent - 1:
+        tests.append(IndexTest(e, False, extent))
+    return tests
+
+
+def load_text(
+    w: Writer, name: str, values: list[Expr], offsets: Sequence[int]
+) -> tuple[str, list[IndexTest], int]:
+    """The load of ``name`` at one point of the block (unguarded), the tests
+    under which it reads inside the buffer (outside, the statement reads
+    zero), and its vector width."""
+    nest, scope = w.nest, w.scope
+    decl = nest.workload.buffer(name)
+    width = access_width(nest, name)
+    if name in w.tiles:
+        plan = nest.staging
+        assert plan is not None
+        staged = next(s for s in plan.inputs if s.buffer == name)
+        index = tile_index(nest, w.grid, staged, offsets)
+        return w.tiles[name].load(index, scope, width), [], width
+    idx = [scope.simplify(substitute(e, values)) for e in decl.indices]
+    access = w.accesses[name]
+    text = access.load(idx, scope, width)
+    grown = nest.grown.get(name, {})
+    ranges = nest.workload.ranges
+    tests: list[IndexTest] = []
+    overshoot: list[IndexTest] = []
+    for d, (e, logical, extent) in enumerate(zip(idx, decl.indices, decl.shape, strict=True)):
+        if d in grown:
+            continue  # runs into padding on purpose
+        logical_lo, logical_hi = bounds(logical, ranges)
+        if logical_lo < 0 or logical_hi > extent - 1:
+            tests += index_tests(scope, e, extent)  # the statement reads zero there
+        else:
+            overshoot += index_tests(scope, e, extent)  # an overshooting block's points
+    if overshoot and not inside(access, idx, scope):
+        tests += overshoot  # their reads would leave the buffer's memory
+    return text, tests, width
+
+
+def guarded(w: Writer, text: str, tests: Sequence[IndexTest], width: int, dtype: str) -> str:
+    if not tests:
+        return text
+    zero = c_float(0.0, dtype)
+    if width > 1:
+        zero = f"({w.vtype(width)})({zero})"
+    return f"({' && '.join(t.c(w.scope) for t in tests)}) ? {text} : {zero}"
+
+
+def inside(access: BufferAccess, idx: Sequence[Expr], scope: Scope) -> bool:
+    """Whether every element read at ``idx`` lies in the buffer's physical
+    memory (padding included), whatever values the indices take."""
+    if access.memory != "global":
+        return False
+    lo, hi = scope.bounds(access.flat_offset(idx))
+    return lo >= 0 and hi <= access.layout.physical_size - 1
+
+
+def value_text(w: Writer, v: Value, names: Mapping[str, tuple[str, int]]) -> tuple[str, int]:
+    """C text of ``v`` and its vector width."""
+    if isinstance(v, Load):
+        return names[v.buffer]
+    if isinstance(v, Literal):
+        return c_float(v.value, w.nest.workload.dtype), 1
+    if isinstance(v, Negate):
+        text, width = value_text(w, v.operand, names)
+        return f"-({text})", width
+    assert isinstance(v, BinaryOp)
+    a, aw = value_text(w, v.lhs, names)
+    b, bw = value_text(w, v.rhs, names)
+    if v.op in ("max", "min"):
+        fn = "fmax" if v.op == "max" else "fmin"
+        if bw > aw:  # fmax(gentype, scalar) exists, fmax(scalar, gentype) does not
+            a, b = b, a
+        return f"{fn}({a}, {b})", max(aw, bw)
+    return f"({a} {v.op} {b})", max(aw, bw)
+
+
+def widen(w: Writer, text: str, width: int, to: int) -> str:
+    return text if width == to else f"({w.vtype(to)})({text})"
+
+
+def store_text(w: Writer, values: list[Expr], value: str, width: int) -> str:
+    """The store of one point's value, tested where the block overshoots."""
+    scope = w.scope
+    out = w.nest.workload.output
+    idx = [scope.simplify(substitute(e, values)) for e in out.indices]
+    store = w.accesses[out.name].store(idx, value, scope, width)
+    tests = []
+    for e, extent in zip(idx, out.shape, strict=True):
+        if scope.bounds(e)[1] > extent - 1:
+            tests.append(f"{paren(scope.c(e))} < {extent}")
+    if tests:
+        return f"if ({' && '.join(tests)}) {store}"
+    return store
+
+
+# -- reduce loops -------------------------------------------------------------
