@@ -23,6 +23,7 @@ from laytune.codegen._loads import (
     IndexTest,
     Writer,
     buffer_accesses,
+    guarded_load,
     load_text,
     point_values,
     store_text,
@@ -66,7 +67,7 @@ def _body(
             if found is not None:
                 found += tests
             if guarded:
-                text = guarded(w, text, tests, width, workload.buffer(load.buffer).dtype)
+                text = guarded_load(w, text, tests, width, workload.buffer(load.buffer).dtype)
             key = (load.buffer, text)
             if key not in loaded:
                 count = sum(1 for k in loaded if k[0] == load.buffer)

@@ -25,7 +25,7 @@ __all__ = [
     "IndexTest",
     "Writer",
     "buffer_accesses",
-    "guarded",
+    "guarded_load",
     "index_tests",
     "inside",
     "load_text",
@@ -143,7 +143,7 @@ def load_text(
     return text, tests, width
 
 
-def guarded(w: Writer, text: str, tests: Sequence[IndexTest], width: int, dtype: str) -> str:
+def guarded_load(w: Writer, text: str, tests: Sequence[IndexTest], width: int, dtype: str) -> str:
     if not tests:
         return text
     zero = c_float(0.0, dtype)
