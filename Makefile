@@ -35,11 +35,23 @@ lint: $(STAMP)
 	$(BIN)/ruff check laytune tests bench
 	$(BIN)/ruff format --check laytune tests bench
 
-# Peers for the side-by-side figures: Kernel Tuner from PyPI; CLBlast through
-# pyclblast, which builds against Debian's libclblast-dev (skipped without it).
+# Peers for the side-by-side figures: Kernel Tuner, ONNX Runtime and onnx (the
+# bench extra); CLBlast through pyclblast, which builds against Debian's
+# libclblast-dev, installed with apt-get when it is missing and apt-get is there.
+# Without CLBlast the benchmarks skip its rows and say so.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	-$(BIN)/python -m pip install --quiet 'pyclblast>=1.4'
+	@if ! $(BIN)/python -c 'import pyclblast' 2>/dev/null; then \
+	  if [ ! -e /usr/include/clblast.h ] && command -v apt-get >/dev/null 2>&1; then \
+	    sudo=""; \
+	    if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo="sudo"; fi; \
+	    $$sudo apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq libclblast-dev >/dev/null || \
+	      echo "warning: libclblast-dev did not install; the CLBlast rows will be skipped" >&2; \
+	  fi; \
+	  $(BIN)/python -m pip install --quiet 'pyclblast>=1.4' || \
+	    echo "warning: pyclblast did not install; the CLBlast rows will be skipped" >&2; \
+	fi
 	$(BIN)/python -m bench
 
 clean:

@@ -1,47 +1,72 @@
-"""laytune's generated kernels side by side with CLBlast and numpy, on one device.
+"""laytune's tuned kernels side by side with CLBlast, numpy and ONNX Runtime, on one device.
 
-    python -m bench.peers [--repeats N] [--sizes 512 1024] [--random K] [--out FILE]
+    python -m bench.peers [--quick] [--trials N] [--timeout S] [--repeats N] [--db URL]
+                          [--only transpose matmul conv2d] [--match TEXT] [--fma-units N]
+                          [--clock-ghz F] [--simd-lanes N] [--compute-units N] [--out FILE]
 
 The device is ``laytune.runners.default_device()`` (``LAYTUNE_DEVICE`` picks
 another). In one run:
 
 - Transpose of a 4096 x 4096 float32 matrix: laytune's generated pack kernel
-  for the layout ``lambda i, j: [j, i]`` (``lower_conversion``, as
-  ``bench.conversions`` measures it), CLBlast's transpose (``omatcopy``,
-  reached through the CLBlast library that pyclblast loads, because pyclblast
-  does not wrap it), and the float4 copy of ``bench.conversions`` over the
-  same bytes as the bandwidth ceiling. GB/s counts the bytes read plus the
-  bytes written.
-- Matmul ``C = A @ B`` in float32 at each size: laytune's best of a handful
-  of candidates of ``SearchSpace(ops.matmul(n, n, n), device)`` (fixed
-  profiles resolved through the space, plus ``--random`` draws), measured by
-  ``laytune.runners.Runner`` with operands already in their layouts, the
-  identity candidate for reference, CLBlast's sgemm, and numpy on the host.
+  for ``lambda i, j: [j, i]``, CLBlast's ``omatcopy`` (through the CLBlast
+  library that pyclblast loads; pyclblast does not wrap it) and the float4
+  copy of ``bench.conversions`` over the same bytes as the bandwidth ceiling.
+  GB/s counts the bytes read plus the bytes written.
+- Matmul ``C = A @ B`` float32 at 512, 1024, 2048 and a skinny M x N x K =
+  64 x 4096 x 1024: laytune, CLBlast's sgemm (pyclblast, on the same OpenCL
+  device) and numpy (its BLAS, on the host).
+- conv2d float32, NCHW input, OIHW weights, 3x3, stride 1, zero padding 1:
+  (1,32,56,56) x 32 filters, (1,64,56,56) x 64, (1,128,28,28) x 128: laytune,
+  ONNX Runtime's CPU conv (a one-node model built here; weights are an
+  initializer, so ONNX Runtime may prepack them when the session is made)
+  and im2col + numpy.
+
+Each laytune figure is the result of ``laytune.tune`` on the workload (from an
+empty records database per workload in a temporary folder, so no row warm-starts
+from another; ``--db`` tunes into one database instead, and resumes what it
+holds) with the trial budget, the timeout and the wall time the tuning took
+stated beside it. The best record's program is then measured again by
+``laytune.runners.Runner`` under ``MeasureConfig(measure_conversions=True)``,
+in the same session as the peers' rows of that workload, and shown twice:
+
+- kernel: the compute launches, the buffers already in the candidate's layouts;
+- end-to-end: the kernel plus every per-call conversion as the runner times
+  it on its own (the pack of each input from the caller's logical layout, the
+  unpack of the output to it). The weights of a conv2d are a constant: packed
+  once (like ONNX Runtime's prepacked weights), so their pack is stated beside
+  the row and not added per call. The peers' times are end-to-end by nature
+  (row-major or NCHW buffers in and out).
 
 Every time is a median over ``--repeats`` after warm-up. The wall clock is a
-blocking call (enqueue, then ``queue.finish()``) timed with
-``time.perf_counter``; it is the only clock for CLBlast's sgemm (its event
-covers only one of the kernels it may launch) and for numpy, and it is given
-for every row so that rows compare. Event times are OpenCL profiling events
-of the kernel that does the whole job. Results are checked (the transposes
-exactly, matmuls against numpy) before their times are shown.
+blocking call timed with ``time.perf_counter`` (enqueue, then
+``queue.finish()``); event times are OpenCL profiling events of the kernels.
+Rates and fractions of peak come from wall times, the end-to-end time for
+laytune. Every result is checked before its time counts: matmuls by the
+largest error relative to the largest element of a float64 reference
+product, convolutions against a float64 reference convolution, laytune's by
+the runner's own verification against the workload's numpy reference.
 
-Without pyclblast (``pip install pyclblast``, which builds against Debian's
-``libclblast-dev``) the CLBlast rows say so and the rest runs. The table is
-printed and written to ``bench/results/peers.md``.
+The peak is ``compute units x SIMD lanes x 2 (FMA) x FMA units per core x
+clock`` (``bench._peak``), read from the OpenCL device where it reports the
+factor and overridden by the flags; the report states the product and the
+source of every factor.
+
+Without pyclblast (``pip install pyclblast``, built against Debian's
+``libclblast-dev``) or ONNX Runtime (the ``bench`` extra) their rows say so
+and the rest runs. The tables are printed and written to
+``bench/results/peers.md``. ``--quick`` is for development: matmul 512 and
+the first conv2d only, small budgets, few repeats.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
-import datetime
-import importlib.metadata
+import os
 import statistics
+import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,50 +74,57 @@ from typing import Any
 import numpy as np
 
 import laytune
+from bench import _report
+from bench._clblast import CLBlast
+from bench._convolution import OnnxRuntimeConv, im2col_conv, reference_conv
+from bench._peak import DEFAULT_FMA_UNITS, Peak, read_peak
 from bench.conversions import _COPY
 from laytune import layout as L
 from laytune import ops
-from laytune.codegen import lower, lower_conversion
-from laytune.exceptions import LayoutRejectedError
-from laytune.runners import Builder, Device, MeasureConfig, RunInput, Runner, default_device
-from laytune.space import Candidate, SearchSpace
-
-RESULTS = Path(__file__).resolve().parent / "results" / "peers.md"
-TRANSPOSE = 4096
-SIZES = (512, 1024)
-
-# Candidates tried at every matmul size, as choices of SearchSpace.suggest:
-# a parameter missing from a profile takes the baseline value (identity
-# layouts, baseline knobs) when the space allows it there, else its first choice.
-PROFILES: tuple[Mapping[str, Any], ...] = (
-    {
-        "layout:A": "block(axis=0, factor=6)",
-        "layout:B": "panel(axis=1, factor=16)",
-        "vector_axis": "j",
-        "vector": 16,
-        "block.i": 6,
-        "block.j": 16,
-    },
-    {
-        "layout:A": "block(axis=0, factor=4)",
-        "layout:B": "panel(axis=1, factor=16)",
-        "vector_axis": "j",
-        "vector": 16,
-        "block.i": 4,
-        "block.j": 16,
-    },
-    {"vector_axis": "j", "vector": 16, "block.i": 6, "block.j": 16},
-    {"vector_axis": "j", "vector": 8, "block.i": 8, "block.j": 8},
-    {
-        "local_stage": True,
-        "vector_axis": "j",
-        "vector": 4,
-        "block.j": 4,
-        "block.i": 4,
-        "layout:A.local": "pad_rows(pad=4)",
-        "layout:B.local": "pad_rows(pad=4)",
-    },
+from laytune.codegen import lower_conversion
+from laytune.records import Record, open_database
+from laytune.runners import (
+    Builder,
+    ConversionTiming,
+    Device,
+    MeasureConfig,
+    RunInput,
+    Runner,
+    RunResult,
+    default_device,
 )
+from laytune.search import TuneResult, standard_candidates
+from laytune.space import Candidate, SearchSpace, is_default
+
+RESULT_NAME = "peers.md"
+TRANSPOSE = 4096
+#: (M, N, K) of ``C[M, N] = A[M, K] @ B[K, N]``
+MATMULS: tuple[tuple[int, int, int], ...] = (
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (64, 4096, 1024),
+)
+#: (batch, channels, height, width, filters), all 3x3, stride 1, padding 1
+CONVS: tuple[tuple[int, int, int, int, int], ...] = (
+    (1, 32, 56, 56, 32),
+    (1, 64, 56, 56, 64),
+    (1, 128, 28, 28, 128),
+)
+KERNEL, PADDING = 3, 1
+
+#: Tuning budget per workload: at most this many trials, no new batch after
+#: this many seconds (the batch in flight and the layout reference still run),
+#: so that a workload takes under five minutes.
+TRIALS, TIMEOUT_S, REPEATS = 64, 240.0, 9
+QUICK_TRIALS, QUICK_TIMEOUT_S, QUICK_REPEATS = 12, 60.0, 5
+
+#: Buffers that are constants of an operator: converted once, not per call.
+CONSTANTS: dict[str, frozenset[str]] = {"conv2d": frozenset({"W"})}
+
+#: A peer's float32 result passes when its largest error is at most this
+#: fraction of the largest element of the float64 reference.
+RELATIVE_TOLERANCE = 1e-4
 
 
 # -- timing -------------------------------------------------------------------------
@@ -100,8 +132,8 @@ PROFILES: tuple[Mapping[str, Any], ...] = (
 
 @dataclass(frozen=True)
 class Timing:
-    """Medians of one implementation: event (None where no single event
-    covers the work) and wall clock, in seconds."""
+    """Medians of one implementation, in seconds: event (None where no set of
+    profiling events covers the work) and wall clock."""
 
     event_s: float | None
     wall_s: float
@@ -133,123 +165,66 @@ def measure(
     return Timing(statistics.median(durations) if events else None, statistics.median(walls))
 
 
-# -- CLBlast ---------------------------------------------------------------------------
-
-_ROW_MAJOR, _TRANSPOSE = 101, 112  # CLBlastLayoutRowMajor, CLBlastTransposeYes
-
-
-class CLBlast:
-    """What this benchmark uses of CLBlast: pyclblast's sgemm, and ``omatcopy``
-    from the library pyclblast links (pyclblast has no wrapper for it).
-
-    ``missing`` says why CLBlast cannot be used (None when it can);
-    ``omatcopy_missing`` likewise for the transpose alone.
-    """
-
-    def __init__(self) -> None:
-        self.missing: str | None = None
-        self.omatcopy_missing: str | None = None
-        self.version = "not installed"
-        self.library = ""
-        try:
-            import pyclblast
-        except ImportError as err:
-            self.missing = (
-                f"pyclblast is not importable ({err}); pip install pyclblast "
-                f"(needs CLBlast's headers and library: Debian's libclblast-dev)"
-            )
-            self.omatcopy_missing = self.missing
-            return
-        self.pyclblast = pyclblast
-        self.version = importlib.metadata.version("pyclblast")
-        name = ctypes.util.find_library("clblast")
-        if name is None:
-            self.omatcopy_missing = "the CLBlast shared library is not on the loader's path"
-            return
-        self.library = name
-        try:
-            somatcopy = ctypes.CDLL(name).CLBlastSomatcopy
-        except (OSError, AttributeError) as err:
-            self.omatcopy_missing = f"{name} has no usable CLBlastSomatcopy: {err}"
-            return
-        size, ptr = ctypes.c_size_t, ctypes.c_void_p
-        somatcopy.restype = ctypes.c_int
-        somatcopy.argtypes = [
-            ctypes.c_int,  # layout
-            ctypes.c_int,  # a_transpose
-            size,  # m
-            size,  # n
-            ctypes.c_float,  # alpha
-            ptr,  # a_buffer
-            size,  # a_offset
-            size,  # a_ld
-            ptr,  # b_buffer
-            size,  # b_offset
-            size,  # b_ld
-            ctypes.POINTER(ptr),  # queue
-            ctypes.POINTER(ptr),  # event
-        ]
-        self._somatcopy = somatcopy
-
-    @property
-    def skipped(self) -> str:
-        """What is left out and why; empty when nothing is."""
-        if self.missing:
-            return f"CLBlast rows skipped: {self.missing}"
-        if self.omatcopy_missing:
-            return f"CLBlast omatcopy skipped: {self.omatcopy_missing}"
-        return ""
-
-    def transpose(self, queue: Any, src: Any, dst: Any, rows: int, cols: int) -> Any:
-        """``dst = src.T`` for a row-major rows x cols float32 buffer; the event."""
-        import pyopencl as cl
-
-        handle, event = ctypes.c_void_p(queue.int_ptr), ctypes.c_void_p()
-        status = self._somatcopy(
-            _ROW_MAJOR,
-            _TRANSPOSE,
-            rows,
-            cols,
-            1.0,
-            src.int_ptr,
-            0,
-            cols,
-            dst.int_ptr,
-            0,
-            rows,
-            ctypes.byref(handle),
-            ctypes.byref(event),
-        )
-        if status != 0:
-            raise RuntimeError(f"CLBlastSomatcopy returned status {status}")
-        return cl.Event.from_int_ptr(event.value, retain=False)  # released with the object
-
-    def sgemm(self, queue: Any, a: Any, b: Any, c: Any) -> Any:
-        n, k = a.shape
-        m = b.shape[1]
-        return self.pyclblast.gemm(queue, n, m, k, a, b, c, a_ld=k, b_ld=m, c_ld=m)
+def relative_error(result: np.ndarray, reference: np.ndarray) -> float:
+    """The largest absolute error over the largest absolute reference element."""
+    scale = float(np.abs(reference).max()) or 1.0
+    return float(np.abs(result.astype(np.float64) - reference).max()) / scale
 
 
-# -- the table --------------------------------------------------------------------
+# -- the tables -----------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
+class Case:
+    """One workload of the compute table and its flop count (a multiply-add is two)."""
+
+    label: str
+    workload: Any
+    flops: int
+
+
+def matmul_case(m: int, n: int, k: int) -> Case:
+    label = f"matmul {m}" if m == n == k else f"matmul {m} x {n} x {k} (M x N x K)"
+    workload = ops.matmul(m, n, k)
+    return Case(label, workload, workload.flops)
+
+
+def conv_case(batch: int, channels: int, height: int, width: int, filters: int) -> Case:
+    workload = ops.conv2d(batch, channels, height, width, filters, KERNEL, padding=PADDING)
+    label = f"conv2d ({batch},{channels},{height},{width}) x {filters}"
+    return Case(label, workload, workload.flops)
+
+
+@dataclass(frozen=True)
 class Row:
+    """One implementation of one case: its times (None when it has none), its
+    rate (GFLOP/s or GB/s) and fraction of peak as text, and a note."""
+
     case: str
     implementation: str
     timing: Timing | None
-    rate: str = ""
+    rate: str = "-"
+    fraction: str = "-"
     note: str = ""
+
+    def cells(self) -> list[str]:
+        event = _ms(self.timing.event_s) if self.timing else "-"
+        wall = _ms(self.timing.wall_s) if self.timing else "-"
+        return [self.case, self.implementation, event, wall, self.rate, self.fraction, self.note]
+
+
+def compute_row(
+    case: Case, implementation: str, timing: Timing | None, peak: Peak, note: str = ""
+) -> Row:
+    """A row whose rate and fraction of peak come from the wall time."""
+    if timing is None:
+        return Row(case.label, implementation, None, note=note)
+    rate = case.flops / timing.wall_s
+    return Row(case.label, implementation, timing, f"{rate / 1e9:.1f}", peak.fraction(rate), note)
 
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 # -- transpose ----------------------------------------------------------------------
@@ -271,18 +246,17 @@ def transpose_rows(
     def gbs(timing: Timing) -> str:
         return f"{2 * nbytes / timing.wall_s / 1e9:.1f}"
 
-    def checked(what: str) -> None:
+    def transposed(what: str) -> bool:
         out = np.empty_like(host)
         cl.enqueue_copy(queue, out, dst)
-        if not np.array_equal(out, expected):
-            raise SystemExit(f"{what} did not transpose the matrix")
         cl.enqueue_fill_buffer(queue, dst, np.float32(0), 0, nbytes).wait()
+        return bool(np.array_equal(out, expected))
 
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         copies = cl.Program(context, _COPY).build()
-    best: Row | None = None
+    best: tuple[Timing, str] | None = None
     for kernel, items in ((copies.copy4, size * size // 4), (copies.copy4x16, size * size // 64)):
         timing = measure(
             lambda kernel=kernel, items=items: kernel(queue, (items,), None, src, dst),
@@ -290,11 +264,11 @@ def transpose_rows(
             warmup=1,
             repeats=repeats,
         )
-        if best is None or best.timing is None or timing.wall_s < best.timing.wall_s:
-            best = Row(case, f"float4 copy ({kernel.function_name})", timing, gbs(timing))
+        if best is None or timing.wall_s < best[0].wall_s:
+            best = (timing, f"float4 copy ({kernel.function_name})")
     assert best is not None
-    best.note = "the bandwidth ceiling: same bytes, no reordering"
-    rows.append(best)
+    note = "the bandwidth ceiling: same bytes, no reordering"
+    rows.append(Row(case, best[1], best[0], gbs(best[0]), note=note))
 
     layout = L.permute((size, size), (1, 0))
     program = lower_conversion("X", layout)
@@ -308,113 +282,228 @@ def transpose_rows(
         warmup=1,
         repeats=repeats,
     )
-    checked("laytune's pack kernel")
-    rows.append(Row(case, "laytune pack (generated)", timing, gbs(timing), f"`{layout.index_map}`"))
+    if transposed("laytune's pack kernel"):
+        note = f"`{layout.index_map}`"
+        rows.append(Row(case, "laytune pack (generated)", timing, gbs(timing), note=note))
+    else:
+        rows.append(Row(case, "laytune pack (generated)", None, note="wrong result: not counted"))
 
     if blas.omatcopy_missing is not None:
-        rows.append(Row(case, "CLBlast omatcopy", None, note="skipped: see above"))
-    else:
-        timing = measure(
-            lambda: blas.transpose(queue, src, dst, size, size), queue, warmup=2, repeats=repeats
-        )
-        checked("CLBlast's omatcopy")
+        rows.append(Row(case, "CLBlast omatcopy", None, note=f"skipped: {blas.omatcopy_missing}"))
+        return rows
+    timing = measure(
+        lambda: blas.transpose(queue, src, dst, size, size), queue, warmup=2, repeats=repeats
+    )
+    if transposed("CLBlast's omatcopy"):
         note = "CLBlastSomatcopy through the C API (pyclblast does not wrap it)"
-        rows.append(Row(case, "CLBlast omatcopy", timing, gbs(timing), note))
+        rows.append(Row(case, "CLBlast omatcopy", timing, gbs(timing), note=note))
+    else:
+        rows.append(Row(case, "CLBlast omatcopy", None, note="wrong result: not counted"))
     return rows
 
 
-# -- matmul ---------------------------------------------------------------------------
+# -- laytune --------------------------------------------------------------------------
 
 
-class _Preferred:
-    """A stand-in for an optuna trial that answers each choice from a profile."""
+@dataclass(frozen=True)
+class Budget:
+    """What each ``laytune.tune`` call may spend."""
 
-    def __init__(self, profile: Mapping[str, Any]) -> None:
-        self.profile = dict(profile)
+    trials: int
+    timeout_s: float
 
-    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
-        base = name.split("|")[0]
-        wanted = self.profile.get(base, "identity()" if base.startswith("layout:") else None)
-        return wanted if wanted in choices else choices[0]
-
-
-def matmul_candidates(space: SearchSpace, extra: int, seed: int) -> list[Candidate]:
-    """The identity first, then the profiles, then ``extra`` random draws; no repeats."""
-    found = [space.identity(), *(space.suggest(_Preferred(p)) for p in PROFILES)]
-    if extra:
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
-        found += [space.suggest(study.ask()) for _ in range(extra)]
-    return list({c.key: c for c in found}.values())
+    def text(self) -> str:
+        return f"{self.trials} trials or {self.timeout_s:.0f} s"
 
 
-def laytune_matmul(
-    device: Device, builder: Builder, n: int, repeats: int, extra: int
-) -> tuple[list[Row], str]:
-    """Rows for the best candidate and the identity, and a note on the best."""
-    workload = ops.matmul(n, n, n)
-    space = SearchSpace(workload, device.info)
-    programs, kept, refused = [], [], 0
-    candidates = matmul_candidates(space, extra, seed=n)
-    identity_key = candidates[0].key
-    for candidate in candidates:
-        try:
-            programs.append(lower(workload, candidate, device=device.info))
-        except LayoutRejectedError:
-            refused += 1
-            continue
-        kept.append(candidate)
-    config = MeasureConfig(warmup=1, repeats=repeats, measure_conversions=False, time_limit_s=120)
+@dataclass(frozen=True)
+class Search:
+    """What one tuning job found: the tune result and its wall time, the
+    records of the standard starts it measured, the best record of the
+    candidates its sampler proposed, and where the best record came from."""
+
+    case: Case
+    result: TuneResult
+    seconds: float
+    budget: Budget
+    starts: tuple[Record, ...]
+    best_sampled: Record | None
+    best_from: str
+
+
+def _brief(candidate: Candidate) -> str:
+    """The candidate's non-identity layouts and non-default knobs."""
+    parts = [
+        f"{name}: `{layout.index_map}`"
+        for name, layout in candidate.layouts
+        if layout.describe() != "identity()"
+    ]
+    parts += [f"{k}={v}" for k, v in candidate.knobs if not is_default(k, v)]
+    return "; ".join(parts) or "identity layouts, default knobs"
+
+
+def tune_case(case: Case, device: Device, budget: Budget, database: str) -> Search:
+    """``laytune.tune`` on ``case``, and what its standard starts and its
+    sampler measured."""
+    started = time.perf_counter()
+    result = laytune.tune(
+        case.workload,
+        device,
+        trials=budget.trials,
+        timeout=budget.timeout_s,
+        database=database,
+        progress=False,
+    )
+    seconds = time.perf_counter() - started
+    db = open_database(database)
+    try:
+        space = SearchSpace(case.workload, device.info)
+        start_keys = [c.key for c in standard_candidates(space, budget.trials // 4)]
+        recorded = {r.candidate.key: r for r in db.records(study=result.study_name)}
+        starts = tuple(recorded[k] for k in start_keys if k in recorded)
+        forced = {*start_keys, space.identity().key}
+        if result.reference is not None:
+            forced.add(result.reference.candidate.key)
+        sampled = [r for r in recorded.values() if r.ok and r.candidate.key not in forced]
+    finally:
+        db.close()
+    best_sampled = min(sampled, key=lambda r: r.value_s or float("inf"), default=None)
+    best = None if result.best is None else result.best.candidate.key
+    if best is None:
+        best_from = "-"
+    elif best in start_keys:
+        best_from = "standard start"
+    elif best == space.identity().key:
+        best_from = "baseline"
+    elif result.reference is not None and best == result.reference.candidate.key:
+        best_from = "layout reference (identity layouts, a good candidate's knobs)"
+    elif best in recorded:
+        best_from = "sampler"
+    else:
+        best_from = "an earlier job in the database"
+    return Search(case, result, seconds, budget, starts, best_sampled, best_from)
+
+
+def remeasure(device: Device, case: Case, record: Record, repeats: int) -> RunResult:
+    """The record's program measured again, conversions included."""
+    config = MeasureConfig(warmup=2, repeats=repeats, measure_conversions=True, time_limit_s=300)
+    with Builder(device) as builder:
+        (build,) = builder.build([record.kernel_program()])
     with Runner(device, config) as runner:
-        results = runner.run([RunInput(b, workload) for b in builder.build(programs)])
-    measured = [
-        (Timing(r.value_s, statistics.median(r.wall_times_s)), c)
-        for r, c in zip(results, kept, strict=True)
-        if r.ok and r.value_s is not None
-    ]
-    failed = len(kept) - len(measured)
-    if not measured:
-        return [Row(f"matmul {n}", "laytune", None, note="no candidate gave a verified result")], ""
-    case = f"matmul {n}"
-    (best_timing, best), *_ = sorted(measured, key=lambda tc: tc[0].event_s or tc[0].wall_s)
-    flops = 2 * n**3
-    tried = f"best of {len(measured)} verified candidates"
-    if refused or failed:
-        tried += f" ({refused} refused by lowering, {failed} failed)"
-    rows = [
-        Row(case, "laytune, best candidate", best_timing, _gflops(flops, best_timing), tried),
-    ]
-    identity = next((t for t, c in measured if c.key == identity_key), None)
-    if identity is not None:
-        rows.append(
-            Row(case, "laytune, identity candidate", identity, _gflops(flops, identity), "baseline")
+        (run,) = runner.run([RunInput(build, case.workload)])
+    return run
+
+
+def _median_wall(timing: ConversionTiming) -> float:
+    return statistics.median(timing.wall_times_s)
+
+
+def _median_event(timing: ConversionTiming) -> float:
+    return statistics.median(timing.event_times_s)
+
+
+@dataclass(frozen=True)
+class EndToEnd:
+    """A verified run split into what a call pays and what it does not.
+
+    ``total`` is ``kernel`` plus the median of every conversion in
+    ``per_call``, clock by clock; ``once`` holds the conversions of constant
+    buffers (packed once, not per call). Each conversion is (``"pack"`` or
+    ``"unpack"``, its timing).
+    """
+
+    kernel: Timing
+    total: Timing
+    per_call: tuple[tuple[str, ConversionTiming], ...]
+    once: tuple[tuple[str, ConversionTiming], ...]
+
+    @classmethod
+    def of(cls, run: RunResult, constants: frozenset[str]) -> EndToEnd:
+        """Split ``run`` (a verified result measured with conversions)."""
+        event = statistics.median(run.event_times_s)
+        kernel = Timing(event, statistics.median(run.wall_times_s))
+        conversions = [("pack", t) for t in run.pack_times]
+        conversions += [("unpack", t) for t in run.unpack_times]
+        per_call = tuple((verb, t) for verb, t in conversions if t.buffer not in constants)
+        once = tuple((verb, t) for verb, t in conversions if t.buffer in constants)
+        total = Timing(
+            event + sum(_median_event(t) for _, t in per_call),
+            kernel.wall_s + sum(_median_wall(t) for _, t in per_call),
         )
-    return rows, f"laytune's best at {n}: {best.describe()}"
+        return cls(kernel, total, per_call, once)
+
+    def note(self) -> str:
+        """The conversions in the total, and those left out, in wall ms."""
+
+        def listed(timings: Sequence[tuple[str, ConversionTiming]]) -> str:
+            return ", ".join(
+                f"{verb} {t.buffer} {_median_wall(t) * 1e3:.3f}" for verb, t in timings
+            )
+
+        paid = listed(self.per_call) or "none (every buffer in its logical layout)"
+        note = f"kernel + conversions (wall ms): {paid}"
+        if self.once:
+            note += f"; packed once, not per call: {listed(self.once)}"
+        return note
 
 
-def _gflops(flops: int, timing: Timing) -> str:
-    return f"{flops / timing.wall_s / 1e9:.1f}"
+def laytune_rows(case: Case, search: Search, run: RunResult | None, peak: Peak) -> list[Row]:
+    """The kernel row and the end-to-end row of the re-measured best."""
+    result = search.result
+    tuned = (
+        f"`laytune.tune`: {result.measured} trials measured (budget {search.budget.text()}) "
+        f"in {search.seconds:.0f} s, stopped: {result.stop_reason}"
+    )
+    if run is None:
+        return [compute_row(case, "laytune", None, peak, f"{tuned}; no verified candidate")]
+    if not run.ok:
+        note = f"{tuned}; the best record failed again: {run.error_kind.value}: {run.error_message}"
+        return [compute_row(case, "laytune", None, peak, note[:300])]
+    split = EndToEnd.of(run, CONSTANTS.get(case.workload.name, frozenset()))
+    error = "" if run.max_error is None else f"; max error {run.max_error:.1e}"
+    return [
+        compute_row(case, "laytune kernel", split.kernel, peak, tuned + error),
+        compute_row(case, "laytune end-to-end", split.total, peak, split.note()),
+    ]
 
 
-def peer_matmul(context: Any, queue: Any, blas: CLBlast, n: int, repeats: int) -> list[Row]:
+# -- peers ---------------------------------------------------------------------------
+
+
+def checked_row(
+    case: Case,
+    implementation: str,
+    timing: Timing,
+    result: np.ndarray,
+    reference: np.ndarray,
+    peak: Peak,
+    note: str,
+) -> Row:
+    """The row of a peer whose ``result`` passed the check, else a row
+    without a time that says by how much it failed."""
+    error = relative_error(result, reference)
+    if error > RELATIVE_TOLERANCE:
+        return compute_row(
+            case, implementation, None, peak, f"wrong result (relative error {error:.1e})"
+        )
+    return compute_row(case, implementation, timing, peak, f"{note}; relative error {error:.1e}")
+
+
+def matmul_peers(case: Case, queue: Any, blas: CLBlast, repeats: int, peak: Peak) -> list[Row]:
     import pyopencl.array as cla
 
-    case, flops = f"matmul {n}", 2 * n**3
-    rng = np.random.default_rng(n)
-    a = rng.standard_normal((n, n)).astype(np.float32)
-    b = rng.standard_normal((n, n)).astype(np.float32)
-    c = np.empty((n, n), np.float32)
+    (m, k), (_, n) = case.workload.buffer("A").shape, case.workload.buffer("B").shape
+    rng = np.random.default_rng(m * n + k)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    reference = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.empty((m, n), np.float32)
     timing = measure(lambda: np.matmul(a, b, out=c), None, warmup=2, repeats=repeats, events=False)
-    reference = c.copy()
-    scale = float(np.abs(reference).max())
-    rows = [Row(case, "numpy", timing, _gflops(flops, timing), "on the host, its BLAS threads")]
+    rows = [checked_row(case, "numpy", timing, c, reference, peak, "on the host, its BLAS threads")]
     if blas.missing is not None:
-        rows.append(Row(case, "CLBlast sgemm", None, note="skipped: see above"))
-        return rows
+        return [*rows, compute_row(case, "CLBlast sgemm", None, peak, f"skipped: {blas.missing}")]
     a_dev, b_dev = cla.to_device(queue, a), cla.to_device(queue, b)
-    c_dev = cla.zeros(queue, (n, n), np.float32)
+    c_dev = cla.zeros(queue, (m, n), np.float32)
     timing = measure(
         lambda: blas.sgemm(queue, a_dev, b_dev, c_dev),
         queue,
@@ -422,90 +511,273 @@ def peer_matmul(context: Any, queue: Any, blas: CLBlast, n: int, repeats: int) -
         repeats=repeats,
         events=False,
     )
-    error = float(np.abs(c_dev.get() - reference).max()) / scale
-    if error > 1e-3:
-        raise SystemExit(f"CLBlast's sgemm at {n} is off by {error:.2g} (relative)")
-    note = f"max error {error:.1e} relative to the largest element of C"
-    rows.append(Row(case, "CLBlast sgemm", timing, _gflops(flops, timing), note))
+    note = "row-major buffers on the device; may launch several kernels"
+    rows.append(checked_row(case, "CLBlast sgemm", timing, c_dev.get(), reference, peak, note))
     return rows
 
 
-# -- main -----------------------------------------------------------------------------
+def conv_peers(case: Case, runtime: OnnxRuntimeConv, repeats: int, peak: Peak) -> list[Row]:
+    x_shape = tuple(case.workload.buffer("X").shape)
+    w_shape = tuple(case.workload.buffer("W").shape)
+    rng = np.random.default_rng(sum(x_shape) + w_shape[0])
+    x = rng.standard_normal(x_shape, dtype=np.float32)
+    w = rng.standard_normal(w_shape, dtype=np.float32)
+    reference = reference_conv(x, w, PADDING)
+    rows = []
+    if runtime.missing is not None:
+        rows.append(compute_row(case, "ONNX Runtime", None, peak, f"skipped: {runtime.missing}"))
+    else:
+        run = runtime.session(x_shape, w, PADDING)
+        timing = measure(lambda: run(x), None, warmup=3, repeats=repeats, events=False)
+        note = "CPU execution provider, default session options; `session.run` per call"
+        rows.append(checked_row(case, "ONNX Runtime", timing, run(x), reference, peak, note))
+        del run  # its thread pool goes with the session
+    timing = measure(
+        lambda: im2col_conv(x, w, PADDING), None, warmup=2, repeats=repeats, events=False
+    )
+    result = im2col_conv(x, w, PADDING)
+    note = "im2col copy + one matmul on the host"
+    rows.append(checked_row(case, "im2col + numpy", timing, result, reference, peak, note))
+    return rows
 
 
-def _versions(blas: CLBlast) -> str:
-    import pyopencl as cl
+# -- the report -----------------------------------------------------------------------
 
+
+def _ratio_rows(cases: Sequence[Case], rows: Sequence[Row]) -> list[list[str]]:
+    """laytune's end-to-end and kernel speed relative to each peer's."""
+    found: list[list[str]] = []
+    for case in cases:
+        mine = {r.implementation: r.timing for r in rows if r.case == case.label}
+        ours_e2e, ours_kernel = mine.get("laytune end-to-end"), mine.get("laytune kernel")
+        for name, theirs in mine.items():
+            if name.startswith("laytune") or theirs is None:
+                continue
+            e2e = "-" if ours_e2e is None else f"{theirs.wall_s / ours_e2e.wall_s:.2f}x"
+            kernel = "-" if ours_kernel is None else f"{theirs.wall_s / ours_kernel.wall_s:.2f}x"
+            found.append([case.label, name, _ms(theirs.wall_s), e2e, kernel])
+    return found
+
+
+def _search_rows(searches: Sequence[Search]) -> list[list[str]]:
+    def ms(record: Record | None) -> str:
+        return "-" if record is None or record.value_s is None else _ms(record.value_s)
+
+    found = []
+    for s in searches:
+        result = s.result
+        ok_starts = [r for r in s.starts if r.ok]
+        best_start = min(ok_starts, key=lambda r: r.value_s or float("inf"), default=None)
+        failures = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
+        found.append(
+            [
+                s.case.label,
+                f"{result.measured} in {s.seconds:.0f} s",
+                failures,
+                ms(result.baseline),
+                f"{ms(best_start)} ({len(ok_starts)} of {len(s.starts)} ok)",
+                ms(s.best_sampled),
+                ms(result.best),
+                s.best_from,
+                "-" if result.best is None else _brief(result.best.candidate),
+                "-" if best_start is None else _brief(best_start.candidate),
+            ]
+        )
+    return found
+
+
+def compute_sections(
+    cases: Sequence[Case], rows: Sequence[Row], searches: Sequence[Search]
+) -> list[str]:
+    """The markdown of the matmul and conv2d rows: the table, the ratios to
+    the peers, what each search found."""
+    if not rows:
+        return []
+    return [
+        "## Matmul and conv2d",
+        "",
+        "GFLOP/s and % of peak from the wall time. laytune kernel: the compute "
+        "launches with every buffer already in the tuned layouts; laytune end-to-end: "
+        "the kernel plus the per-call pack and unpack launches, each timed on its own "
+        "(wall), as `MeasureConfig(measure_conversions=True)` measures them. The peers "
+        "take and give row-major (NCHW) buffers.",
+        "",
+        *_report.table(
+            [
+                "case",
+                "implementation",
+                "event (ms)",
+                "wall (ms)",
+                "GFLOP/s",
+                "% of peak",
+                "note",
+            ],
+            [r.cells() for r in rows],
+            "llrrrrl",
+        ),
+        "",
+        "## Ratios",
+        "",
+        "A peer's wall time over laytune's (above 1: laytune is faster).",
+        "",
+        *_report.table(
+            ["case", "peer", "peer wall (ms)", "laytune end-to-end", "laytune kernel"],
+            _ratio_rows(cases, rows),
+            "llrrr",
+        ),
+        "",
+        "## What the search found",
+        "",
+        "Kernel times (ms) as the tuning job recorded them (event medians of its own "
+        "measurements, so they differ from the re-measured rows above): the identity "
+        "baseline, the best of the standard starts (the register-blocked classics first, "
+        "`laytune.search.standard_candidates`), the best candidate the sampler proposed "
+        "beyond them, and the best of all.",
+        "",
+        *_report.table(
+            [
+                "case",
+                "trials",
+                "failures",
+                "baseline",
+                "best start",
+                "best sampled",
+                "best",
+                "best from",
+                "best candidate",
+                "best start candidate",
+            ],
+            _search_rows(searches),
+            "lllrrrrlll",
+        ),
+        "",
+    ]
+
+
+def _peer_versions(blas: CLBlast, runtime: OnnxRuntimeConv) -> str:
+    """The versions of the peers (the environment lines give laytune's own)."""
+    blas_info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
     clblast = f"pyclblast {blas.version}" + (f" ({blas.library})" if blas.library else "")
     return (
-        f"laytune {laytune.__version__}, pyopencl {cl.VERSION_TEXT}, {clblast}, "
-        f"numpy {np.__version__}"
+        f"peers: {clblast}, numpy's BLAS {blas_info.get('name', '?')} "
+        f"{blas_info.get('version', '?')}, {runtime.version}"
     )
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     import pyopencl as cl
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=7, help="timed repeats (7)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="matmul n")
-    parser.add_argument("--random", type=int, default=0, help="extra random matmul candidates")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="markdown file to write")
+    parser.add_argument("--quick", action="store_true", help="small budgets, fewer sizes")
+    parser.add_argument("--trials", type=int, help=f"trials per workload ({TRIALS})")
+    parser.add_argument("--timeout", type=float, help=f"tuning seconds per workload ({TIMEOUT_S})")
+    parser.add_argument("--repeats", type=int, help=f"timed repeats ({REPEATS})")
+    parser.add_argument("--db", help="tune into this records database URL (default: fresh ones)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=("transpose", "matmul", "conv2d"),
+        default=("transpose", "matmul", "conv2d"),
+    )
+    parser.add_argument(
+        "--match", help="only the matmul and conv2d cases whose label holds this text"
+    )
+    parser.add_argument("--compute-units", type=int, help="override the device's compute units")
+    parser.add_argument("--simd-lanes", type=int, help="override the device's float SIMD width")
+    parser.add_argument(
+        "--fma-units", type=int, help=f"FMA units per core (default {DEFAULT_FMA_UNITS})"
+    )
+    parser.add_argument("--clock-ghz", type=float, help="override the device's clock")
+    parser.add_argument("--out", type=Path, help=f"markdown file (bench/results/{RESULT_NAME})")
     args = parser.parse_args(argv)
 
+    quick = args.quick
+    budget = Budget(
+        args.trials or (QUICK_TRIALS if quick else TRIALS),
+        args.timeout or (QUICK_TIMEOUT_S if quick else TIMEOUT_S),
+    )
+    repeats = args.repeats or (QUICK_REPEATS if quick else REPEATS)
+    matmuls = MATMULS[:1] if quick else MATMULS
+    convs = CONVS[:1] if quick else CONVS
+    cases = [
+        *(matmul_case(*s) for s in matmuls if "matmul" in args.only),
+        *(conv_case(*s) for s in convs if "conv2d" in args.only),
+    ]
+    cases = [c for c in cases if args.match is None or args.match in c.label]
+
     device = default_device()
-    blas = CLBlast()
-    if blas.skipped:
-        print(blas.skipped)
-    context = cl.Context([device.open()])
+    cl_device = device.open()
+    peak = read_peak(
+        cl_device,
+        compute_units=args.compute_units,
+        lanes=args.simd_lanes,
+        fma_units=args.fma_units,
+        clock_ghz=args.clock_ghz,
+    )
+    blas, runtime = CLBlast(), OnnxRuntimeConv()
+    skipped = [
+        s for s in (blas.skipped, runtime.missing and f"ONNX Runtime: {runtime.missing}") if s
+    ]
+    for line in skipped:
+        print(line)
+    context = cl.Context([cl_device])
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    started = time.perf_counter()
+    load_before, started = _load(), time.perf_counter()
 
-    rows = transpose_rows(context, queue, blas, args.repeats)
-    notes = []
-    with Builder(device) as builder:
-        for n in args.sizes:
-            ours, note = laytune_matmul(device, builder, n, args.repeats, args.random)
-            rows += ours + peer_matmul(context, queue, blas, n, args.repeats)
-            notes += [note] if note else []
+    transposes = transpose_rows(context, queue, blas, repeats) if "transpose" in args.only else []
+    rows: list[Row] = []
+    searches: list[Search] = []
+    with tempfile.TemporaryDirectory(prefix="laytune-peers-") as scratch:
+        for index, case in enumerate(cases):
+            database = args.db or f"sqlite:///{Path(scratch) / f'{index}.db'}"
+            print(f"tuning {case.label} ({budget.text()}) ...", flush=True)
+            search = tune_case(case, device, budget, database)
+            searches.append(search)
+            best = search.result.best
+            run = None if best is None else remeasure(device, case, best, repeats)
+            rows += laytune_rows(case, search, run, peak)
+            if case.workload.name == "matmul":
+                rows += matmul_peers(case, queue, blas, repeats, peak)
+            else:
+                rows += conv_peers(case, runtime, repeats, peak)
+            print(f"  done: {search.seconds:.0f} s of tuning", flush=True)
 
-    info = device.info
     lines = [
         "# laytune against its peers",
         "",
-        f"Device: {device.name} ({info.device_type}, {info.compute_units} compute units).",
-        f"Versions: {_versions(blas)}.",
-        *([f"{blas.skipped}."] if blas.skipped else []),
-        f"Run: {datetime.date.today().isoformat()}, medians of {args.repeats} repeats after "
-        f"warm-up; wall = blocking call timed on the host; GB/s and GFLOP/s from the wall time; "
-        f"{time.perf_counter() - started:.0f} s in all.",
+        *_report.environment(device),
+        f"- {_peer_versions(blas, runtime)}",
+        *(f"- {line}" for line in skipped),
+        f"- peak: {peak.formula()}",
+        f"- mode: {'--quick' if quick else 'full'}; tuning budget per workload: {budget.text()} "
+        f"(`laytune.tune`, TPE, "
+        + ("one database given by --db" if args.db else "an empty database per workload")
+        + f"); medians of {repeats} timed repeats after warm-up; "
+        f"{time.perf_counter() - started:.0f} s in all",
+        f"- load average (1, 5, 15 min) at the start: {load_before}; at the end: {_load()}",
         "",
-        *_table(
-            ["case", "implementation", "event (ms)", "wall (ms)", "GB/s or GFLOP/s", "note"],
-            [
-                [
-                    r.case,
-                    r.implementation,
-                    _ms(r.timing.event_s) if r.timing else "-",
-                    _ms(r.timing.wall_s) if r.timing else "-",
-                    r.rate or "-",
-                    r.note,
-                ]
-                for r in rows
-            ],
-        ),
-        "",
-        "laytune's matmul times are its compute kernel with A, B and C already in the "
-        "candidate's layouts (pack/unpack not counted); CLBlast's sgemm may launch more "
-        "than one kernel, so it has no event time.",
-        "",
-        *(f"- {note}" for note in notes),
     ]
-    text = "\n".join(lines) + "\n"
+    if transposes:
+        lines += [
+            "## Transpose (bandwidth)",
+            "",
+            *_report.table(
+                ["case", "implementation", "event (ms)", "wall (ms)", "GB/s", "note"],
+                [[*r.cells()[:5], r.note] for r in transposes],
+                "llrrrl",
+            ),
+            "",
+        ]
+    lines += compute_sections(cases, rows, searches)
+    text = "\n".join(lines)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"written to {args.out}")
+    path = _report.write(RESULT_NAME, text, args.out)
+    print(f"written to {_report.shown(path)}")
 
 
 if __name__ == "__main__":
