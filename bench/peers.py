@@ -81,8 +81,8 @@ from bench._peak import DEFAULT_FMA_UNITS, Peak, read_peak
 from bench.conversions import _COPY
 from laytune import layout as L
 from laytune import ops
-from laytune.codegen import lower_conversion
-from laytune.records import Record, open_database
+from laytune.codegen import KernelProgram, lower_conversion
+from laytune.records import Record
 from laytune.runners import (
     Builder,
     ConversionTiming,
@@ -93,7 +93,7 @@ from laytune.runners import (
     RunResult,
     default_device,
 )
-from laytune.search import TuneResult, standard_candidates
+from laytune.search import standard_candidates
 from laytune.space import Candidate, SearchSpace, is_default
 
 RESULT_NAME = "peers.md"
@@ -114,9 +114,12 @@ CONVS: tuple[tuple[int, int, int, int, int], ...] = (
 KERNEL, PADDING = 3, 1
 
 #: Tuning budget per workload: at most this many trials, no new batch after
-#: this many seconds (the batch in flight and the layout reference still run),
-#: so that a workload takes under five minutes.
-TRIALS, TIMEOUT_S, REPEATS = 64, 240.0, 9
+#: this many seconds (the batch in flight, the layout reference and reading the
+#: job's records back still run), so that a workload takes under five minutes.
+TRIALS, TIMEOUT_S, REPEATS = 64, 200.0, 9
+#: Candidates per batch of ``laytune.tune``: small, so that the batch still in
+#: flight when the timeout passes adds little.
+BATCH = 4
 QUICK_TRIALS, QUICK_TIMEOUT_S, QUICK_REPEATS = 12, 60.0, 5
 
 #: Buffers that are constants of an operator: converted once, not per call.
@@ -318,17 +321,32 @@ class Budget:
 
 @dataclass(frozen=True)
 class Search:
-    """What one tuning job found: the tune result and its wall time, the
-    records of the standard starts it measured, the best record of the
-    candidates its sampler proposed, and where the best record came from."""
+    """What one tuning job found, as plain values (records and candidates are
+    not kept: a validated layout of a large buffer caches arrays of its size).
 
-    case: Case
-    result: TuneResult
-    seconds: float
+    Times are the job's own kernel medians in seconds (None: not measured or
+    failed). ``starts_ok`` of ``starts`` standard starts were measured and
+    verified; ``best_start_s`` is the fastest of them. ``best_sampled_s`` is
+    the fastest candidate the sampler proposed beyond the forced ones, and
+    ``best_from`` says which kind of candidate the best one is.
+    """
+
+    label: str
     budget: Budget
-    starts: tuple[Record, ...]
-    best_sampled: Record | None
+    seconds: float
+    measured: int
+    stop_reason: str
+    failures: str
+    baseline_s: float | None
+    best_s: float | None
     best_from: str
+    best_brief: str
+    best_start_s: float | None
+    best_start_brief: str
+    starts_ok: int
+    starts: int
+    best_sampled_s: float | None
+    program: KernelProgram | None
 
 
 def _brief(candidate: Candidate) -> str:
@@ -342,55 +360,84 @@ def _brief(candidate: Candidate) -> str:
     return "; ".join(parts) or "identity layouts, default knobs"
 
 
+def _time(record: Record | None) -> float | None:
+    return None if record is None else record.value_s
+
+
 def tune_case(case: Case, device: Device, budget: Budget, database: str) -> Search:
     """``laytune.tune`` on ``case``, and what its standard starts and its
-    sampler measured."""
+    sampler measured (read from the job's trials, as tune tried them)."""
     started = time.perf_counter()
     result = laytune.tune(
         case.workload,
         device,
         trials=budget.trials,
         timeout=budget.timeout_s,
+        batch=BATCH,
         database=database,
         progress=False,
     )
     seconds = time.perf_counter() - started
-    db = open_database(database)
-    try:
-        space = SearchSpace(case.workload, device.info)
-        start_keys = [c.key for c in standard_candidates(space, budget.trials // 4)]
-        recorded = {r.candidate.key: r for r in db.records(study=result.study_name)}
-        starts = tuple(recorded[k] for k in start_keys if k in recorded)
-        forced = {*start_keys, space.identity().key}
-        if result.reference is not None:
-            forced.add(result.reference.candidate.key)
-        sampled = [r for r in recorded.values() if r.ok and r.candidate.key not in forced]
-    finally:
-        db.close()
-    best_sampled = min(sampled, key=lambda r: r.value_s or float("inf"), default=None)
-    best = None if result.best is None else result.best.candidate.key
-    if best is None:
+    trials = result.trials
+    times = {
+        key: (None if status != "ok" else float(t))
+        for key, status, t in zip(
+            trials["candidate_key"], trials["status"], trials["time_s"], strict=True
+        )
+    }
+    space = SearchSpace(case.workload, device.info)
+    starts = {c.key: c for c in standard_candidates(space, budget.trials // 4)}
+    measured_starts: list[tuple[float, Candidate]] = [
+        (t, c) for k, c in starts.items() if (t := times.get(k)) is not None
+    ]
+    best_start = min(measured_starts, key=lambda tc: tc[0], default=None)
+    forced = {*starts, space.identity().key}
+    if result.reference is not None:
+        forced.add(result.reference.candidate.key)
+    sampled = [t for k, t in times.items() if t is not None and k not in forced]
+
+    best = result.best
+    key = None if best is None else best.candidate.key
+    if key is None:
         best_from = "-"
-    elif best in start_keys:
+    elif key in starts:
         best_from = "standard start"
-    elif best == space.identity().key:
+    elif key == space.identity().key:
         best_from = "baseline"
-    elif result.reference is not None and best == result.reference.candidate.key:
+    elif result.reference is not None and key == result.reference.candidate.key:
         best_from = "layout reference (identity layouts, a good candidate's knobs)"
-    elif best in recorded:
+    elif key in times:
         best_from = "sampler"
     else:
         best_from = "an earlier job in the database"
-    return Search(case, result, seconds, budget, starts, best_sampled, best_from)
+    failures = ", ".join(f"{n} {kind}" for kind, n in sorted(result.failures.items()))
+    return Search(
+        label=case.label,
+        budget=budget,
+        seconds=seconds,
+        measured=result.measured,
+        stop_reason=result.stop_reason,
+        failures=failures or "none",
+        baseline_s=_time(result.baseline),
+        best_s=_time(best),
+        best_from=best_from,
+        best_brief="-" if best is None else _brief(best.candidate),
+        best_start_s=None if best_start is None else best_start[0],
+        best_start_brief="-" if best_start is None else _brief(best_start[1]),
+        starts_ok=len(measured_starts),
+        starts=len(starts),
+        best_sampled_s=min(sampled, default=None),
+        program=None if best is None else best.kernel_program(),
+    )
 
 
-def remeasure(device: Device, case: Case, record: Record, repeats: int) -> RunResult:
-    """The record's program measured again, conversions included."""
+def remeasure(device: Device, workload: Any, program: KernelProgram, repeats: int) -> RunResult:
+    """``program`` measured again, conversions included."""
     config = MeasureConfig(warmup=2, repeats=repeats, measure_conversions=True, time_limit_s=300)
     with Builder(device) as builder:
-        (build,) = builder.build([record.kernel_program()])
+        (build,) = builder.build([program])
     with Runner(device, config) as runner:
-        (run,) = runner.run([RunInput(build, case.workload)])
+        (run,) = runner.run([RunInput(build, workload)])
     return run
 
 
@@ -449,10 +496,9 @@ class EndToEnd:
 
 def laytune_rows(case: Case, search: Search, run: RunResult | None, peak: Peak) -> list[Row]:
     """The kernel row and the end-to-end row of the re-measured best."""
-    result = search.result
     tuned = (
-        f"`laytune.tune`: {result.measured} trials measured (budget {search.budget.text()}) "
-        f"in {search.seconds:.0f} s, stopped: {result.stop_reason}"
+        f"`laytune.tune`: {search.measured} trials measured (budget {search.budget.text()}) "
+        f"in {search.seconds:.0f} s, stopped: {search.stop_reason}"
     )
     if run is None:
         return [compute_row(case, "laytune", None, peak, f"{tuned}; no verified candidate")]
@@ -560,30 +606,21 @@ def _ratio_rows(cases: Sequence[Case], rows: Sequence[Row]) -> list[list[str]]:
 
 
 def _search_rows(searches: Sequence[Search]) -> list[list[str]]:
-    def ms(record: Record | None) -> str:
-        return "-" if record is None or record.value_s is None else _ms(record.value_s)
-
-    found = []
-    for s in searches:
-        result = s.result
-        ok_starts = [r for r in s.starts if r.ok]
-        best_start = min(ok_starts, key=lambda r: r.value_s or float("inf"), default=None)
-        failures = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
-        found.append(
-            [
-                s.case.label,
-                f"{result.measured} in {s.seconds:.0f} s",
-                failures,
-                ms(result.baseline),
-                f"{ms(best_start)} ({len(ok_starts)} of {len(s.starts)} ok)",
-                ms(s.best_sampled),
-                ms(result.best),
-                s.best_from,
-                "-" if result.best is None else _brief(result.best.candidate),
-                "-" if best_start is None else _brief(best_start.candidate),
-            ]
-        )
-    return found
+    return [
+        [
+            s.label,
+            f"{s.measured} in {s.seconds:.0f} s",
+            s.failures,
+            _ms(s.baseline_s),
+            f"{_ms(s.best_start_s)} ({s.starts_ok} of {s.starts} ok)",
+            _ms(s.best_sampled_s),
+            _ms(s.best_s),
+            s.best_from,
+            s.best_brief,
+            s.best_start_brief,
+        ]
+        for s in searches
+    ]
 
 
 def compute_sections(
@@ -738,8 +775,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"tuning {case.label} ({budget.text()}) ...", flush=True)
             search = tune_case(case, device, budget, database)
             searches.append(search)
-            best = search.result.best
-            run = None if best is None else remeasure(device, case, best, repeats)
+            program = search.program
+            run = None if program is None else remeasure(device, case.workload, program, repeats)
             rows += laytune_rows(case, search, run, peak)
             if case.workload.name == "matmul":
                 rows += matmul_peers(case, queue, blas, repeats, peak)
