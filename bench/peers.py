@@ -506,7 +506,7 @@ def laytune_rows(case: Case, search: Search, run: RunResult | None, peak: Peak) 
         note = f"{tuned}; the best record failed again: {run.error_kind.value}: {run.error_message}"
         return [compute_row(case, "laytune", None, peak, note[:300])]
     split = EndToEnd.of(run, CONSTANTS.get(case.workload.name, frozenset()))
-    error = "" if run.max_error is None else f"; max error {run.max_error:.1e}"
+    error = "" if run.max_error is None else f"; verified, max abs error {run.max_error:.1e}"
     return [
         compute_row(case, "laytune kernel", split.kernel, peak, tuned + error),
         compute_row(case, "laytune end-to-end", split.total, peak, split.note()),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -254,8 +255,49 @@ class Workload:
         rng = np.random.default_rng(seed)
         return {b.name: rng.uniform(-1.0, 1.0, size=b.shape).astype(b.dtype) for b in self.inputs}
 
+    def _contraction(self) -> tuple[str, tuple[str, ...]] | None:
+        """The statement as ``np.einsum(spec, *buffers)`` when it is a sum of a
+        product of loads, each index one axis variable over the buffer's whole
+        extent, no axis twice in one load, and every reduce axis read by some
+        load (matmul, a sum over axes); None otherwise (windows, offsets,
+        literals, max). einsum hands such products to BLAS, where the general
+        path below makes one pass over the output per reduce point."""
+        if self.reduction != "sum" or len(self.axes) > len(string.ascii_letters):
+            return None
+        factors: list[Load] = []
+        pending: list[Value] = [self.statement.value]
+        while pending:
+            value = pending.pop()
+            if isinstance(value, BinaryOp) and value.op == "*":
+                pending += [value.rhs, value.lhs]
+            elif isinstance(value, Load):
+                factors.append(value)
+            else:
+                return None
+
+        def letters(indices: Sequence[Expr], shape: Sequence[int]) -> str | None:
+            if not all(isinstance(i, Var) for i in indices):
+                return None
+            axes = [i.index for i in indices]  # type: ignore[union-attr]
+            if len(set(axes)) != len(axes):
+                return None
+            if any(self.axes[k].extent != e for k, e in zip(axes, shape, strict=True)):
+                return None
+            return "".join(string.ascii_letters[k] for k in axes)
+
+        operands = [letters(f.indices, self.buffer(f.buffer).shape) for f in factors]
+        target = letters(self.output.indices, self.output.shape)
+        if target is None or any(o is None for o in operands):
+            return None
+        read = set("".join(operands))  # type: ignore[arg-type]
+        if any(string.ascii_letters[k] not in read for k in self.reduce_axes):
+            return None
+        return f"{','.join(operands)}->{target}", tuple(f.buffer for f in factors)  # type: ignore[arg-type]
+
     def reference(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """numpy result of the statement (accumulated in float64)."""
+        """numpy result of the statement (accumulated in float64); a sum of
+        products of whole axes is one ``np.einsum`` (BLAS), anything else is
+        evaluated point by point of the reduce axes."""
         out = self.output
         spatial = self.spatial_axes
         # spatial axis k as a broadcast grid over the output's dimensions
@@ -271,6 +313,11 @@ class Workload:
                 raise StatementError(
                     f"input {b.name} has shape {arrays[b.name].shape}, expected {b.shape}"
                 )
+        contraction = self._contraction()
+        if contraction is not None:
+            spec, names = contraction
+            result = np.einsum(spec, *(arrays[n] for n in names), optimize=True)
+            return {out.name: np.asarray(result).astype(out.dtype)}
         reduce_axes = self.reduce_axes
         combine = reduction(self.reduction)
         acc: np.ndarray | None = None

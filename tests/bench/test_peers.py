@@ -124,3 +124,30 @@ def test_end_to_end_adds_every_per_call_conversion_and_leaves_out_constants() ->
     everything = EndToEnd.of(run, frozenset())
     assert everything.total.wall_s == pytest.approx(split.total.wall_s + 0.5e-3)
     assert everything.once == ()
+
+
+def test_without_clblast_or_onnxruntime_their_rows_say_so_and_the_rest_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from bench._clblast import CLBlast
+    from bench._convolution import OnnxRuntimeConv
+    from bench.peers import conv_case, conv_peers, matmul_case, matmul_peers
+
+    for module in ("pyclblast", "onnxruntime"):
+        monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
+    blas, runtime = CLBlast(), OnnxRuntimeConv()
+    assert blas.missing is not None and "pyclblast" in blas.missing
+    assert runtime.missing is not None and "onnxruntime" in runtime.missing
+    peak = read_peak(_device(), host_clock=2.0)
+
+    rows = matmul_peers(matmul_case(32, 48, 16), None, blas, 3, peak)
+    assert [r.implementation for r in rows] == ["numpy", "CLBlast sgemm"]
+    assert rows[0].timing is not None and rows[0].rate != "-" and rows[0].fraction.endswith("%")
+    assert rows[1].timing is None and rows[1].note.startswith("skipped: pyclblast")
+
+    rows = conv_peers(conv_case(1, 4, 6, 6, 3), runtime, 3, peak)
+    assert [r.implementation for r in rows] == ["ONNX Runtime", "im2col + numpy"]
+    assert rows[0].timing is None and rows[0].note.startswith("skipped: onnxruntime")
+    assert rows[1].timing is not None and "relative error" in rows[1].note

@@ -127,3 +127,51 @@ def test_short_keys_name_the_operator_and_shape(workload, short: str) -> None:
 def test_a_key_not_of_the_library_form_is_shortened_to_its_text() -> None:
     assert ops.short_key("mine(a, b)") == "mine a, b"
     assert ops.short_key("mine") == "mine"
+
+
+@pytest.mark.parametrize(
+    ("workload", "spec"),
+    [
+        (ops.matmul(5, 7, 3), ("ac,cb->ab", ("A", "B"))),
+        (ops.sum((2, 3, 4), (0, 2)), ("abc->b", ("X",))),
+        (
+            Workload.define(
+                "weighted",
+                "C[i, j] += A[k, i] * B[k, j] * D[k]",
+                {"i": 3, "j": 3, "k": 4},
+                {"A": (4, 3), "B": (4, 3), "D": (4,)},
+            ),
+            ("ca,cb,c->ab", ("A", "B", "D")),
+        ),
+    ],
+)
+def test_sums_of_products_of_whole_axes_are_one_einsum(
+    workload: Workload, spec: tuple[str, tuple[str, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert workload._contraction() == spec
+    x = workload.make_inputs(2)
+    fast = workload.reference(x)[workload.output.name]
+    monkeypatch.setattr(Workload, "_contraction", lambda self: None)
+    general = workload.reference(x)[workload.output.name]
+    assert fast.dtype == general.dtype == np.float32
+    np.testing.assert_allclose(fast, general, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        ops.conv2d(1, 3, 7, 7, 4, 3, padding=1),  # windows: oh + kh - 1
+        ops.max_pool2d(1, 2, 4, 4, 2, 2),  # max
+        ops.bias_add((2, 3, 4), 1),  # no reduction
+        ops.transpose((3, 4), (1, 0)),
+        Workload.define(
+            "scaled",
+            "C[i, j] += 2 * A[i, k] * B[k, j]",
+            {"i": 2, "j": 2, "k": 2},
+            {"A": (2, 2), "B": (2, 2)},
+        ),
+        Workload.define("trace", "Y[i] += A[i, k, k]", {"i": 2, "k": 3}, {"A": (2, 3, 3)}),
+    ],
+)
+def test_other_statements_take_the_general_path(workload: Workload) -> None:
+    assert workload._contraction() is None
