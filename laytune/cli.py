@@ -18,6 +18,7 @@ the output is not a terminal); ``--format csv|json|jsonl`` give every column.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import atexit
 import contextlib
@@ -616,23 +617,46 @@ class _StopSignals:
     once: the workers die with this process, and the database holds what was
     committed. Once the command is done, a signal only sets the exit status.
     Whichever signal came first decides the status: 130 or 143.
+
+    Python runs a handler wherever the main thread is, a finalizer or a weak
+    reference's callback included, and ignores what those raise: a
+    KeyboardInterrupt lost there reaches ``sys.unraisablehook``
+    (:meth:`unraisable`), which delivers it again.
     """
 
     def __init__(self) -> None:
         self.first: int | None = None
         self.finishing = False
+        self.lost = False  # the first signal's KeyboardInterrupt was swallowed
 
     def install(self) -> dict[int, Any]:
         """Install the handlers; returns the previous ones."""
         return {signum: signal.signal(signum, self.handle) for signum in _EXIT_FOR_SIGNAL}
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.first is None:
-            self.first = signum
+        if self.first is None or self.lost:
+            self.first = self.first or signum
+            self.lost = False
             if not self.finishing:
                 raise KeyboardInterrupt
         elif not self.finishing:
             _exit_now(self.status(EXIT_INTERRUPTED))
+
+    def unraisable(self, unraisable: Any, previous: Any) -> None:
+        """Deliver again a KeyboardInterrupt of ours that a finalizer or a
+        callback swallowed; hand anything else to ``previous``."""
+        lost = unraisable.exc_type is not None and issubclass(
+            unraisable.exc_type, KeyboardInterrupt
+        )
+        if lost and self.first is not None and not self.finishing:
+            self.lost = True
+            # Later, not from here: the main thread would run handle() before
+            # this hook returns, and its exception would be lost again.
+            later = threading.Timer(0.05, _thread.interrupt_main, (signal.SIGINT,))
+            later.daemon = True
+            later.start()
+            return
+        previous(unraisable)
 
     def status(self, code: int) -> int:
         return code if self.first is None else _EXIT_FOR_SIGNAL[self.first]
@@ -665,6 +689,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if program:  # registered before anything else registers, so it runs last
         atexit.register(lambda: _exit_now(signals.status(status[0])))
     previous = signals.install()
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: signals.unraisable(u, previous_hook)
     try:
         status[0] = _run(argv, signals)
     except SystemExit as done:  # argparse: --help, a bad option
@@ -672,6 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     finally:
         signals.finishing = True
+        sys.unraisablehook = previous_hook
         if not program:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

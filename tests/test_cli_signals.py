@@ -89,3 +89,35 @@ def test_a_job_killed_with_sigkill_leaves_no_process(tmp_path: Path) -> None:
     assert jobs.integrity(db) == "ok"
     for body in jobs.bodies(db).values():
         Record.from_json(body)
+
+
+def test_an_interrupt_that_a_finalizer_swallows_is_delivered_again() -> None:
+    """Python runs a signal handler wherever the main thread is; in a
+    ``__del__`` (or a weak reference's callback) the KeyboardInterrupt it
+    raises is ignored. The program's handlers deliver it again."""
+    import os
+
+    from laytune import cli
+
+    signals = cli._StopSignals()
+    previous = signals.install()
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: signals.unraisable(u, previous_hook)
+    dropped: list[str] = []
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs in here...
+            dropped.append("ran")  # ...or at the latest on this line
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Finalized()  # collected at once: the handler's exception is lost in __del__
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # where the interrupt arrives again
+                pass
+        assert signals.first == signal.SIGINT and not signals.lost
+    finally:
+        sys.unraisablehook = previous_hook
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

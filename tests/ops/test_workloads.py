@@ -133,7 +133,7 @@ def test_a_key_not_of_the_library_form_is_shortened_to_its_text() -> None:
     ("workload", "spec"),
     [
         (ops.matmul(5, 7, 3), ("ac,cb->ab", ("A", "B"))),
-        (ops.sum((2, 3, 4), (0, 2)), ("abc->b", ("X",))),
+        (ops.sum((2, 3, 4), (0, 2)), ("bac->a", ("X",))),  # spatial j is axis 0
         (
             Workload.define(
                 "weighted",
