@@ -93,7 +93,7 @@ from laytune.runners import (
     RunResult,
     default_device,
 )
-from laytune.search import standard_candidates
+from laytune.search import TuneOptions, standard_candidates
 from laytune.space import Candidate, SearchSpace, is_default
 
 RESULT_NAME = "peers.md"
@@ -368,15 +368,8 @@ def tune_case(case: Case, device: Device, budget: Budget, database: str) -> Sear
     """``laytune.tune`` on ``case``, and what its standard starts and its
     sampler measured (read from the job's trials, as tune tried them)."""
     started = time.perf_counter()
-    result = laytune.tune(
-        case.workload,
-        device,
-        trials=budget.trials,
-        timeout=budget.timeout_s,
-        batch=BATCH,
-        database=database,
-        progress=False,
-    )
+    options = TuneOptions(trials=budget.trials, timeout=budget.timeout_s, batch=BATCH)
+    result = laytune.tune(case.workload, device, options=options, database=database, progress=False)
     seconds = time.perf_counter() - started
     trials = result.trials
     times = {

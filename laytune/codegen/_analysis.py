@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from laytune.layout import UNDEF, Layout, Var, simplify, variables
-from laytune.ops import BinaryOp, Literal, Load, Negate, Value, Workload, reduction
+from laytune.ops import VALUE_OPS, BinaryOp, Literal, Load, Negate, Value, Workload, reduction
 
 __all__ = ["PaddedLoop", "neutral_at_padding", "padded_loop"]
 
@@ -140,14 +140,6 @@ def neutral_at_padding(
 
 
 def _apply(op: str, a: float, b: float) -> float:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        return a / b if b else math.nan
-    if op == "max":
-        return max(a, b)
-    return min(a, b)
+    if op == "/" and not b:
+        return math.nan
+    return float(VALUE_OPS[op].compute(a, b))

@@ -19,7 +19,7 @@ from laytune.codegen._grid import GridCode
 from laytune.codegen._nest import Nest, access_width
 from laytune.codegen._stage import tile_index
 from laytune.layout import Expr, Var, bounds, substitute
-from laytune.ops import BinaryOp, Literal, Load, Negate, Value
+from laytune.ops import VALUE_OPS, BinaryOp, Literal, Load, Negate, Value
 
 __all__ = [
     "IndexTest",
@@ -173,12 +173,12 @@ def value_text(w: Writer, v: Value, names: Mapping[str, tuple[str, int]]) -> tup
     assert isinstance(v, BinaryOp)
     a, aw = value_text(w, v.lhs, names)
     b, bw = value_text(w, v.rhs, names)
-    if v.op in ("max", "min"):
-        fn = "fmax" if v.op == "max" else "fmin"
-        if bw > aw:  # fmax(gentype, scalar) exists, fmax(scalar, gentype) does not
-            a, b = b, a
-        return f"{fn}({a}, {b})", max(aw, bw)
-    return f"({a} {v.op} {b})", max(aw, bw)
+    op = VALUE_OPS[v.op]
+    if op.function is None:
+        return op.text(a, b), max(aw, bw)
+    if bw > aw:  # fmax(gentype, scalar) exists, fmax(scalar, gentype) does not
+        a, b = b, a
+    return f"f{op.function}({a}, {b})", max(aw, bw)
 
 
 def widen(w: Writer, text: str, width: int, to: int) -> str:

@@ -34,12 +34,14 @@ from laytune.ops._registry import (
     register,
 )
 from laytune.ops._statement import (
+    VALUE_OPS,
     BinaryOp,
     Literal,
     Load,
     Negate,
     Statement,
     Value,
+    ValueOp,
     loads,
     parse_statement,
     value_text,
@@ -49,6 +51,7 @@ from laytune.ops._workload import DTYPES, Axis, BufferDecl, Workload
 __all__ = [
     "DTYPES",
     "REDUCTIONS",
+    "VALUE_OPS",
     "Axis",
     "BinaryOp",
     "BufferDecl",
@@ -61,6 +64,7 @@ __all__ = [
     "StatementError",
     "UnknownWorkloadError",
     "Value",
+    "ValueOp",
     "Workload",
     "WorkloadConstructor",
     "bias_add",

@@ -21,14 +21,17 @@ convolution).
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
+
+import numpy as np
 
 from laytune.exceptions import LaytuneError, StatementError
 from laytune.layout import Const, Expr, Var, to_text
 
 __all__ = [
+    "VALUE_OPS",
     "BinaryOp",
     "Literal",
     "Load",
@@ -36,6 +39,7 @@ __all__ = [
     "Statement",
     "StatementError",
     "Value",
+    "ValueOp",
     "loads",
     "parse_statement",
     "value_text",
@@ -62,6 +66,33 @@ class BinaryOp:
     op: str
     lhs: Value
     rhs: Value
+
+
+@dataclass(frozen=True)
+class ValueOp:
+    """A binary operator of statement values, in every form the stages need:
+    ``compute`` element-wise on numpy arrays or floats (the reference, the
+    analysis of padding), ``function`` the OpenCL C / statement function
+    name for ``max`` and ``min``, None for an infix operator."""
+
+    op: str
+    compute: Callable[[Any, Any], Any]
+    function: str | None = None
+
+    def text(self, a: str, b: str) -> str:
+        """``a op b`` as text: ``f(a, b)`` or ``(a op b)``."""
+        return f"{self.function}({a}, {b})" if self.function else f"({a} {self.op} {b})"
+
+
+#: The operators a statement's values combine with.
+VALUE_OPS: dict[str, ValueOp] = {
+    "+": ValueOp("+", np.add),
+    "-": ValueOp("-", np.subtract),
+    "*": ValueOp("*", np.multiply),
+    "/": ValueOp("/", np.divide),
+    "max": ValueOp("max", np.maximum, "max"),
+    "min": ValueOp("min", np.minimum, "min"),
+}
 
 
 @dataclass(frozen=True)
@@ -218,6 +249,4 @@ def value_text(value: Value, names: Sequence[str]) -> str:
         return repr(value.value)
     if isinstance(value, Negate):
         return f"-({value_text(value.operand, names)})"
-    if value.op in ("max", "min"):
-        return f"{value.op}({value_text(value.lhs, names)}, {value_text(value.rhs, names)})"
-    return f"({value_text(value.lhs, names)} {value.op} {value_text(value.rhs, names)})"
+    return VALUE_OPS[value.op].text(value_text(value.lhs, names), value_text(value.rhs, names))

@@ -29,6 +29,7 @@ from laytune.layout import Expr, Var, bounds, evaluate, to_text
 from laytune.ops._reductions import reduction
 from laytune.ops._registry import format_value
 from laytune.ops._statement import (
+    VALUE_OPS,
     BinaryOp,
     Literal,
     Load,
@@ -365,14 +366,4 @@ def _eval_value(
         return np.where(inside, data[clipped], 0.0)
     lhs = _eval_value(value.lhs, args, arrays, workload)
     rhs = _eval_value(value.rhs, args, arrays, workload)
-    if value.op == "+":
-        return lhs + rhs
-    if value.op == "-":
-        return lhs - rhs
-    if value.op == "*":
-        return lhs * rhs
-    if value.op == "/":
-        return lhs / rhs
-    if value.op == "max":
-        return np.maximum(lhs, rhs)
-    return np.minimum(lhs, rhs)
+    return VALUE_OPS[value.op].compute(lhs, rhs)
