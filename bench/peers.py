@@ -12,8 +12,8 @@ another). In one run:
   library that pyclblast loads; pyclblast does not wrap it) and the float4
   copy of ``bench.conversions`` over the same bytes as the bandwidth ceiling.
   GB/s counts the bytes read plus the bytes written.
-- Matmul ``C = A @ B`` float32 at 512, 1024, 2048 and a skinny M x N x K =
-  64 x 4096 x 1024: laytune, CLBlast's sgemm (pyclblast, on the same OpenCL
+- Matmul ``C = A @ B`` float32 at 512, 1024, 2048, a skinny M x N x K =
+  64 x 4096 x 1024 and 128 (the matmul ``make tune`` tunes): laytune, CLBlast's sgemm (pyclblast, on the same OpenCL
   device) and numpy (its BLAS, on the host).
 - conv2d float32, NCHW input, OIHW weights, 3x3, stride 1, zero padding 1:
   (1,32,56,56) x 32 filters, (1,64,56,56) x 64, (1,128,28,28) x 128: laytune,
@@ -104,6 +104,7 @@ MATMULS: tuple[tuple[int, int, int], ...] = (
     (1024, 1024, 1024),
     (2048, 2048, 2048),
     (64, 4096, 1024),
+    (128, 128, 128),  # the matmul of `make tune`
 )
 #: (batch, channels, height, width, filters), all 3x3, stride 1, padding 1
 CONVS: tuple[tuple[int, int, int, int, int], ...] = (
