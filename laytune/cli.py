@@ -1,7 +1,7 @@
 """The ``laytune`` command line.
 
-Commands: ``devices``, ``tune``, ``workloads``, ``records``, ``show``,
-``freeze``, ``export``, ``plot``. Each is a thin shell over the Python API.
+Commands: ``devices``, ``tune``, ``tune-conversions``, ``workloads``,
+``records``, ``show``, ``freeze``, ``export``, ``plot``. Each is a thin shell over the Python API.
 
 Exit codes scripts can rely on: 0 success; 1 the command ran but found
 nothing (no verified candidate, no matching workload or record, no such
@@ -130,7 +130,15 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     database = open_database(args.db)
     status = EXIT_OK
     for workload in jobs:
-        result = tune(workload, device, options=options, database=database, progress=not args.quiet)
+        boundary = {name: "free" for name in _names(args.free, workload)}
+        boundary.update({name: "constant" for name in _names(args.constant, workload)})
+        result = tune(
+            workload,
+            device,
+            options=options.replace(boundary=boundary),
+            database=database,
+            progress=not args.quiet,
+        )
         print(result.summary())
         if result.stop_reason.startswith("interrupted"):
             return EXIT_INTERRUPTED
@@ -138,6 +146,43 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             status = EXIT_NO_RESULT
     print(f"records in {database.safe_url}; see `laytune records --best`")
     return status
+
+
+def _cmd_tune_conversions(args: argparse.Namespace) -> int:
+    from laytune.runners import default_device, select_device
+    from laytune.search import TuneOptions, tune_conversions
+
+    database = _open_existing(args.db)
+    device = select_device(args.device) if args.device is not None else default_device()
+    keys = None
+    if args.workload:
+        keys = sorted({key for name in args.workload for key in _match(database, name)})
+    results = tune_conversions(
+        database,
+        device,
+        workloads=keys,
+        options=TuneOptions(trials=args.trials, strategy=args.strategy),
+        progress=not args.quiet,
+    )
+    if not results:
+        print("the best records pay for no conversion on this device", file=sys.stderr)
+        return EXIT_NO_RESULT
+    for result in results:
+        print(result.summary())
+    print("prices, freeze, export and plans now use the fastest recorded conversion kernels")
+    return EXIT_OK
+
+
+def _names(texts: Sequence[str], workload: Any) -> list[str]:
+    """Buffer names given as ``X,Y`` (repeatable); unknown names are an error."""
+    names = [n.strip() for text in texts for n in text.split(",") if n.strip()]
+    buffers = {b.name for b in workload.buffers}
+    unknown = sorted(set(names) - buffers)
+    if unknown:
+        raise LaytuneError(
+            f"{workload.key} has no buffer {', '.join(unknown)} (buffers: {', '.join(sorted(buffers))})"
+        )
+    return names
 
 
 # -- tables -----------------------------------------------------------------------
@@ -312,6 +357,7 @@ _RECORD_TABLE = (
     _Column("shape", "shape", shrink=9),
     _Column("device", "device", shrink=8, drop=1),
     _Column("status", "status", shrink=6),
+    _Column("kernel", "kernel", numeric=True),
     _Column("ms", "time", numeric=True),
     _Column("base", "speedup", numeric=True),
     _Column("layout", "layout_speedup", numeric=True),
@@ -320,7 +366,10 @@ _RECORD_TABLE = (
 
 #: What the columns of the tables mean.
 _TABLE_EPILOG = (
-    "ms: the ranking time in milliseconds; base: the speed-up over the baseline candidate "
+    "ms: the end-to-end time in milliseconds (the compute kernels plus the conversions the "
+    "boundary charges: with the default boundary, packing the inputs from and unpacking the "
+    "outputs into their logical layouts; weights are packed once); kernel: the compute "
+    "kernels alone; base: the speed-up over the baseline candidate "
     "(identity layouts, baseline knobs), what the whole candidate bought; layout: the "
     "speed-up over identity layouts with the same knobs, what the layouts alone bought; "
     "buffers: those not in their identity layout; ok/all: verified and all records. "
@@ -356,6 +405,7 @@ def _cmd_records(args: argparse.Namespace) -> int:
             "shape": row.shape,
             "device": record.device_name or record.device_key,
             "status": record.status,
+            "kernel": _ms(row.kernel_s),
             "time": _ms(row.time_s),
             "speedup": _times(row.speedup),
             "layout_speedup": _times(row.layout_speedup),
@@ -387,8 +437,19 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if record.value_s is not None:
         times = np.asarray(record.event_times_s, dtype=float) * 1e3
         q1, q3 = np.percentile(times, [25, 75]) if len(times) else (math.nan, math.nan)
+        price = record.objective
+        if price is None:
+            print(f"  end to end {record.value_s * 1e3:.4f} ms: the kernel alone (no boundary)")
+        else:
+            print(f"  end to end {price.describe()}")
+            print(f"  boundary: {price.boundary}")
+            for charge in price.charges:
+                print(
+                    f"    {charge.buffer} {charge.direction}: {charge.seconds * 1e3:.4f} ms "
+                    f"({charge.source})"
+                )
         print(
-            f"  {record.statistic} {record.value_s * 1e3:.4f} ms, min {times.min():.4f} ms, "
+            f"  kernel {record.statistic} {record.compute_s * 1e3:.4f} ms, min {times.min():.4f} ms, "
             f"IQR {q3 - q1:.4f} ms over {len(times)} repeats"
         )
         print("  repeats [" + ", ".join(f"{t:.4f}" for t in times) + "] ms")
@@ -430,10 +491,14 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
     for entry in frozen:
         base = _times(entry.speedup)
         layouts = _times(entry.layout_speedup)
+        kernel = "" if entry.kernel_s is None else f" (kernel {entry.kernel_s * 1e3:.4f} ms)"
         print(
             f"  {short_key(entry.workload_key)} on {entry.device_name}: "
-            f"{entry.time_s * 1e3:.4f} ms, {base} over the baseline, {layouts} from the layouts"
+            f"{entry.time_s * 1e3:.4f} ms end to end{kernel}, {base} over the baseline, "
+            f"{layouts} from the layouts"
         )
+        for buffer, direction, source in entry.conversions:
+            print(f"    {buffer} {direction}: {source}")
     return EXIT_OK
 
 
@@ -523,6 +588,23 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--device", help="index, platform:device, or name substring")
     tune.add_argument("--no-warm-start", action="store_true", help="do not try records first")
+    tune.add_argument(
+        "--free",
+        action="append",
+        default=[],
+        metavar="X,Y",
+        help="buffers whose layout a producer or consumer adopts: their conversions are not "
+        "charged (default: inputs and outputs are fixed to their logical layouts, and every "
+        "call pays packing and unpacking them)",
+    )
+    tune.add_argument(
+        "--constant",
+        action="append",
+        default=[],
+        metavar="W",
+        help="inputs converted once and reused by every call (weights; conv2d's W and "
+        "bias_add's B are constant by default)",
+    )
     tune.add_argument("--quiet", action="store_true", help="no progress lines")
     tune.add_argument(
         "--demo",
@@ -531,6 +613,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     db_option(tune)
     tune.set_defaults(run=_cmd_tune)
+
+    conversions = commands.add_parser(
+        "tune-conversions",
+        help="tune the conversion kernels the best records pay for (packing inputs, "
+        "unpacking outputs)",
+    )
+    conversions.add_argument(
+        "--workload", action="append", metavar="NAME", help="only this workload (repeatable)"
+    )
+    conversions.add_argument(
+        "--trials", type=_positive, default=24, help="candidates per conversion (24)"
+    )
+    conversions.add_argument(
+        "--strategy", choices=sorted(STRATEGIES), default="tpe", help="search strategy (tpe)"
+    )
+    conversions.add_argument("--device", help="index, platform:device, or name substring")
+    conversions.add_argument("--quiet", action="store_true", help="no progress lines")
+    db_option(conversions)
+    conversions.set_defaults(run=_cmd_tune_conversions)
 
     def workload_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(

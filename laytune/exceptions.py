@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentTypeError",
+    "BoundaryError",
     "ConfigError",
     "DatabaseError",
     "DatabaseNotFoundError",
@@ -160,6 +161,11 @@ class RecordError(LaytuneError, ValueError):
 
 class RecordNotFoundError(RecordError, NotFoundError):
     """No record with the given id in a database."""
+
+
+class BoundaryError(LaytuneError, ValueError):
+    """A boundary policy that does not fit its workload: a name that is not a
+    buffer, an unknown policy, a constant output, a held layout of another shape."""
 
 
 class DatabaseError(LaytuneError):

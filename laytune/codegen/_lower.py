@@ -20,6 +20,7 @@ missing from a candidate takes its default there.
 from __future__ import annotations
 
 from laytune.codegen._conversion import pack_kernel, unpack_kernel
+from laytune.codegen._convert import lower_conversion_workload
 from laytune.codegen._emit import Scope, c_float, ctype_of
 from laytune.codegen._grid import padding_tests
 from laytune.codegen._kernel import compute_kernel
@@ -30,7 +31,7 @@ from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF, Layout, Var
 from laytune.ops import BufferDecl, Workload
-from laytune.space import Candidate, check_candidate, complete_knobs
+from laytune.space import Candidate, ConversionWorkload, check_candidate, complete_knobs
 
 __all__ = ["GENERIC_DEVICE", "lower", "lower_conversion"]
 
@@ -71,10 +72,14 @@ def lower(
 
     Refuses (:class:`~laytune.exceptions.LayoutRejectedError`, with the
     reasons) every candidate that ``laytune.space.check_candidate`` rejects on
-    ``device`` (``GENERIC_DEVICE`` when None). Missing knobs take their
+    ``device`` (``GENERIC_DEVICE`` when None). A
+    :class:`~laytune.space.ConversionWorkload` lowers through
+    :func:`~laytune.codegen.lower_conversion_workload`. Missing knobs take their
     defaults (:func:`laytune.space.baseline_knobs`). Outputs may carry a
     constant pad value, which the program writes into their padding.
     """
+    if isinstance(workload, ConversionWorkload):
+        return lower_conversion_workload(workload, candidate, device or GENERIC_DEVICE)
     device = device or GENERIC_DEVICE
     knobs = complete_knobs(workload, candidate.knob_map)
     layouts = candidate.layout_map

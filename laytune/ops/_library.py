@@ -88,7 +88,9 @@ def transpose(
 
 @register(example={"shape": (1, 64, 56, 56), "axis": 1}, structural=("axis",))
 def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Workload:
-    """``Y = X + B`` with ``B`` of shape ``(shape[axis],)`` broadcast along the other axes."""
+    """``Y = X + B`` with ``B`` of shape ``(shape[axis],)`` broadcast along the other axes.
+
+    ``B`` is a weight (a model parameter, see :class:`~laytune.ops.Workload`)."""
     shape = _shape(shape)
     if not -len(shape) <= axis < len(shape):
         raise StatementError(f"axis {axis} is out of range for shape {shape}")
@@ -102,6 +104,7 @@ def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Wor
         {"X": shape, "B": (shape[axis],)},
         dtype,
         params={"shape": shape, "axis": axis},
+        weights=("B",),
     )
 
 
@@ -169,6 +172,11 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32") -> Workload:
 
     Offers 16 x 16 (or the largest of 8, 4 dividing every extent) tiles of A
     and B for ``__local`` staging.
+
+    Neither operand is a weight: a GEMM call, as BLAS sees it, receives both
+    operands anew, so a tuning job charges the conversion of each (the
+    packing a BLAS does inside the call). Where ``B`` is a layer's weights,
+    say so with ``boundary={"B": "constant"}``.
     """
     tile = next((t for t in (16, 8, 4) if M % t == 0 and N % t == 0 and K % t == 0), None)
     tiles = {"A": (tile, tile), "B": (tile, tile)} if tile else None
@@ -206,7 +214,9 @@ def conv2d(
     padding: int = 0,
     dtype: str = "float32",
 ) -> Workload:
-    """2-D convolution on NCHW input ``X`` and OIHW weights ``W``, zero padding."""
+    """2-D convolution on NCHW input ``X`` and OIHW weights ``W``, zero padding.
+
+    ``W`` is a weight (a model parameter, see :class:`~laytune.ops.Workload`)."""
     oh = (height + 2 * padding - kernel) // stride + 1
     ow = (width + 2 * padding - kernel) // stride + 1
     if kernel <= 0 or stride <= 0 or padding < 0 or oh <= 0 or ow <= 0:
@@ -239,4 +249,5 @@ def conv2d(
             "stride": stride,
             "padding": padding,
         },
+        weights=("W",),
     )

@@ -90,7 +90,11 @@ class Workload:
 
     ``key`` identifies operator, shapes and dtype, and is stable across
     processes. ``local_tiles`` names the 2-D inputs the lowering may stage
-    in ``__local`` memory, with their tile shapes.
+    in ``__local`` memory, with their tile shapes. ``weights`` names the
+    inputs that are parameters of a model rather than data (a convolution's
+    filters, a bias): they are converted into a layout once and reused by
+    every call, so a tuning job prices them ``constant`` by default (see
+    :class:`laytune.records.Boundary`). The key does not depend on them.
     """
 
     name: str
@@ -100,6 +104,7 @@ class Workload:
     dtype: str
     key: str
     local_tiles: tuple[tuple[str, tuple[int, ...]], ...] = field(default=())
+    weights: tuple[str, ...] = field(default=(), compare=False)
 
     # -- construction ---------------------------------------------------------
     @classmethod
@@ -112,6 +117,7 @@ class Workload:
         dtype: str = "float32",
         params: Mapping[str, Any] | None = None,
         local_tiles: Mapping[str, Sequence[int]] | None = None,
+        weights: Sequence[str] = (),
     ) -> Workload:
         """``Workload.define("matmul", "C[i, j] += A[i, k] * B[k, j]",
         axes={"i": M, "j": N, "k": K}, inputs={"A": (M, K), "B": (K, N)})``.
@@ -119,7 +125,8 @@ class Workload:
         ``axes`` in loop-nest order (the last spatial axis is the innermost);
         the output's shape follows from the extents of its index axes.
         ``params`` (with ``dtype``) make the key; without them the key lists
-        the buffer shapes.
+        the buffer shapes. ``weights`` names the inputs that are model
+        parameters (see the class docstring).
         """
         if dtype not in DTYPES:
             raise StatementError(f"dtype {dtype!r} is not supported (one of {DTYPES})")
@@ -186,7 +193,10 @@ class Workload:
         for tile_buffer, _ in tiles:
             if tile_buffer not in seen:
                 raise StatementError(f"local tile for {tile_buffer!r}, which is not an input")
-        return cls(name, axis_list, tuple(buffers), stmt, dtype, key, tiles)
+        strange = sorted(set(weights) - seen)
+        if strange:
+            raise StatementError(f"weights {strange} are not inputs of {statement!r}")
+        return cls(name, axis_list, tuple(buffers), stmt, dtype, key, tiles, tuple(sorted(weights)))
 
     # -- queries --------------------------------------------------------------
     @property

@@ -10,10 +10,13 @@ each producer, the rewrites of its result (from
 in their logical layout. Nothing else crosses to the host; constants are
 packed on the host once, when the plan is compiled.
 
-A rewrite from the logical layout is one pack kernel, one to it one unpack
-kernel. Between two other layouts it is one pack kernel of the composed map
-``dst . src^-1`` when the source is a flat buffer without padding, else an
-unpack into a scratch buffer followed by a pack.
+A rewrite between flat global buffers runs the device's best recorded
+conversion kernel for its two layouts when the plan was made from a records
+database that holds one (a tuned :class:`~laytune.space.ConversionWorkload`).
+Else a rewrite from the logical layout is one pack kernel, one to it one
+unpack kernel; between two other layouts it is one pack kernel of the
+composed map ``dst . src^-1`` when the source is a flat buffer without
+padding, else an unpack into a scratch buffer followed by a pack.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from laytune.layout import Layout, custom, pack
 from laytune.plan._planner import Plan, PlanError, Version
 from laytune.plan._rewrite import Rewrite, is_identity_layout
 from laytune.runners import image_format
+from laytune.space import ConversionWorkload
 
 __all__ = ["CompiledPlan", "PlanTiming", "Step"]
 
@@ -94,7 +98,9 @@ class CompiledPlan:
     ``with`` block) frees them.
     """
 
-    def __init__(self, plan: Plan, context: cl.Context | None = None) -> None:
+    def __init__(
+        self, plan: Plan, context: cl.Context | None = None, conversions: Any = None
+    ) -> None:
         if context is None:
             from laytune.runners import default_device
 
@@ -102,6 +108,10 @@ class CompiledPlan:
         self.plan = plan
         self.context = context
         self.info = DeviceInfo.from_cl_device(context.devices[0])
+        if conversions is None and plan.device.key == self.info.key:
+            conversions = plan.conversions
+        self.conversions = conversions
+        self.tuned: list[str] = []  # labels of the rewrites a recorded conversion kernel runs
         self.queue = cl.CommandQueue(
             context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
@@ -226,6 +236,8 @@ class CompiledPlan:
             src, dtype = plan.versions[v.source], self._dtype(v)
             label = f"{tensor} -> {', '.join(v.consumers) or 'rewrite'}"
             src_mem, dst_mem = self._mem[v.source], self._mem[i]
+            if self._tuned(label, src.layout, v.layout, dtype.name, v.pad, src_mem, dst_mem):
+                continue
             if is_identity_layout(src.layout):
                 self._convert(label, "pack", tensor, v.layout, v.pad, src_mem, dst_mem)
                 continue
@@ -242,6 +254,29 @@ class CompiledPlan:
             self._scratch.append(scratch)
             self._convert(label, "unpack", tensor, src.layout, None, src_mem, scratch)
             self._convert(label, "pack", tensor, v.layout, v.pad, scratch, dst_mem)
+
+    def _tuned(
+        self,
+        label: str,
+        src: Layout,
+        dst: Layout,
+        dtype: str,
+        pad: object,
+        src_mem: Any,
+        dst_mem: Any,
+    ) -> bool:
+        """Run a rewrite with the best recorded conversion kernel, if there is one."""
+        if self.conversions is None or src.image_rank != 1 or dst.image_rank != 1:
+            return False
+        found = self.conversions.best(src, dst, dtype, pad)
+        if found is None:
+            return False
+        workload = ConversionWorkload(src, dst, dtype, pad)
+        program = lower(workload, found.candidate, self.info)
+        memory = {("src", "physical"): src_mem, ("dst", "physical"): dst_mem}
+        self._step(label, "rewrite", program, program.compute[0], memory)
+        self.tuned.append(label)
+        return True
 
     # -- running --------------------------------------------------------------------
     def _enqueue(self) -> list[cl.Event]:

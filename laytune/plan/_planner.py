@@ -33,6 +33,17 @@
 With ``minimize=False`` the plan stops after step 1 and routes every rewrite
 through the logical layout: each frozen operator in its own best layouts with
 conversions around it (constants still packed on the host).
+
+**Weighing.** A layout source that keeps records offers each layout-critical
+operator several candidates (:func:`~laytune.plan._price.lookup_options`),
+not only its fastest kernel. Before step 2 the planner picks one per
+operator, one operator at a time while the prediction improves: the set
+whose compute time plus the time of the rewrites left after steps 2 to 4 is
+least (:class:`~laytune.plan._price.PlanPricer`: recorded conversion
+kernels, the operators' own pack and unpack times, else an estimate from the
+bytes moved). So a slower kernel that needs fewer conversions wins where the
+conversions cost more than it loses. Every plan carries the predicted time
+of each operator and rewrite; :meth:`Plan.with_timing` adds measured ones.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ from laytune.layout import Layout, identity
 from laytune.ops import Workload
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._graph import Graph
+from laytune.plan._price import Option, PlanPricer, Prediction, lookup_options
 from laytune.plan._rewrite import (
     Rewrite,
     is_identity_layout,
@@ -56,13 +68,13 @@ from laytune.plan._rewrite import (
     refinable,
     same_layout,
 )
-from laytune.plan._source import SourceLike, lookup_candidate
+from laytune.plan._source import SourceLike
 from laytune.space import Candidate, PadValue
 
 if TYPE_CHECKING:
     import pyopencl as cl
 
-    from laytune.plan._execute import CompiledPlan
+    from laytune.plan._execute import CompiledPlan, PlanTiming
 
 __all__ = ["Placement", "Plan", "PlanError", "Version", "plan_layouts"]
 
@@ -225,6 +237,7 @@ class _Minimizer:
         frozen: Collection[str],
         device: DeviceInfo,
         log: list[str],
+        derived: dict[tuple[str, Any], Candidate | LaytuneError] | None = None,
     ) -> None:
         self.graph = graph
         self.state = state
@@ -233,7 +246,7 @@ class _Minimizer:
         self.log = log
         self.notes: dict[str, str] = {}
         self.refusals: dict[tuple[str, str, str], str] = {}
-        self._derived: dict[tuple[str, Any], Candidate | LaytuneError] = {}
+        self._derived = {} if derived is None else derived
 
     def cost(self, state: Mapping[str, Candidate]) -> int:
         return _cost(self.graph, _resolve(self.graph, state, via_identity=False))
@@ -412,6 +425,39 @@ class Plan:
     outputs: tuple[tuple[str, int], ...]
     log: tuple[str, ...]
     minimized: bool
+    predictions: tuple[Prediction, ...] = ()
+    measured: tuple[tuple[str, float], ...] = ()
+    conversions: Any = field(default=None, repr=False, compare=False)
+
+    def with_timing(self, timing: PlanTiming) -> Plan:
+        """This plan with the measured time of each step of ``timing`` (from
+        :meth:`CompiledPlan.profile`), which :meth:`describe` shows beside
+        the predicted one."""
+        from dataclasses import replace
+
+        totals: dict[str, float] = {}
+        for label, seconds in timing.per_step:
+            totals[label] = totals.get(label, 0.0) + seconds
+        return replace(self, measured=tuple(totals.items()))
+
+    @property
+    def predicted_s(self) -> float | None:
+        """The predicted time of one run: every operator and rewrite (None
+        when a step has no prediction)."""
+        times = [p.seconds for p in self.predictions]
+        if not times or any(t is None for t in times):
+            return None
+        return sum(times)  # type: ignore[arg-type]
+
+    def _times(self, label: str) -> str:
+        predicted = next((p for p in self.predictions if p.label == label), None)
+        measured = dict(self.measured).get(label)
+        parts = []
+        if predicted is not None and predicted.seconds is not None:
+            parts.append(f"predicted {predicted.seconds * 1e3:.4g} ms ({predicted.source})")
+        if self.measured:
+            parts.append("measured " + ("-" if measured is None else f"{measured * 1e3:.4g} ms"))
+        return "; ".join(parts)
 
     def placement(self, op: str) -> Placement:
         for p in self.placements:
@@ -467,7 +513,14 @@ class Plan:
             f"{len(rewrites)} rewrites moving {_size(self.rewrite_bytes)} per run, "
             f"{len(self.folded)} constant copies packed on the host"
         )
-        lines = [head, "tensors:"]
+        lines = [head]
+        if self.predictions:
+            total = self.predicted_s
+            line = "predicted " + ("-" if total is None else f"{total * 1e3:.4g} ms") + " per run"
+            if self.measured:
+                line += f", measured {sum(t for _, t in self.measured) * 1e3:.4g} ms"
+            lines.append(line)
+        lines.append("tensors:")
         width = max(len(t) for t in g.tensors)
         for t in g.tensors.values():
             shape = f"{t.dtype}{list(t.shape)}"
@@ -486,6 +539,9 @@ class Plan:
             lines.append(
                 f"  {p.op}: {g.op(p.op).workload.name}, {p.note}{f' ({knobs})' if knobs else ''}"
             )
+            times = self._times(p.op)
+            if times:
+                lines.append(f"    {times}")
             for port, layout in p.candidate.layouts:
                 lines.append(f"    {port}: {layout.index_map}")
         lines.append(f"rewrites ({len(rewrites)}):" if rewrites else "rewrites: none")
@@ -494,6 +550,9 @@ class Plan:
             lines.append(
                 f"    for {', '.join(r.consumers) or 'a later rewrite'}; physical map {_map_text(r)}"
             )
+            times = self._times(rewrite_label(r))
+            if times:
+                lines.append(f"    {times}")
         lines.append("how:")
         lines += [f"  {line}" for line in self.log]
         return "\n".join(lines)
@@ -501,12 +560,20 @@ class Plan:
     def __str__(self) -> str:
         return self.describe()
 
-    def compile(self, context: cl.Context | None = None) -> CompiledPlan:
+    def compile(self, context: cl.Context | None = None, conversions: Any = None) -> CompiledPlan:
         """Build every kernel of the plan for one OpenCL device (``context``'s
-        first; default: :func:`laytune.runners.default_device`)."""
+        first; default: :func:`laytune.runners.default_device`). Rewrites
+        run the best conversion kernels ``conversions`` (a
+        :class:`laytune.records.RecordedConversions`) records; default: those
+        of the records database the plan was made from, on the plan's device."""
         from laytune.plan._execute import CompiledPlan
 
-        return CompiledPlan(self, context)
+        return CompiledPlan(self, context, conversions)
+
+
+def rewrite_label(rewrite: Rewrite) -> str:
+    """The label of a rewrite's launches in a compiled plan (and its timing)."""
+    return f"{rewrite.tensor} -> {', '.join(rewrite.consumers) or 'rewrite'}"
 
 
 def _map_text(rewrite: Rewrite) -> str:
@@ -531,6 +598,7 @@ def plan_layouts(
     *,
     critical: Collection[str] | None = None,
     minimize: bool = True,
+    alternatives: int = 4,
 ) -> Plan:
     """Plan the layouts of ``graph`` (see the module docstring).
 
@@ -539,7 +607,11 @@ def plan_layouts(
     checked against and what a source is asked about (default: codegen's
     ``GENERIC_DEVICE``). ``critical`` names the layout-critical operators
     (operator names or workload names such as ``"conv2d"``); by default every
-    operator the source has a candidate for is.
+    operator the source has a candidate for is. ``alternatives`` bounds the
+    fastest kernels per layout-critical operator that weighing considers
+    besides the best end-to-end one and the fastest in logical layouts
+    (a records source; see the module docstring; 0 or ``minimize=False``:
+    freeze the source's best candidate as it is).
     """
     if device is None and source is not None and not isinstance(source, Mapping):
         raise PlanError(
@@ -555,13 +627,13 @@ def plan_layouts(
         if unknown:
             raise PlanError(f"critical names {unknown} match no operator of {graph.name!r}")
     log: list[str] = []
-    frozen: dict[str, Candidate] = {}
+    options: dict[str, list[Option]] = {}
     wanted = None if critical is None else set(critical)
     for op in graph.ops:
         if wanted is not None and not {op.name, op.workload.name} & wanted:
             continue
-        cand = lookup_candidate(source, op.workload.key, device.key)
-        if cand is None:
+        found = lookup_options(source, op.workload.key, device.key, max(alternatives, 0))
+        if not found:
             if wanted is not None:
                 raise PlanError(
                     f"{op.name} is layout-critical but the layout source has no candidate for "
@@ -569,11 +641,20 @@ def plan_layouts(
                 )
             continue
         try:
-            lower(op.workload, cand, device)
+            lower(op.workload, found[0].candidate, device)
         except (LaytuneError, KeyError) as err:
             raise PlanError(f"the frozen candidate of {op.name} cannot be lowered: {err}") from None
-        frozen[op.name] = cand
-        log.append(f"froze {op.name}: the source's candidate for {op.workload.key}")
+        options[op.name] = [found[0], *_lowerable(op.workload, found[1:], device)]
+        log.append(
+            f"froze {op.name}: the source's candidate for {op.workload.key}"
+            + (f" ({found[0].origin})" if found[0].origin != "the layout source" else "")
+        )
+    chosen = {name: found[0] for name, found in options.items()}
+    pricer = PlanPricer(source, device.key, chosen)
+    if minimize and alternatives > 0 and any(len(found) > 1 for found in options.values()):
+        chosen = _weigh(graph, options, device, pricer, log)
+        pricer = PlanPricer(source, device.key, chosen)
+    frozen = {name: option.candidate for name, option in chosen.items()}
     state = {op.name: frozen.get(op.name) or _identity_candidate(op.workload) for op in graph.ops}
     initial = _resolve(graph, state, via_identity=True)
     count = sum(v.origin == "rewrite" for v in initial.versions)
@@ -602,6 +683,13 @@ def plan_layouts(
             )
         note = notes.get(op.name, "planned: identity layouts")
         placements.append(Placement(op.name, cand, op.name in frozen, note))
+    predictions = [pricer.operator(p.op, graph.op(p.op).workload, p.candidate) for p in placements]
+    for i, v in enumerate(final.versions):
+        if v.origin == "rewrite":
+            rewrite = final.rewrite(i, graph.tensors[v.tensor].dtype)
+            predictions.append(
+                pricer.rewrite(rewrite_label(rewrite), rewrite, _ports(graph, rewrite))
+            )
     return Plan(
         graph=graph,
         device=device,
@@ -611,7 +699,96 @@ def plan_layouts(
         outputs=tuple(final.outputs.items()),
         log=tuple(log),
         minimized=minimize,
+        predictions=tuple(predictions),
+        conversions=pricer.conversions,
     )
+
+
+def _lowerable(workload: Workload, found: Sequence[Option], device: DeviceInfo) -> list[Option]:
+    kept = []
+    for option in found:
+        try:
+            lower(workload, option.candidate, device)
+        except (LaytuneError, KeyError):
+            continue
+        kept.append(option)
+    return kept
+
+
+def _ports(graph: Graph, rewrite: Rewrite) -> list[tuple[str, str]]:
+    """The ports a rewrite feeds, then its tensor's producer's output port."""
+    ports = [tuple(c.split(".", 1)) for c in rewrite.consumers if "." in c]
+    producer = graph.tensors[rewrite.tensor].producer
+    if producer is not None:
+        ports.append((producer, graph.op(producer).output_port))
+    return ports  # type: ignore[return-value]
+
+
+def _weigh(
+    graph: Graph,
+    options: Mapping[str, Sequence[Option]],
+    device: DeviceInfo,
+    pricer: PlanPricer,
+    log: list[str],
+) -> dict[str, Option]:
+    """The option per critical operator whose plan is predicted fastest:
+    compute of the critical operators plus the rewrites left after planning
+    (coordinate descent from the source's best, one operator at a time)."""
+    derived: dict[tuple[str, Any], Candidate | LaytuneError] = {}
+    cache: dict[tuple[str, ...], float] = {}
+
+    def total(choice: Mapping[str, Option]) -> float:
+        key = tuple(choice[name].candidate.key for name in sorted(choice))
+        if key not in cache:
+            state = {
+                op.name: choice[op.name].candidate
+                if op.name in choice
+                else _identity_candidate(op.workload)
+                for op in graph.ops
+            }
+            state = _Minimizer(graph, state, set(choice), device, [], derived).run()
+            res = _resolve(graph, state, via_identity=False)
+            seconds = 0.0
+            local = pricer.choosing(choice)
+            for name, option in choice.items():
+                seconds += (
+                    local.operator(name, graph.op(name).workload, option.candidate).seconds or 0.0
+                )
+            for i, v in enumerate(res.versions):
+                if v.origin == "rewrite":
+                    rewrite = res.rewrite(i, graph.tensors[v.tensor].dtype)
+                    seconds += local.rewrite("", rewrite, _ports(graph, rewrite)).seconds or 0.0
+            cache[key] = seconds
+        return cache[key]
+
+    current = {name: found[0] for name, found in options.items()}
+    best = total(current)
+    log.append(
+        f"weighing the candidates of {', '.join(sorted(options))}: first choice {best * 1e3:.4g} ms"
+    )
+    for _ in range(4):
+        improved = False
+        for name, found in options.items():
+            for option in found:
+                if option is current[name]:
+                    continue
+                trial = {**current, name: option}
+                seconds = total(trial)
+                if seconds < best * (1 - 1e-9):
+                    before = current[name]
+                    log.append(
+                        f"weighed {name}: {option.origin} ({_ms(option.compute_s)} kernel) over "
+                        f"{before.origin} ({_ms(before.compute_s)} kernel): plan "
+                        f"{seconds * 1e3:.4g} ms against {best * 1e3:.4g} ms"
+                    )
+                    current, best, improved = trial, seconds, True
+        if not improved:
+            break
+    return current
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
 
 
 def _readers(res: _Resolution, tensor: str) -> list[str]:

@@ -1,7 +1,10 @@
 """Records: every measurement kept, queried, frozen and replayed.
 
 - :class:`Record`: one measured or failed candidate, self-describing JSON
-  with a schema version.
+  with a schema version: the compute time, each conversion's time and the
+  objective (:class:`Price` under a :class:`Boundary`) its job ranked it by.
+- :func:`price_record`: what a record costs under a boundary policy, with
+  the recorded conversion kernels of its device (:class:`RecordedConversions`).
 - :class:`RecordStore`: where records live, the seam the tuning loop,
   freezing, planning and the CLI use; :func:`open_database` gives the
   :class:`Database` implementation: a SQLite file by default, or any
@@ -28,6 +31,18 @@ from laytune.records._frozen import (
     freeze,
     load_frozen,
 )
+from laytune.records._price import (
+    POLICIES,
+    Boundary,
+    BufferPolicy,
+    Charge,
+    ConversionTimes,
+    Price,
+    RecordedConversions,
+    best_priced,
+    default_boundary,
+    price_record,
+)
 from laytune.records._record import SCHEMA_VERSION, STATUSES, Record
 from laytune.records._store import RecordStore
 
@@ -36,14 +51,23 @@ __all__ = [
     "FRAME_COLUMNS",
     "FROZEN_VERSION",
     "MANIFEST",
+    "POLICIES",
     "SCHEMA_VERSION",
     "STATUSES",
     "WORKLOAD_COLUMNS",
+    "Boundary",
+    "BufferPolicy",
+    "Charge",
+    "ConversionTimes",
     "Database",
     "FrozenEntry",
     "FrozenLayouts",
+    "Price",
     "Record",
     "RecordStore",
+    "RecordedConversions",
+    "best_priced",
+    "default_boundary",
     "error_reason",
     "export",
     "export_stem",
@@ -55,6 +79,7 @@ __all__ = [
     "match_workloads",
     "open_database",
     "owner_alive",
+    "price_record",
     "process_owner",
     "records_dataframe",
     "reference_records",

@@ -46,7 +46,6 @@ from laytune.exceptions import (
 from laytune.layout import MAX_JSON_LENGTH
 from laytune.records._record import SCHEMA_VERSION, Record
 from laytune.records._store import RecordStore, key_of
-from laytune.space import Candidate
 
 __all__ = [
     "DEFAULT_URL",
@@ -491,43 +490,6 @@ class Database(RecordStore):
         )
         with self._failing("reading"), self._engine.connect() as conn:
             return {row.candidate_key: row.value_s for row in conn.execute(query)}
-
-    def best(self, workload: Any, device: Any) -> Record | None:
-        """The fastest verified record of a workload on a device (None if none)."""
-        query = (
-            self._select(workload=workload, device=device, status="ok")
-            .order_by(_records.c.value_s, _records.c.id)
-            .limit(1)
-        )
-        found = list(self._read(query))
-        return found[0] if found else None
-
-    def best_candidate(self, workload_key: str, device_key: str) -> Candidate | None:
-        """The best record's candidate (what graph planning freezes)."""
-        best = self.best(workload_key, device_key)
-        return None if best is None else best.candidate
-
-    def best_records(
-        self, *, workload: Any = None, device: Any = None, op: str | None = None
-    ) -> list[Record]:
-        """The best verified record of every (workload, device) pair that matches."""
-        ranked = (
-            sa.select(
-                _records.c.id,
-                sa.func.row_number()
-                .over(
-                    partition_by=(_records.c.workload_key, _records.c.device_key),
-                    order_by=(_records.c.value_s, _records.c.id),
-                )
-                .label("rank"),
-            )
-            .where(_records.c.status == "ok")
-            .subquery()
-        )
-        query = self._select(workload=workload, device=device, op=op).join(
-            ranked, sa.and_(ranked.c.id == _records.c.id, ranked.c.rank == 1)
-        )
-        return list(self._read(query.order_by(_records.c.workload_key, _records.c.device_key)))
 
     def workloads(self) -> list[tuple[str, str]]:
         """Every (workload key, device key) pair with records."""

@@ -48,6 +48,9 @@ FRAME_COLUMNS = (
     "device_name",
     "status",
     "time_s",
+    "kernel_s",
+    "conversions_s",
+    "objective",
     "time_min_s",
     "time_iqr_s",
     "repeats",
@@ -167,6 +170,9 @@ def _row(record: Record) -> dict[str, Any]:
         "device_name": record.device_name,
         "status": record.status,
         "time_s": _number(record.value_s),
+        "kernel_s": _number(record.compute_s),
+        "conversions_s": _number(record.conversions_s),
+        "objective": _objective_text(record),
         "time_min_s": time_min,
         "time_iqr_s": time_iqr,
         "repeats": len(repeats),
@@ -193,6 +199,18 @@ def _row(record: Record) -> dict[str, Any]:
     for name, value in record.candidate.knobs:
         row[f"knob.{name}"] = _number(value)
     return row
+
+
+def _objective_text(record: Record) -> str:
+    """What ``time_s`` is: the boundary it priced, or ``"kernel"`` for a
+    record of no boundary (written before boundaries, or not verified)."""
+    boundary = record.price.get("boundary") if record.price else None
+    if boundary is None:
+        return "kernel"
+    from laytune.records._price import Boundary
+
+    text = Boundary.from_json(boundary).describe()
+    return text if "unpriced" not in record.price else f"{text} (unpriced)"
 
 
 def _reference_row(record: Record) -> dict[str, Any]:
@@ -234,9 +252,14 @@ def records_dataframe(records: Sequence[Record], references: Iterable[Record] = 
     - ``shape``: the workload's shape in short form
       (:func:`laytune.ops.shape_text`); ``op`` and ``shape`` name a workload
       the way a person does.
-    - ``time_s`` is the ranking statistic of the timed repeats; beside it
-      ``time_min_s``, ``time_iqr_s`` (the interquartile range) and
-      ``repeats`` (their count) describe the repeats.
+    - ``time_s`` is the end-to-end time the record was ranked by: the
+      compute kernels (``kernel_s``, the ranking statistic of the timed
+      repeats) plus the conversions its boundary charged
+      (``conversions_s``); ``objective`` names that boundary (``"X fixed,
+      Y fixed"``; ``"kernel"`` for records written before boundaries,
+      ranked by the kernel alone). ``time_min_s``, ``time_iqr_s`` (the
+      interquartile range) and ``repeats`` (their count) describe the
+      kernel's repeats.
     - ``datetime_start`` / ``datetime_complete``: when the candidate's
       measurement began and ended (UTC; for a failed build its compilation);
       ``duration`` the difference. ``created_at`` equals

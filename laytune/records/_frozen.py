@@ -26,7 +26,7 @@ from laytune.device_info import DeviceInfo
 from laytune.exceptions import FrozenFileError, FrozenFileNotFoundError, LaytuneError
 from laytune.layout import check_nesting
 from laytune.runners import ProgramExecutor, as_context
-from laytune.space import Candidate
+from laytune.space import CONVERSION_OP, Candidate
 
 __all__ = ["FROZEN_VERSION", "FrozenEntry", "FrozenLayouts", "freeze", "load_frozen"]
 
@@ -41,11 +41,17 @@ MAX_FROZEN_BYTES = 64 << 20
 class FrozenEntry:
     """The frozen layouts of one workload on one device.
 
-    ``speedup`` is the baseline candidate's time (identity layouts, baseline
-    knobs) over ``time_s``, what the whole candidate bought;
+    ``time_s`` is the end-to-end time of one call under the workload's
+    default boundary (the compute kernels plus the conversions it charges),
+    ``kernel_s`` the compute kernels alone, ``boundary`` that boundary in
+    words. ``speedup`` is the baseline candidate's time (identity layouts,
+    baseline knobs) over ``time_s``, what the whole candidate bought;
     ``layout_speedup`` the time of identity layouts with the same knobs over
     ``time_s``, what the layouts bought. Either is None when its reference
-    was not measured.
+    was not measured. ``conversions`` says what runs each pack and unpack
+    launch of ``program``: ``(buffer, "pack" | "unpack", "conversion record
+    N")`` for the device's best recorded conversion kernel, ``"generated"``
+    for the kernel generated without knobs.
     """
 
     workload_key: str
@@ -57,6 +63,9 @@ class FrozenEntry:
     speedup: float | None
     record_id: int | None
     layout_speedup: float | None = None
+    kernel_s: float | None = None
+    boundary: str = ""
+    conversions: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def layouts(self) -> dict[str, str]:
@@ -73,6 +82,11 @@ class FrozenEntry:
             "device_key": self.device_key,
             "device_name": self.device_name,
             "time_s": self.time_s,
+            "kernel_time_s": self.kernel_s,
+            "boundary": self.boundary,
+            "conversions": [
+                {"buffer": b, "direction": d, "kernel": k} for b, d, k in self.conversions
+            ],
             "speedup_over_baseline": self.speedup,
             "speedup_over_identity_layouts": self.layout_speedup,
             "record_id": self.record_id,
@@ -91,6 +105,7 @@ class FrozenEntry:
             speedup = data.get("speedup_over_baseline", data.get("speedup_over_identity"))
             layout_speedup = data.get("speedup_over_identity_layouts")
             record_id = data.get("record_id")
+            kernel_s = data.get("kernel_time_s")
             return cls(
                 workload_key=str(data["workload_key"]),
                 device_key=str(data["device_key"]),
@@ -101,6 +116,12 @@ class FrozenEntry:
                 speedup=None if speedup is None else float(speedup),
                 record_id=None if record_id is None else int(record_id),
                 layout_speedup=None if layout_speedup is None else float(layout_speedup),
+                kernel_s=None if kernel_s is None else float(kernel_s),
+                boundary=str(data.get("boundary", "")),
+                conversions=tuple(
+                    (str(c["buffer"]), str(c["direction"]), str(c["kernel"]))
+                    for c in data.get("conversions", ())
+                ),
             )
         except (KeyError, TypeError, ValueError, LaytuneError) as err:
             raise FrozenFileError(f"{where}: malformed entry ({err})") from None
@@ -233,9 +254,16 @@ def freeze(
 ) -> Path:
     """Write the best verified record per (workload, device) of ``database`` (a
     Database or URL) to ``path``; optionally only some workloads (Workloads or
-    keys) or one device. Raises FrozenFileError when nothing matches."""
+    keys) or one device. Raises FrozenFileError when nothing matches.
+
+    "Best" is the least end-to-end time under each workload's default
+    boundary (:meth:`laytune.records.Database.best`); each frozen program
+    packs and unpacks with the device's best recorded conversion kernels
+    where there are some (:attr:`FrozenEntry.conversions`)."""
     from laytune.records._database import open_database
     from laytune.records._frame import reference_times
+    from laytune.records._price import RecordedConversions
+    from laytune.records._tuned import with_tuned_conversions
 
     db = open_database(database)
     wanted = None if workloads is None else {w if isinstance(w, str) else w.key for w in workloads}
@@ -244,20 +272,29 @@ def freeze(
     for best in db.best_records(device=device_key):
         if wanted is not None and best.workload_key not in wanted:
             continue
+        if wanted is None and best.op == CONVERSION_OP:
+            continue  # frozen into the entries that pack and unpack with it
         references = db.records(workload=best.workload_key, device=best.device_key, status="ok")
         baseline, twin = reference_times(references, best.candidate)
         assert best.value_s is not None
+        program, conversions = with_tuned_conversions(
+            best.kernel_program(), best.candidate, RecordedConversions(db, best.device_key)
+        )
+        price = best.objective
         entries.append(
             FrozenEntry(
                 workload_key=best.workload_key,
                 device_key=best.device_key,
                 device_name=best.device_name,
                 candidate=best.candidate,
-                program=best.kernel_program(),
+                program=program,
                 time_s=best.value_s,
                 speedup=None if baseline is None else baseline.value_s / best.value_s,  # type: ignore[operator]
                 record_id=best.id,
                 layout_speedup=None if twin is None else twin.value_s / best.value_s,  # type: ignore[operator]
+                kernel_s=best.compute_s,
+                boundary="" if price is None else price.boundary.describe(),
+                conversions=conversions,
             )
         )
     if not entries:

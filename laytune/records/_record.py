@@ -44,9 +44,18 @@ STATUSES = (
 class Record:
     """One candidate of one workload on one device, measured once.
 
-    ``value_s`` is the ranking time (``statistic`` over ``event_times_s`` or
-    ``wall_times_s`` as ``result["clock"]`` says); ``None`` unless ``status``
-    is ``"ok"``. ``abandoned`` is true when the measurement stopped early
+    ``compute_s`` is the compute kernels' time (``statistic`` over
+    ``event_times_s`` or ``wall_times_s`` as ``result["clock"]`` says);
+    ``price`` the objective the job that measured it ranked it by
+    (:meth:`laytune.records.Price.to_json`: the boundary policy of every
+    buffer, the compute time and each charged conversion's time), and
+    ``value_s`` that objective's value: the end-to-end time of one call,
+    compute plus the conversions the boundary charges (the compute time
+    alone when nothing is charged, and for records written before
+    boundaries existed, whose ``price`` is empty). Both times are ``None``
+    unless ``status`` is ``"ok"``; rank records of other boundaries with
+    :func:`laytune.records.price_record`, never by ``value_s`` across
+    boundaries. ``abandoned`` is true when the measurement stopped early
     because the candidate was clearly slower than the best so far (its time
     is then from the repeats it had). ``result`` holds the runner's whole
     result (:meth:`laytune.runners.RunResult.to_json`) and ``program``
@@ -65,6 +74,8 @@ class Record:
     candidate: Candidate
     status: str
     value_s: float | None = None
+    compute_s: float | None = None
+    price: Mapping[str, Any] = field(default_factory=dict, compare=False)
     statistic: str = "median"
     event_times_s: tuple[float, ...] = ()
     wall_times_s: tuple[float, ...] = ()
@@ -93,6 +104,8 @@ class Record:
                 f"record status {self.status!r} with time {self.value_s!r}: "
                 "a time is given exactly when the status is 'ok'"
             )
+        if self.compute_s is None and self.value_s is not None:
+            object.__setattr__(self, "compute_s", self.value_s)  # nothing charged
 
     # -- building ---------------------------------------------------------------
     @classmethod
@@ -107,16 +120,29 @@ class Record:
         trial: int | None = None,
         strategy: str = "",
         run: str = "",
+        boundary: Any = None,
+        conversions: Any = None,
     ) -> Record:
         """The record of a runner's result (any outcome), dated by the result's
-        start and end when the runner gave them."""
+        start and end when the runner gave them.
+
+        ``boundary`` (a :class:`laytune.records.Boundary`) prices a verified
+        result (:func:`laytune.records.price_record`, with the recorded
+        conversion times of ``conversions`` where given): ``value_s`` is then
+        the price's total and ``price`` says how it was reached. Without a
+        boundary, or when a charged conversion has no time, ``value_s`` is
+        the compute time and ``price`` holds only the reason.
+        """
+        from laytune.records._price import price_record
+
         finished = getattr(result, "finished_at", None)
-        return cls(
+        record = cls(
             workload_key=result.workload_key,
             device_key=result.device_key,
             candidate=candidate,
             status="ok" if result.ok else result.error_kind.value,
             value_s=result.value_s if result.ok else None,
+            compute_s=result.value_s if result.ok else None,
             statistic=result.statistic,
             event_times_s=tuple(result.event_times_s),
             wall_times_s=tuple(result.wall_times_s),
@@ -134,6 +160,16 @@ class Record:
             started_at=getattr(result, "started_at", None),
             created_at=time.time() if finished is None else float(finished),
         )
+        if boundary is None or not record.ok:
+            return record
+        price = price_record(record, boundary, conversions)
+        if price is None:
+            unpriced = {
+                "boundary": boundary.to_json(),
+                "unpriced": "a conversion the boundary charges has no measured time",
+            }
+            return replace(record, price=unpriced)
+        return replace(record, value_s=price.total_s, price=price.to_json())
 
     @classmethod
     def rejected(
@@ -150,10 +186,35 @@ class Record:
     def with_id(self, record_id: int) -> Record:
         return replace(self, id=record_id)
 
+    def priced(self, price: Any) -> Record:
+        """This record as ``price`` (a :class:`laytune.records.Price`, of
+        another boundary) ranks it: ``value_s`` its total, ``price`` its JSON.
+        What a query returns when asked for another boundary; the stored
+        record is unchanged."""
+        return replace(self, value_s=price.total_s, price=price.to_json())
+
     # -- queries ------------------------------------------------------------------
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def objective(self) -> Any:
+        """The :class:`laytune.records.Price` its job ranked it by; None for a
+        record not verified, not priced, or written before boundaries."""
+        from laytune.records._price import Price
+
+        if not self.ok or "compute_s" not in self.price:
+            return None
+        return Price.from_json(self.price)
+
+    @property
+    def conversions_s(self) -> float | None:
+        """Seconds of the conversions its objective charged (``value_s -
+        compute_s``); None unless verified."""
+        if self.value_s is None or self.compute_s is None:
+            return None
+        return max(0.0, self.value_s - self.compute_s)
 
     @property
     def op(self) -> str:
@@ -185,6 +246,8 @@ class Record:
             "candidate_key": self.candidate.key,
             "status": self.status,
             "value_s": self.value_s,
+            "compute_s": self.compute_s,
+            "price": dict(self.price),
             "statistic": self.statistic,
             "event_times_s": list(self.event_times_s),
             "wall_times_s": list(self.wall_times_s),
@@ -224,6 +287,8 @@ class Record:
                 candidate=candidate,
                 status=str(data["status"]),
                 value_s=None if value is None else float(value),
+                compute_s=None if data.get("compute_s") is None else float(data["compute_s"]),
+                price=dict(data.get("price") or {}),
                 statistic=str(data.get("statistic", "median")),
                 event_times_s=tuple(float(t) for t in data.get("event_times_s", ())),
                 wall_times_s=tuple(float(t) for t in data.get("wall_times_s", ())),

@@ -110,11 +110,20 @@ class RecordStore(abc.ABC):
         """candidate key -> time (None for failures) of every recorded candidate."""
         return {r.candidate.key: r.value_s for r in self.records(workload=workload, device=device)}
 
-    def best(self, workload: Any, device: Any) -> Record | None:
-        """The fastest verified record of a workload on a device (the first
-        written among equal times); None if there is none."""
-        verified = self.records(workload=workload, device=device, status="ok")
-        return min(verified, key=_rank, default=None)
+    def best(self, workload: Any, device: Any, *, boundary: Any = None) -> Record | None:
+        """The verified record of a workload on a device of least price under
+        ``boundary`` (a :class:`laytune.records.Boundary`; default: the
+        workload's, inputs and outputs fixed to their logical layouts and
+        weights constant), priced with the device's recorded conversions:
+        its ``value_s`` is the end-to-end time under that boundary (the first
+        written among equal prices; see :func:`laytune.records.best_priced`).
+        None if no verified record can be priced."""
+        from laytune.records._price import RecordedConversions, best_priced, default_boundary
+
+        records = self.records(workload=workload, device=device, status="ok")
+        if boundary is None and not isinstance(workload, str):
+            boundary = default_boundary(workload)
+        return best_priced(records, boundary, RecordedConversions(self, key_of(device)))
 
     def best_candidate(self, workload_key: str, device_key: str) -> Any:
         """The best record's candidate (what graph planning freezes), or None."""
@@ -125,13 +134,21 @@ class RecordStore(abc.ABC):
         self, *, workload: Any = None, device: Any = None, op: str | None = None
     ) -> list[Record]:
         """The best verified record of every (workload, device) pair that
-        matches, ordered by workload key, then device key."""
-        best: dict[tuple[str, str], Record] = {}
+        matches, each priced under its workload's default boundary
+        (:meth:`best`), ordered by workload key, then device key."""
+        from laytune.records._price import RecordedConversions, best_priced
+
+        groups: dict[tuple[str, str], list[Record]] = {}
         for record in self.records(workload=workload, device=device, op=op, status="ok"):
-            pair = (record.workload_key, record.device_key)
-            if pair not in best or _rank(record) < _rank(best[pair]):
-                best[pair] = record
-        return [best[pair] for pair in sorted(best)]
+            groups.setdefault((record.workload_key, record.device_key), []).append(record)
+        conversions: dict[str, RecordedConversions] = {}
+        found = []
+        for (_, device_key), records in sorted(groups.items()):
+            times = conversions.setdefault(device_key, RecordedConversions(self, device_key))
+            best = best_priced(records, None, times)
+            if best is not None:
+                found.append(best)
+        return found
 
     def workloads(self) -> list[tuple[str, str]]:
         """Every (workload key, device key) pair with records, sorted."""
@@ -165,11 +182,6 @@ class RecordStore(abc.ABC):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _rank(record: Record) -> tuple[float, int]:
-    assert record.value_s is not None and record.id is not None  # verified and stored
-    return record.value_s, record.id
 
 
 @contextlib.contextmanager

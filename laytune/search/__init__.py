@@ -3,11 +3,13 @@
 :func:`tune` searches one workload's layouts on one device under
 :class:`TuneOptions`, measuring in batches (the next batch builds while the current one is measured), writing
 every trial to a records database beside its optuna study, and returns a
-:class:`TuneResult`.
+:class:`TuneResult`. :func:`tune_conversions` tunes the conversion kernels
+the best records pay for, each a workload of its own.
 """
 
 from __future__ import annotations
 
+from laytune.search._conversions import conversions_of, tune_conversions
 from laytune.search._job import (
     Job,
     LogBatches,
@@ -37,6 +39,7 @@ __all__ = [
     "TuneCallback",
     "TuneOptions",
     "TuneResult",
+    "conversions_of",
     "layout_reference",
     "make_sampler",
     "params_of",
@@ -44,5 +47,6 @@ __all__ = [
     "standard_candidates",
     "study_name_for",
     "tune",
+    "tune_conversions",
     "warm_start_candidates",
 ]

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from laytune.records import Record, is_baseline
+from laytune.records import Boundary, Record, is_baseline
 from laytune.space import SearchSpace
 
 __all__ = [
@@ -34,8 +34,10 @@ class Job:
     how many of them are layout references (measured after the search,
     outside the trial budget); ``best`` and ``baseline`` are the best
     verified record and the identity baseline of the workload on the
-    device, counting earlier jobs (records are shared). ``run`` names this
-    job in its records.
+    device, counting earlier jobs (records are shared), priced under the
+    job's ``boundary`` by ``pricing`` (a
+    :class:`~laytune.search._pricing.JobPricing`): their ``value_s`` is the
+    job's objective. ``run`` names this job in its records.
     """
 
     workload: Any
@@ -56,6 +58,8 @@ class Job:
     failures: Counter[str] = field(default_factory=Counter)
     best: Record | None = None
     baseline: Record | None = None
+    boundary: Boundary = field(default_factory=lambda: Boundary(()))
+    pricing: Any = None
     since_improvement: int = 0
     stop_reason: str | None = None
 
@@ -103,9 +107,10 @@ class Job:
         self.references += reference
         if not record.ok:
             self.failures[record.status] += 1
-        if record.ok and is_baseline(record):
+        priced = record.ok and record.objective is not None
+        if priced and is_baseline(record):
             self.baseline = record
-        if record.ok and (self.best is None or record.value_s < self.best.value_s):  # type: ignore[operator]
+        if priced and (self.best is None or record.value_s < self.best.value_s):  # type: ignore[operator]
             self.best = record
             self.since_improvement = 0
         else:
@@ -121,7 +126,10 @@ class TuneResult:
     it bought: :attr:`speedup` over ``baseline`` (identity layouts with the
     baseline knobs: the whole candidate), :attr:`layout_speedup` over
     ``reference`` (identity layouts with the best's own knobs: the layouts
-    alone; ``None`` when the space has no such candidate). ``measured``
+    alone; ``None`` when the space has no such candidate). Every time is the
+    job's objective under ``boundary``: the compute kernels plus the
+    conversions the boundary charges (:class:`laytune.records.Price`); the
+    records' ``compute_s`` is the kernel alone. ``measured``
     counts the search's candidates, ``references`` the layout references
     measured after it. ``trials`` is a DataFrame of this study's records
     (columns: :data:`laytune.records.FRAME_COLUMNS`).
@@ -143,6 +151,7 @@ class TuneResult:
     stop_reason: str
     elapsed_s: float
     trials: Any
+    boundary: Boundary = field(default_factory=lambda: Boundary(()))
 
     @property
     def speedup(self) -> float | None:
@@ -165,7 +174,15 @@ class TuneResult:
         if self.best is None:
             lines.append("  no verified candidate")
             return "\n".join(lines)
-        lines.append(f"  best {self.best.value_s * 1e3:.4f} ms, record {self.best.id}")
+        lines.append(f"  best {self.best.value_s * 1e3:.4f} ms end to end, record {self.best.id}")
+        price = self.best.objective
+        if price is not None and price.charges:
+            lines.append(f"    {price.describe()} (boundary: {self.boundary})")
+        elif self.best.compute_s is not None:
+            lines.append(
+                f"    the kernel alone: {self.best.compute_s * 1e3:.4f} ms "
+                f"(boundary: {self.boundary}; nothing to convert)"
+            )
         lines.append("    " + speedup_text(self.speedup, self.baseline, "over the baseline"))
         lines.append("    " + speedup_text(self.layout_speedup, self.reference, "from the layouts"))
         for name, layout in self.best.candidate.layouts:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from laytune.exceptions import ArgumentTypeError, TuningError
+from laytune.records import Boundary
 from laytune.runners import MeasureConfig
 from laytune.search._strategies import STRATEGIES
 from laytune.space import SpaceOptions
@@ -49,8 +50,20 @@ class TuneOptions:
     - ``measure``: how each candidate is timed (:data:`DEFAULT_MEASURE`).
     - ``space``: :class:`laytune.space.SpaceOptions` narrowing the space
       (None: the full space).
-    - ``study_name``: the optuna study (None: ``<workload>@<device>/<strategy>``);
-      the same name resumes the same study.
+    - ``study_name``: the optuna study (None: ``<workload>@<device>/<strategy>``,
+      and ``/<what differs>`` for a boundary other than the default); the
+      same name resumes the same study.
+    - ``boundary``: who pays for each buffer's layout, by buffer name:
+      ``"fixed"`` (the caller holds the logical layout, or the layout given
+      as a :class:`~laytune.layout.Layout` or its text; every call pays the
+      conversion), ``"free"`` (a producer or consumer adopts the layout) or
+      ``"constant"`` (converted once); see :class:`laytune.records.Boundary`.
+      None: inputs and outputs fixed to their logical layouts and the
+      workload's weights constant, so candidates are ranked by pack +
+      compute + unpack. Checked against the workload by ``tune``
+      (:class:`~laytune.exceptions.BoundaryError`). A
+      :class:`~laytune.space.ConversionWorkload` (a conversion kernel tuned
+      as a workload) takes none: it is the conversion.
 
     Invalid values raise :class:`~laytune.exceptions.TuningError` naming them.
     """
@@ -68,6 +81,7 @@ class TuneOptions:
     measure: MeasureConfig = DEFAULT_MEASURE
     space: SpaceOptions | None = None
     study_name: str | None = None
+    boundary: Mapping[str, Any] | Boundary | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:

@@ -21,6 +21,7 @@ from laytune.layout import FAMILIES
 from laytune.ops import key_distance
 from laytune.records import (
     DEFAULT_URL,
+    Boundary,
     Record,
     RecordStore,
     error_reason,
@@ -43,9 +44,10 @@ from laytune.runners import (
 )
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
 from laytune.search._options import TuneOptions, options_from_keywords
+from laytune.search._pricing import JobPricing, boundary_tag
 from laytune.search._starts import standard_candidates
 from laytune.search._strategies import make_sampler, params_of
-from laytune.space import Candidate, SearchSpace, SpaceOptions
+from laytune.space import Candidate, ConversionSpace, ConversionWorkload, SearchSpace, SpaceOptions
 
 __all__ = [
     "layout_reference",
@@ -60,8 +62,14 @@ __all__ = [
 _MISS_LIMIT = 64
 
 
-def study_name_for(workload: Any, device: Device, strategy: str) -> str:
-    return f"{workload.key}@{device.key}/{strategy}"
+def study_name_for(
+    workload: Any, device: Device, strategy: str, boundary: Boundary | None = None
+) -> str:
+    """``<workload key>@<device key>/<strategy>``, and ``/<what differs>`` when
+    ``boundary`` is not the workload's default (one objective per study)."""
+    name = f"{workload.key}@{device.key}/{strategy}"
+    tag = "" if boundary is None else boundary_tag(workload, boundary)
+    return f"{name}/{tag}" if tag else name
 
 
 @dataclass
@@ -128,7 +136,7 @@ class _Proposer:
         items: list[_Item] = []
         misses = 0
         known: dict[str, float | None] = dict.fromkeys(self.proposed)
-        known.update(job.database.measured(job.workload, job.device))
+        known.update(job.pricing.known())
         forced = self.forced if only is None else iter(only)
         while len(items) < count and (only is not None or not self.exhausted):
             trial = self._forced_trial(known, forced)
@@ -211,6 +219,8 @@ def warm_start_candidates(job: Job, limit: int) -> list[Candidate]:
     for the nearest shapes of the same operator, translated to this workload."""
     workload, device = job.workload, job.device
     ranked: list[tuple[float, float, Candidate]] = []
+    if isinstance(workload, ConversionWorkload):
+        return []
     for record in job.database.best_records(op=workload.name):
         if record.device_key == device.key and record.workload_key == workload.key:
             continue
@@ -231,7 +241,7 @@ def layout_reference(space: SearchSpace, candidate: Candidate) -> Candidate | No
     measured against. None when the space does not hold it (knobs that
     identity layouts do not admit)."""
     found = params_of(space, identity_twin(candidate))
-    return None if found is None else found[1]
+    return None if found is None or found[1] == candidate else found[1]
 
 
 def _fail_stale_trials(study: Any) -> None:
@@ -271,7 +281,10 @@ def tune(
     - ``device``: a Device, index, ``platform:device`` pair or name substring
       (default: :func:`laytune.runners.default_device`).
     - ``options``: a :class:`TuneOptions` (budget, strategy, seed, batch,
-      stopping, warm start, measurement, space); default ``TuneOptions()``.
+      stopping, warm start, measurement, space, boundary); default
+      ``TuneOptions()``. Candidates are ranked by their price under the
+      boundary (:class:`laytune.records.Price`): by default pack + compute +
+      unpack, weights packed once.
     - ``database``: a :class:`laytune.records.RecordStore` or a URL to open
       one; the optuna study (named ``options.study_name``, default
       ``<workload>@<device>/<strategy>``) lives in it, so calling again
@@ -327,9 +340,22 @@ def tune(
                 f"the job on {device.name} ({device.key})"
             )
     db = open_database(database)
-    space = SearchSpace(workload, device.info, opts.space)
     strategy, trials, batch = opts.strategy, opts.trials, opts.batch
-    name = opts.study_name or study_name_for(workload, device, strategy)
+    converting = isinstance(workload, ConversionWorkload)
+    if converting:
+        if opts.boundary:
+            raise TuningError("a conversion workload has no boundary to set: it is the conversion")
+        job_boundary = Boundary(())
+        space: Any = ConversionSpace(workload, device.info)
+    else:
+        job_boundary = Boundary.of(workload, opts.boundary)
+        space = SearchSpace(workload, device.info, opts.space)
+    if not opts.measure.measure_conversions and not job_boundary.charges_nothing:
+        raise TuningError(
+            f"boundary {job_boundary} charges conversions but measure.measure_conversions is "
+            "off: measure them, or make the buffers free"
+        )
+    name = opts.study_name or study_name_for(workload, device, strategy, job_boundary)
     study = optuna.create_study(
         study_name=name,
         storage=db.optuna_storage(),
@@ -341,15 +367,23 @@ def tune(
     job = Job(
         workload, device, space, db, study, name, strategy, trials, opts.timeout, opts.patience
     )
-    job.best = db.best(workload, device)
-    job.baseline = next(
-        (r for r in db.records(workload=workload, device=device, status="ok") if is_baseline(r)),
-        None,
+    job.boundary = job_boundary
+    job.pricing = JobPricing(db, device, workload, job_boundary)
+    job.best = db.best(workload, device, boundary=job_boundary)
+    job.baseline = job.pricing.priced(
+        next(
+            (
+                r
+                for r in db.records(workload=workload, device=device, status="ok")
+                if is_baseline(r)
+            ),
+            None,
+        )
     )
     forced: list[Candidate] = [space.identity()]
     if opts.warm_start:
         forced += warm_start_candidates(job, opts.warm_start)
-    if strategy != "exhaustive":
+    if strategy != "exhaustive" and not converting:
         forced += standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
     if strategy == "exhaustive":
         order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
@@ -398,6 +432,8 @@ def tune(
                     results = iter(runner.run(inputs))
                 if programs and not overlap:
                     future = builder.submit(programs)
+                held = job.pricing.missing(i.candidate for i in pending if i.program is not None)
+                job.pricing.measure(held, builder, runner)
                 records = [_record(job, item, results) for item in pending]
                 _tell(job, pending, records)
                 in_flight = list(following)
@@ -415,6 +451,8 @@ def tune(
                 programs = [i.program for i in reference if i.program is not None]
                 built = builder.submit(programs).result() if programs else []
                 results = iter(runner.run([RunInput(b, workload) for b in built]))
+                held = job.pricing.missing(i.candidate for i in reference if i.program is not None)
+                job.pricing.measure(held, builder, runner)
                 records = [_record(job, item, results) for item in reference]
                 _tell(job, reference, records)
                 in_flight = []
@@ -438,7 +476,7 @@ def tune(
     finally:
         for callback in (persist, *watchers):
             callback.on_end(job)
-    best = db.best(workload, device)
+    best = db.best(workload, device, boundary=job_boundary)
     twin = None if best is None else layout_reference(space, best.candidate)
     return TuneResult(
         workload_key=workload.key,
@@ -449,7 +487,10 @@ def tune(
         database=db.safe_url,
         best=best,
         baseline=job.baseline,
-        reference=None if twin is None else db.lookup(workload.key, device.key, twin.key),
+        reference=None
+        if twin is None
+        else job.pricing.priced(db.lookup(workload.key, device.key, twin.key)),
+        boundary=job_boundary,
         measured=job.measured,
         references=job.references,
         cached=job.cached,
@@ -470,10 +511,15 @@ def _reference_items(job: Job, proposer: _Proposer) -> list[_Item]:
 
 
 def _tell(job: Job, items: Sequence[_Item], records: Sequence[Record]) -> None:
-    """Give each trial its record's outcome."""
+    """Give each trial its record's price (inf when failed or not priceable)."""
     for item, record in zip(items, records, strict=True):
         item.trial.set_user_attr("status", record.status)
-        job.study.tell(item.trial, record.value_s if record.ok else math.inf)
+        value = (
+            None
+            if record.objective is None and not job.boundary.charges_nothing
+            else record.value_s
+        )
+        job.study.tell(item.trial, math.inf if not record.ok or value is None else value)
 
 
 def _record(job: Job, item: _Item, results: Iterator[Any]) -> Record:
@@ -485,7 +531,17 @@ def _record(job: Job, item: _Item, results: Iterator[Any]) -> Record:
         "run": job.run,
     }
     if item.program is None:
-        return Record.rejected(
+        record = Record.rejected(
             job.workload.key, job.device.key, item.candidate, item.rejected, **meta
         )
-    return Record.measured(next(results), item.candidate, item.program, **meta)
+    else:
+        record = Record.measured(
+            next(results),
+            item.candidate,
+            item.program,
+            boundary=job.boundary,
+            conversions=job.pricing.conversions,
+            **meta,
+        )
+    job.pricing.note(record)
+    return record

@@ -23,6 +23,17 @@ from laytune.space._constraints import (
     Verdict,
     constraint_from_json,
 )
+from laytune.space._conversion import (
+    CONVERSION_KNOBS,
+    CONVERSION_OP,
+    ConversionGeometry,
+    ConversionSpace,
+    ConversionWorkload,
+    conversion_geometry,
+    conversion_key,
+    layout_token,
+    source_offset,
+)
 from laytune.space._facts import LayoutFacts, facts_of, order_buffers, vector_dim
 from laytune.space._generate import GLOBAL_FAMILIES, LOCAL_FAMILIES, SpaceOptions
 from laytune.space._knobs import (
@@ -68,6 +79,8 @@ from laytune.space._workload import (
 )
 
 __all__ = [
+    "CONVERSION_KNOBS",
+    "CONVERSION_OP",
     "GLOBAL_FAMILIES",
     "IMAGE_DTYPES",
     "JOINT_RULES",
@@ -83,6 +96,9 @@ __all__ = [
     "Candidate",
     "Constraint",
     "ContiguousTileCopy",
+    "ConversionGeometry",
+    "ConversionSpace",
+    "ConversionWorkload",
     "Image2DRead",
     "ImageDtype",
     "KnobSpec",
@@ -108,6 +124,8 @@ __all__ = [
     "check_candidate",
     "complete_knobs",
     "constraint_from_json",
+    "conversion_geometry",
+    "conversion_key",
     "facts_of",
     "grid_dims",
     "group_knob",
@@ -117,6 +135,7 @@ __all__ = [
     "knob_names",
     "knob_spec",
     "layout_keys",
+    "layout_token",
     "local_buffer_name",
     "local_tiles",
     "local_vector_dims",
@@ -124,6 +143,7 @@ __all__ = [
     "parse_reduce_order",
     "reduce_axes",
     "reduce_order_text",
+    "source_offset",
     "spatial_axes",
     "stageable_buffers",
     "staging_plan",

@@ -1,0 +1,195 @@
+"""What a plan costs: the layout-critical operators' kernels plus the rewrites left.
+
+A layout source that keeps records (a records database) offers each
+layout-critical operator several candidates (:class:`Option`): the fastest
+kernels, and the fastest with the operator's data in logical layouts (no
+conversions at all). :class:`PlanPricer` predicts a plan's time from what
+was measured: each operator's compute time (its record; an operator without
+one is estimated from the bytes it moves), and each rewrite's time: the
+device's best recorded conversion kernel for those layouts, else the time
+the operator's own pack or unpack kernel took when its record was measured,
+else the bytes it moves at the conversion bandwidth measured on the device
+(an estimate, and said so).
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from laytune.layout import identity
+from laytune.plan._rewrite import Rewrite, is_identity_layout, same_layout
+from laytune.plan._source import SourceLike, lookup_candidate
+from laytune.records import RecordedConversions
+from laytune.space import Candidate
+
+__all__ = ["NOMINAL_BANDWIDTH", "Option", "PlanPricer", "Prediction", "lookup_options"]
+
+#: Bytes per second assumed for a conversion when the device has none measured.
+NOMINAL_BANDWIDTH = 10e9
+
+
+@dataclass(frozen=True)
+class Option:
+    """One candidate a layout-critical operator may run with: its compute time
+    (None when the source does not say), the times its own pack and unpack
+    kernels took (``(buffer, "pack" | "unpack") -> seconds``) and where it
+    comes from (``"record 12"``)."""
+
+    candidate: Candidate
+    compute_s: float | None = None
+    conversions: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    origin: str = "the layout source"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predicted time of one step of a plan (an operator or a rewrite, by
+    its label) and what it comes from; ``seconds`` None when nothing says."""
+
+    label: str
+    kind: str  # "operator" or "rewrite"
+    seconds: float | None
+    source: str
+
+
+def _is_store(source: Any) -> bool:
+    return (
+        hasattr(source, "records") and hasattr(source, "lookup") and not isinstance(source, Mapping)
+    )
+
+
+def _option(record: Any) -> Option:
+    own: dict[tuple[str, str], float] = {}
+    for direction in ("pack", "unpack"):
+        for timing in (record.result or {}).get(f"{direction}_times", ()):
+            if timing.get("value_s") is not None:
+                own[(str(timing["buffer"]), direction)] = float(timing["value_s"])
+    return Option(record.candidate, record.compute_s, own, f"record {record.id}")
+
+
+def lookup_options(
+    source: SourceLike, workload_key: str, device_key: str, limit: int = 4
+) -> list[Option]:
+    """The candidates ``source`` offers an operator, the one to freeze first.
+
+    A records store offers its ``limit`` fastest verified kernels (by compute
+    time, one per candidate) and the fastest whose non-weight buffers are in
+    their logical layouts, the best end-to-end record (what
+    ``best_candidate`` freezes) first; any other source its one candidate."""
+    if not _is_store(source):
+        found = lookup_candidate(source, workload_key, device_key)
+        return [] if found is None else [Option(found)]
+    records = [
+        r
+        for r in source.records(workload=workload_key, device=device_key, status="ok")
+        if r.compute_s is not None
+    ]
+    if not records:
+        return []
+    best = source.best(workload_key, device_key)
+    by_kernel = sorted(records, key=lambda r: (r.compute_s, r.id or 0))
+    logical = [
+        r
+        for r in by_kernel
+        if all(
+            layout.is_identity
+            for name, layout in r.candidate.layouts
+            if not name.endswith(".local") and name not in _weights(workload_key)
+        )
+    ]
+    picked: list[Any] = [best] if best is not None else []
+    for record in [*by_kernel[:limit], *logical[:1]]:
+        if all(record.candidate.key != p.candidate.key for p in picked):
+            picked.append(record)
+    return [_option(r) for r in picked]
+
+
+def _weights(workload_key: str) -> tuple[str, ...]:
+    from laytune.exceptions import LaytuneError
+    from laytune.ops import from_key
+
+    try:
+        return from_key(workload_key).weights
+    except LaytuneError:
+        return ()
+
+
+class PlanPricer:
+    """Predicts the time of a plan's steps on one device (see the module docstring)."""
+
+    def __init__(self, source: SourceLike, device_key: str, options: Mapping[str, Option]) -> None:
+        self.source = source
+        self.device_key = device_key
+        self.options = dict(options)
+        self.conversions = RecordedConversions(source, device_key) if _is_store(source) else None
+        self.bandwidth, self.bandwidth_source = self._bandwidth()
+
+    def _bandwidth(self) -> tuple[float, str]:
+        """Bytes per second of the conversions measured on the device."""
+        rates = []
+        if self.conversions is not None:
+            for record in self.source.records(device=self.device_key, op="convert", status="ok"):
+                nbytes = sum(
+                    int(np.prod(b["shape"])) * np.dtype(b["dtype"]).itemsize
+                    for b in record.program.get("buffers", ())
+                )
+                if nbytes and record.value_s:
+                    rates.append(nbytes / record.value_s)
+        if rates:
+            return statistics.median(rates), f"{len(rates)} conversion records"
+        return NOMINAL_BANDWIDTH, f"a nominal {NOMINAL_BANDWIDTH / 1e9:.0f} GB/s"
+
+    def choosing(self, options: Mapping[str, Option]) -> PlanPricer:
+        """This pricer with the critical operators running ``options``."""
+        chosen = copy.copy(self)
+        chosen.options = dict(options)
+        return chosen
+
+    def operator(self, name: str, workload: Any, candidate: Candidate) -> Prediction:
+        option = self.options.get(name)
+        if option is not None and option.candidate == candidate and option.compute_s is not None:
+            return Prediction(name, "operator", option.compute_s, option.origin)
+        if _is_store(self.source):
+            record = self.source.lookup(workload.key, self.device_key, candidate.key)
+            if record is not None and record.ok:
+                return Prediction(name, "operator", record.compute_s, f"record {record.id}")
+        seconds = workload.bytes / self.bandwidth
+        return Prediction(
+            name, "operator", seconds, f"estimated: its bytes at {self.bandwidth_source}"
+        )
+
+    def rewrite(self, label: str, rewrite: Rewrite, ports: Sequence[tuple[str, str]]) -> Prediction:
+        """``ports``: the (operator, port) pairs the rewrite feeds, or the
+        producer's (operator, output port) for a rewrite out of its layout."""
+        if self.conversions is not None:
+            found = self.conversions.best(rewrite.src, rewrite.dst, rewrite.dtype, rewrite.dst_pad)
+            if found is not None:
+                return Prediction(label, "rewrite", found.value_s, f"conversion record {found.id}")
+        logical = identity(rewrite.shape)
+        for op_name, port in ports:
+            option = self.options.get(op_name)
+            if option is None:
+                continue
+            layout = option.candidate.layout_map.get(port)
+            if layout is None:
+                continue
+            if is_identity_layout(rewrite.src) and same_layout(rewrite.dst, layout):
+                seconds = option.conversions.get((port, "pack"))
+            elif same_layout(rewrite.src, layout) and same_layout(rewrite.dst, logical):
+                seconds = option.conversions.get((port, "unpack"))
+            else:
+                continue
+            if seconds is not None:
+                return Prediction(
+                    label, "rewrite", seconds, f"{op_name}'s own kernel, {option.origin}"
+                )
+        seconds = rewrite.nbytes / self.bandwidth
+        return Prediction(
+            label, "rewrite", seconds, f"estimated: its bytes at {self.bandwidth_source}"
+        )
