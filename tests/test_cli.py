@@ -314,3 +314,40 @@ def test_show_and_freeze_state_both_speedups(
     assert lines[0] == f"froze 2 workload(s) into {out}"
     assert all(" over the baseline, " in line and "from the layouts" in line for line in lines[1:])
     assert {line.split(" on ")[0].strip() for line in lines[1:]} == {"copy 16x32", "copy 32x32"}
+
+
+def test_records_show_and_freeze_state_kernel_and_end_to_end_times(
+    navigable: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    db = open_database(navigable)
+    best = db.best("transpose(shape=32x32,perm=1x0;float32)", db.records()[0].device_key)
+    assert main(["records", "--db", navigable, "--best"]) == 0
+    header = capsys.readouterr().out.splitlines()[0].split()
+    assert header.index("kernel") < header.index("ms")
+    assert main(["show", str(best.id), "--db", navigable, "--no-source"]) == 0
+    shown = capsys.readouterr().out
+    assert f"end to end {best.value_s * 1e3:.4g} ms = compute " in shown
+    assert "boundary: X fixed, Y fixed" in shown
+    assert f"kernel median {best.compute_s * 1e3:.4f} ms" in shown
+    out = tmp_path / "frozen.json"
+    assert main(["freeze", "--db", navigable, "--workload", "transpose", "--out", str(out)]) == 0
+    line = _lines(capsys)[1]
+    assert f"{best.value_s * 1e3:.4f} ms end to end (kernel {best.compute_s * 1e3:.4f} ms)" in line
+
+
+def test_tune_free_names_buffers_whose_conversions_are_not_charged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ["--db", f"sqlite:///{tmp_path / 'free.db'}"]
+    argv = ["tune", "copy", "--shape", "shape=16x16", "--trials", "2", "--quiet", *db]
+    assert main([*argv, "--free", "X,Z"]) == 2
+    assert "has no buffer Z" in capsys.readouterr().err
+    assert main([*argv, "--free", "X", "--free", "Y"]) == 0
+    out = capsys.readouterr().out
+    assert "(boundary: X free, Y free; nothing to convert)" in out
+    study = {r.study for r in open_database(db[1]).records()}
+    assert all(name.endswith("/tpe/free=X,Y") for name in study)

@@ -69,6 +69,7 @@ from laytune.plan._rewrite import (
     same_layout,
 )
 from laytune.plan._source import SourceLike
+from laytune.plan._weigh import weigh
 from laytune.space import Candidate, PadValue
 
 if TYPE_CHECKING:
@@ -652,7 +653,16 @@ def plan_layouts(
     chosen = {name: found[0] for name, found in options.items()}
     pricer = PlanPricer(source, device.key, chosen)
     if minimize and alternatives > 0 and any(len(found) > 1 for found in options.values()):
-        chosen = _weigh(graph, options, device, pricer, log)
+        derived: dict[tuple[str, Any], Candidate | LaytuneError] = {}
+        cache: dict[tuple[str, ...], float] = {}
+
+        def predict(choice: Mapping[str, Option]) -> float:
+            key = tuple(choice[name].candidate.key for name in sorted(choice))
+            if key not in cache:
+                cache[key] = _plan_time(graph, choice, device, pricer, derived)
+            return cache[key]
+
+        chosen = weigh(options, predict, log)
         pricer = PlanPricer(source, device.key, chosen)
     frozen = {name: option.candidate for name, option in chosen.items()}
     state = {op.name: frozen.get(op.name) or _identity_candidate(op.workload) for op in graph.ops}
@@ -724,71 +734,33 @@ def _ports(graph: Graph, rewrite: Rewrite) -> list[tuple[str, str]]:
     return ports  # type: ignore[return-value]
 
 
-def _weigh(
+def _plan_time(
     graph: Graph,
-    options: Mapping[str, Sequence[Option]],
+    choice: Mapping[str, Option],
     device: DeviceInfo,
     pricer: PlanPricer,
-    log: list[str],
-) -> dict[str, Option]:
-    """The option per critical operator whose plan is predicted fastest:
-    compute of the critical operators plus the rewrites left after planning
-    (coordinate descent from the source's best, one operator at a time)."""
-    derived: dict[tuple[str, Any], Candidate | LaytuneError] = {}
-    cache: dict[tuple[str, ...], float] = {}
-
-    def total(choice: Mapping[str, Option]) -> float:
-        key = tuple(choice[name].candidate.key for name in sorted(choice))
-        if key not in cache:
-            state = {
-                op.name: choice[op.name].candidate
-                if op.name in choice
-                else _identity_candidate(op.workload)
-                for op in graph.ops
-            }
-            state = _Minimizer(graph, state, set(choice), device, [], derived).run()
-            res = _resolve(graph, state, via_identity=False)
-            seconds = 0.0
-            local = pricer.choosing(choice)
-            for name, option in choice.items():
-                seconds += (
-                    local.operator(name, graph.op(name).workload, option.candidate).seconds or 0.0
-                )
-            for i, v in enumerate(res.versions):
-                if v.origin == "rewrite":
-                    rewrite = res.rewrite(i, graph.tensors[v.tensor].dtype)
-                    seconds += local.rewrite("", rewrite, _ports(graph, rewrite)).seconds or 0.0
-            cache[key] = seconds
-        return cache[key]
-
-    current = {name: found[0] for name, found in options.items()}
-    best = total(current)
-    log.append(
-        f"weighing the candidates of {', '.join(sorted(options))}: first choice {best * 1e3:.4g} ms"
-    )
-    for _ in range(4):
-        improved = False
-        for name, found in options.items():
-            for option in found:
-                if option is current[name]:
-                    continue
-                trial = {**current, name: option}
-                seconds = total(trial)
-                if seconds < best * (1 - 1e-9):
-                    before = current[name]
-                    log.append(
-                        f"weighed {name}: {option.origin} ({_ms(option.compute_s)} kernel) over "
-                        f"{before.origin} ({_ms(before.compute_s)} kernel): plan "
-                        f"{seconds * 1e3:.4g} ms against {best * 1e3:.4g} ms"
-                    )
-                    current, best, improved = trial, seconds, True
-        if not improved:
-            break
-    return current
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
+    derived: dict[tuple[str, Any], Candidate | LaytuneError],
+) -> float:
+    """The predicted time of the plan in which the critical operators run
+    ``choice``: their kernels plus every rewrite left after steps 2 to 4 (the
+    other operators' kernels are left out: they follow the layouts)."""
+    state = {
+        op.name: choice[op.name].candidate
+        if op.name in choice
+        else _identity_candidate(op.workload)
+        for op in graph.ops
+    }
+    state = _Minimizer(graph, state, set(choice), device, [], derived).run()
+    res = _resolve(graph, state, via_identity=False)
+    local = pricer.choosing(choice)
+    seconds = 0.0
+    for name, option in choice.items():
+        seconds += local.operator(name, graph.op(name).workload, option.candidate).seconds or 0.0
+    for i, v in enumerate(res.versions):
+        if v.origin == "rewrite":
+            rewrite = res.rewrite(i, graph.tensors[v.tensor].dtype)
+            seconds += local.rewrite("", rewrite, _ports(graph, rewrite)).seconds or 0.0
+    return seconds
 
 
 def _readers(res: _Resolution, tensor: str) -> list[str]:

@@ -1,0 +1,116 @@
+"""The planner weighs recorded candidates: a slower kernel that needs fewer
+conversions wins where the conversions cost more than it loses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from laytune.codegen import GENERIC_DEVICE
+from laytune.layout import identity
+from laytune.plan import plan_layouts
+from laytune.plan._price import Option
+from laytune.plan._weigh import weigh
+from laytune.records import Record, open_database
+from laytune.space import Candidate
+from tests.plan.graphs import conv_candidate, seed_graph
+
+DEVICE = GENERIC_DEVICE
+
+
+def _record(workload, candidate, compute_s, pack_s) -> Record:
+    """A verified record whose own pack and unpack kernels of every buffer
+    not in its logical layout took ``pack_s`` each."""
+    converted = [name for name, layout in candidate.layouts if not layout.is_identity]
+    return Record(
+        workload.key,
+        DEVICE.key,
+        candidate,
+        "ok",
+        value_s=compute_s,
+        program={
+            "buffers": [
+                {"name": b.name, "role": b.role, "shape": list(b.shape), "dtype": b.dtype}
+                for b in workload.buffers
+            ]
+        },
+        result={
+            "pack_times": [{"buffer": n, "value_s": pack_s} for n in converted if n != "Y"],
+            "unpack_times": [{"buffer": "Y", "value_s": pack_s}] if "Y" in converted else [],
+        },
+    )
+
+
+def _records(db, graph, weight_pack_s: float) -> None:
+    """For both convolutions: a blocked kernel of 1 ms whose data conversions
+    take 0.1 ms and whose weights' take ``weight_pack_s``, and a kernel in
+    logical layouts of 1.5 ms."""
+    for name in ("conv1", "conv2"):
+        workload = graph.op(name).workload
+        blocked = conv_candidate(workload)
+        plain = Candidate.make({n: identity(lay.shape) for n, lay in blocked.layouts})
+        record = _record(workload, blocked, 1e-3, 1e-4)
+        weights = [t for t in record.result["pack_times"] if t["buffer"] == "W"]
+        for timing in weights:
+            timing["value_s"] = weight_pack_s
+        db.add(record)
+        db.add(_record(workload, plain, 1.5e-3, 0.0))
+
+
+def test_a_slower_kernel_with_fewer_conversions_wins_where_weights_are_inputs(
+    tmp_path: Path,
+) -> None:
+    # weights packed on the host once: the blocked kernels win, two rewrites
+    # at the graph's edge (0.2 ms) against 1 ms of kernel time saved
+    constant, _ = seed_graph()
+    # weights fed every run: packing them (3 ms each) costs more than the
+    # blocked kernels save, so the planner picks the slower logical kernels
+    per_run, _ = seed_graph(weights_as_inputs=True)
+    with open_database(tmp_path / "w.db") as db:
+        _records(db, constant, 3e-3)
+        # each convolution alone (its weights constant) is fastest blocked:
+        # 1 + 0.1 + 0.1 ms against 1.5 ms
+        for name in ("conv1", "conv2"):
+            best = db.best(constant.op(name).workload.key, DEVICE.key)
+            assert not all(lay.is_identity for _, lay in best.candidate.layouts)
+        blocked = plan_layouts(constant, db, DEVICE)
+        plain = plan_layouts(per_run, db, DEVICE)
+
+    assert len(blocked.rewrites) == 2
+    for name in ("conv1", "conv2"):
+        assert not blocked.placement(name).candidate.layout("X").is_identity
+    assert blocked.predicted_s is not None
+    assert abs(blocked.predicted_s - (2e-3 + 2e-4)) < 1e-4  # + the bias add's estimate
+
+    assert plain.rewrites == ()
+    for name in ("conv1", "conv2"):
+        layouts = plain.placement(name).candidate.layouts
+        assert all(lay.is_identity for _, lay in layouts)
+    kernels = {p.label: p for p in plain.predictions if p.kind == "operator"}
+    assert kernels["conv1"].seconds == kernels["conv2"].seconds == 1.5e-3
+    assert any("weighed" in line for line in plain.log)
+    assert "fewer or cheaper conversions" in "\n".join(plain.log)
+    text = str(plain)
+    assert "predicted" in text and "record " in text
+
+
+def test_weighing_escapes_what_one_operator_at_a_time_cannot() -> None:
+    # two operators that only gain together (their shared rewrite cancels):
+    # switching either alone is slower, both together is faster
+    a = [Option(Candidate.make({}), 2e-3, origin="a plain"), Option(_marked(1), 1e-3, origin="a")]
+    b = [Option(Candidate.make({}), 2e-3, origin="b plain"), Option(_marked(2), 1e-3, origin="b")]
+
+    def predict(choice) -> float:
+        fast = [choice[n] is not options[n][0] for n in ("a", "b")]
+        between = 5e-3 if fast[0] != fast[1] else 0.0  # a rewrite unless both agree
+        edges = 1e-3 if all(fast) else 0.0
+        return sum(o.compute_s for o in choice.values()) + between + edges
+
+    options = {"a": a, "b": b}
+    log: list[str] = []
+    chosen = weigh(options, predict, log)
+    assert chosen == {"a": a[1], "b": b[1]}  # 3 ms against the first choice's 4 ms
+    assert "all 4 combinations" in log[0]
+
+
+def _marked(n: int) -> Candidate:
+    return Candidate.make({}, {"unroll": n})
