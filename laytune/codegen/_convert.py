@@ -140,7 +140,7 @@ def conversion_kernel(
         note = f"register tile {vector} x {items}: axes {axis} and {len(domain) - 1}"
         return _kernel(workload, name, note, body, (count,), (group,) if group else None)
     if kind == "local":
-        ta, tz = (int(t) for t in knobs["tile"])
+        ta, tz = (int(t) for t in str(knobs["tile"]).split("x"))
         tile_layout = candidate.layout("tile.local")
         body, global_size, local_size = local_tile(
             scope, itype, ctype, q, domain, axis, (ta, tz), tile_layout, vector, items, offset

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import LayoutError, LayoutRejectedError
+from laytune.exceptions import LayoutError
 from laytune.layout import (
     UNDEF,
     Const,
@@ -74,7 +74,7 @@ CONVERSION_OP = "convert"
 #:   layout, the buffer ``tile.local``, is searched: identity, padded rows or
 #:   an XOR swizzle);
 #: - ``axis``: the destination axis the source is read along (tile, local);
-#: - ``tile``: the (axis, innermost) extents a work-group moves (local);
+#: - ``tile``: the extents a work-group moves, ``"<along axis>x<innermost>"`` (local);
 #: - ``vector``: elements per vector load or store;
 #: - ``items``: runs (gather), rows (local) or tile width (tile) per work-item;
 #: - ``group``: work-items per work-group (gather, tile; 0: the driver's).
@@ -325,7 +325,7 @@ class ConversionSpace:
                             continue
                         if layout not in self._tiles:
                             self._tiles.append(layout)
-                        knobs = {"kernel": "local", "axis": axis, "tile": (ta, tz)}
+                        knobs = {"kernel": "local", "axis": axis, "tile": f"{ta}x{tz}"}
                         yield Candidate.make(
                             {_TILE: layout}, {**knobs, "vector": vector, "items": items}
                         )
@@ -357,10 +357,10 @@ class ConversionSpace:
     def suggest(self, trial: Any) -> Candidate:
         """One valid candidate from an optuna trial (see the class docstring)."""
         remaining = self._candidates
-        kernel = trial.suggest_categorical("kernel", ["generic", "gather", "tile", "local"])
-        remaining = [c for c in remaining if c.knob("kernel", "generic") == kernel]
-        if not remaining:
-            raise LayoutRejectedError(f"this conversion space has no {kernel!r} kernel")
+        present = {c.knob("kernel") for c in remaining}
+        kinds = [k for k in (None, "gather", "tile", "local") if k in present]  # None: generic
+        kernel = trial.suggest_categorical("kernel", kinds)
+        remaining = [c for c in remaining if c.knob("kernel") == kernel]
         for knob in CONVERSION_KNOBS[1:]:
             values = sorted({c.knob(knob) for c in remaining if c.knob(knob) is not None})
             if not values:

@@ -1,0 +1,90 @@
+"""Conversion kernels are tuned workloads: recorded per device, then used by
+prices and frozen kernels in place of the generated ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import laytune
+from laytune import ops
+from laytune.codegen import lower
+from laytune.layout import identity, permute
+from laytune.records import (
+    Boundary,
+    Record,
+    RecordedConversions,
+    freeze,
+    load_frozen,
+    open_database,
+    price_record,
+)
+from laytune.runners import MeasureConfig
+from laytune.search import conversions_of
+from laytune.space import ConversionWorkload, SearchSpace
+
+pytestmark = pytest.mark.xdist_group("opencl")
+
+SHAPE = (16, 24)
+WORKLOAD = ops.transpose(SHAPE, (1, 0))
+
+
+@pytest.mark.slow
+def test_a_tuned_conversion_kernel_prices_and_runs_in_frozen_programs(
+    tmp_path: Path, laytune_device, cl_context
+) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    device = laytune_device
+    # a transpose kernel that wants X transposed: it pays for packing X
+    space = SearchSpace(WORKLOAD, device.info)
+    wanted = {"X": permute(SHAPE, (1, 0)), "Y": identity(SHAPE[::-1])}
+    candidate = next(iter(space.candidates_with(wanted)))
+    program = lower(WORKLOAD, candidate, device.info)
+    db = open_database(url)
+    kernel = Record(
+        WORKLOAD.key,
+        device.key,
+        candidate,
+        "ok",
+        value_s=1e-3,
+        program=program.to_json(),
+        result={"pack_times": [{"buffer": "X", "value_s": 5e-4}], "unpack_times": []},
+        device_name=device.name,
+    )
+    db.add(kernel)
+    best = db.best(WORKLOAD, device)
+    (conversion,) = conversions_of(best)
+    assert conversion == ConversionWorkload(identity(SHAPE), permute(SHAPE, (1, 0)))
+
+    result = laytune.tune(
+        conversion,
+        device,
+        trials=6,
+        batch=3,
+        database=url,
+        progress=False,
+        measure=MeasureConfig(warmup=1, repeats=3),
+    )
+    records = [r for r in db.records(workload=conversion.key) if r.ok]
+    assert len(records) == 6
+    assert any(not r.candidate.knobs for r in records)  # the generic kernel, the baseline
+    assert result.baseline is not None and not result.baseline.candidate.knobs
+    assert result.best.value_s == min(r.value_s for r in records)
+    found = RecordedConversions(db, device.key).best(
+        conversion.src, conversion.dst, "float32", None
+    )
+    assert found is not None and found.id == result.best.id
+
+    # the price takes the faster of the kernel's own pack and the recorded one
+    price = price_record(best, Boundary.default(WORKLOAD), RecordedConversions(db, device.key))
+    assert price.charges[0].seconds == min(5e-4, result.best.value_s)
+
+    # a frozen program packs with the recorded kernel, and still transposes
+    frozen = load_frozen(freeze(url, tmp_path / "frozen.json", workloads=[WORKLOAD]))
+    entry = frozen.entry(WORKLOAD, cl_context)
+    assert ("X", "pack", f"conversion record {result.best.id}") in entry.conversions
+    assert entry.program.pack[0].kernel.endswith("_tuned")
+    x = WORKLOAD.make_inputs(3)["X"]
+    np.testing.assert_array_equal(frozen.kernel(WORKLOAD, cl_context)(x), x.T)
