@@ -12,6 +12,7 @@ import laytune
 from laytune.exceptions import BoundaryError, TuningError
 from laytune.records import open_database
 from laytune.runners import MeasureConfig
+from laytune.search import TuneOptions
 from laytune.space import SpaceOptions
 from tests.search import worker
 
@@ -23,18 +24,16 @@ QUICK = MeasureConfig(warmup=1, repeats=3)
 pytestmark = pytest.mark.xdist_group("boundary")  # one worker runs the shared job
 
 
-def _tune(url: str, **kw):
-    return laytune.tune(
-        worker.WORKLOAD,
-        database=url,
+def _tune(url: str, boundary=None):
+    options = TuneOptions(
         strategy="exhaustive",
         trials=1000,
-        options=SMALL,
+        space=SMALL,
         measure=QUICK,
-        progress=False,
         warm_start=0,
-        **kw,
+        boundary=boundary,
     )
+    return laytune.tune(worker.WORKLOAD, options=options, database=url, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +111,13 @@ def test_a_boundary_that_charges_needs_the_conversions_measured(tmp_path: Path) 
     url = f"sqlite:///{tmp_path / 'm.db'}"
     unmeasured = MeasureConfig(warmup=1, repeats=3, measure_conversions=False)
     with pytest.raises(TuningError, match="measure_conversions is off"):
-        laytune.tune(worker.WORKLOAD, database=url, measure=unmeasured, progress=False)
+        laytune.tune(
+            worker.WORKLOAD, options=TuneOptions(measure=unmeasured), database=url, progress=False
+        )
     with pytest.raises(BoundaryError, match="'W', which is not a buffer"):
-        laytune.tune(worker.WORKLOAD, database=url, boundary={"W": "free"}, progress=False)
+        laytune.tune(
+            worker.WORKLOAD,
+            options=TuneOptions(boundary={"W": "free"}),
+            database=url,
+            progress=False,
+        )

@@ -22,7 +22,7 @@ from laytune.records import (
     price_record,
 )
 from laytune.runners import MeasureConfig
-from laytune.search import conversions_of
+from laytune.search import TuneOptions, conversions_of
 from laytune.space import ConversionWorkload, SearchSpace
 
 pytestmark = pytest.mark.xdist_group("opencl")
@@ -58,15 +58,8 @@ def test_a_tuned_conversion_kernel_prices_and_runs_in_frozen_programs(
     (conversion,) = conversions_of(best)
     assert conversion == ConversionWorkload(identity(SHAPE), permute(SHAPE, (1, 0)))
 
-    result = laytune.tune(
-        conversion,
-        device,
-        trials=6,
-        batch=3,
-        database=url,
-        progress=False,
-        measure=MeasureConfig(warmup=1, repeats=3),
-    )
+    options = TuneOptions(trials=6, batch=3, measure=MeasureConfig(warmup=1, repeats=3))
+    result = laytune.tune(conversion, device, options=options, database=url, progress=False)
     records = [r for r in db.records(workload=conversion.key) if r.ok]
     assert len(records) == 6
     assert any(not r.candidate.knobs for r in records)  # the generic kernel, the baseline
