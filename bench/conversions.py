@@ -1,33 +1,73 @@
-"""Layout conversion bandwidth: generated pack/unpack kernels against the
-device's float4 copy bandwidth, measured in the same run.
+"""Layout conversions against a tuned copy and CLBlast's omatcopy, on one device.
 
-    python -m bench.conversions [--repeats N]
+    python -m bench.conversions [--trials N] [--repeats N] [--db URL] [--out FILE] [--quick]
 
-Cases: a 4096 x 4096 float32 transpose (``lambda i, j: [j, i]``) and NCHW ->
-NCHW4c of (1, 64, 224, 224) (``lambda n, c, h, w: [n, c // 4, h, w, c % 4]``),
-each with the generated (tiled) kernels and with the naive
-one-element-per-work-item kernel for reference. Times are OpenCL profiling
-events; GB/s counts the bytes read plus the bytes written. The reference is
-the faster of two float4 copy kernels of the same size, measured next to
-every row: after one warm-up launch of each, the copy and the measured kernel
-take turns in rounds of ``--repeats`` back-to-back launches (so that both see
-the same load of a shared machine, and each runs on its own warm buffers),
-and a row's percentage is the ratio of the two best times over all rounds
-(another process on a shared machine only ever slows a launch down).
+The device is ``laytune.runners.default_device()`` (``LAYTUNE_DEVICE`` picks
+another), the one the report's header names; every row is measured on it.
+
+1. **The ceiling**: a copy of the same bytes, itself tuned. Every copy kernel
+   of a small grid (vector width 1, 4, 8 or 16; 1, 4 or 16 vectors per
+   work-item, consecutive or strided; the driver's work-group, 64 or 256) is
+   timed once per size; the fastest is the ceiling that rows are compared with.
+2. **The conversions**: a 4096 x 4096 float32 transpose (pack:
+   row-major -> ``lambda i, j: [j, i]``; unpack: back) and NCHW <-> NCHW16c
+   of (1, 64, 224, 224). Each is a :class:`laytune.space.ConversionWorkload`
+   tuned by :func:`laytune.tune` (``--trials`` candidates of its
+   :class:`~laytune.space.ConversionSpace`, TPE) into ``--db`` (default: a
+   temporary file; give a file to re-run without tuning again: its records are
+   reused). The tuned best and the generic kernel (no knobs: today's pack and
+   unpack kernels) are timed.
+3. **The peer**: CLBlast's ``omatcopy`` for the transposes (through the
+   library pyclblast links, as ``bench.peers`` does), when installed.
+
+Timing: OpenCL profiling events. A row and the ceiling take turns: after a
+warm-up launch of each, ``--rounds`` rounds of ``--repeats`` back-to-back
+launches of one, then of the other, so both see the same load of a shared
+machine; the row's percentage is the ratio of the two best times (another
+process only ever slows a launch down). GB/s counts the bytes read plus the
+bytes written (a padded layout moves its padding too). A row above 100 % says
+the ceiling is not one: the report says so instead of hiding it. Results
+are checked against numpy before they are timed. The table is printed and
+written to ``bench/results/conversions.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import tempfile
 import warnings
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+import laytune
 from bench import _report
 from laytune import layout as L
-from laytune.codegen import lower_conversion
-from laytune.runners import default_device, register_opencl_runtimes
+from laytune.codegen import lower
+from laytune.runners import MeasureConfig, default_device
+from laytune.search import TuneOptions
+from laytune.space import Candidate, ConversionWorkload
 
+NCHW = (1, 64, 224, 224)
+
+
+def cases(transpose: tuple[int, int], nchw: tuple[int, ...]) -> list[tuple[str, Any, Any]]:
+    """(title, source layout, destination layout) of every row."""
+    t, n = "x".join(map(str, transpose)), ",".join(map(str, nchw))
+    return [
+        (f"transpose {t} pack", L.identity(transpose), L.permute(transpose, (1, 0))),
+        (f"transpose {t} unpack", L.permute(transpose, (1, 0)), L.identity(transpose)),
+        (f"NCHW -> NCHW16c ({n})", L.identity(nchw), L.block(nchw, 1, 16)),
+        (f"NCHW16c -> NCHW ({n})", L.block(nchw, 1, 16), L.identity(nchw)),
+    ]
+
+
+# -- the tuned copy ------------------------------------------------------------------
+
+#: Two fixed float4 copies (one float4, or 16, per work-item), which
+#: ``bench.peers`` uses as its reference; the ceiling here is the tuned grid below.
 _COPY = """
 __kernel void copy4(__global const float4* restrict src, __global float4* restrict dst) {
     const int i = get_global_id(0);
@@ -38,130 +78,228 @@ __kernel void copy4x16(__global const float4* restrict src, __global float4* res
     for (int k = 0; k < 16; ++k) dst[i + k] = src[i + k];
 }
 """
-_PROBE = "__kernel void probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
+
+_VECTORS = (1, 4, 8, 16)
+_ITEMS = (1, 4, 16)
+_GROUPS = (None, 64, 256)
 
 
-def _device():
-    import pyopencl as cl
+def _copy_name(vector: int, items: int, strided: bool) -> str:
+    return f"copy_v{vector}_i{items}{'s' if strided else 'c'}"
 
-    register_opencl_runtimes()  # before pyopencl lists platforms
-    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-    devices.sort(key=lambda d: "Portable Computing Language" not in d.platform.name)
-    for device in devices:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                cl.Program(cl.Context([device]), _PROBE).build()
-        except cl.Error:
+
+def _copy_source() -> str:
+    """One copy kernel per (vector, items, strided) of the grid."""
+    kernels = []
+    for vector, items, strided in itertools.product(_VECTORS, _ITEMS, (False, True)):
+        if items == 1 and strided:
             continue
-        return device
-    raise SystemExit(f"no OpenCL device here builds a kernel: {devices}")
+        t = "float" if vector == 1 else f"float{vector}"
+        index = "i + k * (int)get_global_size(0)" if strided else "i * ITEMS + k"
+        kernels.append(
+            f"__kernel void {_copy_name(vector, items, strided)}("
+            f"__global const {t}* restrict src, __global {t}* restrict dst) {{\n"
+            f"    const int i = get_global_id(0);\n"
+            f"    #define ITEMS {items}\n"
+            f"    for (int k = 0; k < ITEMS; ++k) dst[{index}] = src[{index}];\n"
+            f"    #undef ITEMS\n}}\n"
+        )
+    return "\n".join(kernels)
 
 
-def _seconds(queue, kernel, global_size, args) -> float:
-    event = kernel(queue, global_size, None, *args)
+def _seconds(queue: Any, launch: tuple[Any, ...]) -> float:
+    kernel, global_size, local_size, args = launch
+    event = kernel(queue, global_size, local_size, *args)
     event.wait()
     return (event.profile.end - event.profile.start) * 1e-9
 
 
-def _time_pair(queue, reference, measured, repeats: int, rounds: int = 3) -> tuple[float, float]:
-    """Best seconds of ``reference`` and ``measured`` ((kernel, global size,
-    args) each): after one warm-up launch of each, ``rounds`` rounds of
-    ``repeats`` launches of one, then ``repeats`` of the other."""
-    for launch in (reference, measured):
-        _seconds(queue, *launch)  # warm-up (first-touch of pages, first-launch compile)
+def _best(queue: Any, launch: tuple[Any, ...], repeats: int) -> float:
+    _seconds(queue, launch)  # warm-up
+    return min(_seconds(queue, launch) for _ in range(repeats))
+
+
+def tuned_copy(context: Any, queue: Any, floats: int, repeats: int) -> tuple[tuple, str]:
+    """The fastest copy launch of ``floats`` floats on the grid, and its description."""
+    import pyopencl as cl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = cl.Program(context, _copy_source()).build()
+    mf = cl.mem_flags
+    src = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.ones(floats, "f4"))
+    dst = cl.Buffer(context, mf.READ_WRITE, size=4 * floats)
+    best: tuple[float, tuple, str] | None = None
+    for vector, items, strided, group in itertools.product(
+        _VECTORS, _ITEMS, (False, True), _GROUPS
+    ):
+        if (items == 1 and strided) or floats % (vector * items):
+            continue
+        work = floats // (vector * items)
+        if group is not None and work % group:
+            continue
+        kernel = cl.Kernel(program, _copy_name(vector, items, strided))
+        launch = (kernel, (work,), None if group is None else (group,), (src, dst))
+        seconds = _best(queue, launch, repeats)
+        what = (
+            f"float{vector if vector > 1 else ''} x {items} "
+            f"{'strided' if strided else 'consecutive'}, work-group {group or 'driver'}"
+        )
+        if best is None or seconds < best[0]:
+            best = (seconds, launch, what)
+    assert best is not None
+    return best[1], best[2]
+
+
+def _time_pair(queue: Any, ceiling: tuple, measured: tuple, repeats: int, rounds: int):
+    """Best seconds of ``ceiling`` and ``measured``, taking turns (see the module docstring)."""
+    for launch in (ceiling, measured):
+        _seconds(queue, launch)
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
-        for launch, out in zip((reference, measured), times, strict=True):
-            out += [_seconds(queue, *launch) for _ in range(repeats)]
+        for launch, out in zip((ceiling, measured), times, strict=True):
+            out += [_seconds(queue, launch) for _ in range(repeats)]
     return min(times[0]), min(times[1])
 
 
-def main() -> None:
+# -- the conversions -----------------------------------------------------------------
+
+
+def tune_case(workload: ConversionWorkload, device: Any, trials: int, database: Any) -> Any:
+    """The best record of ``workload`` after a tuning job of ``trials`` candidates."""
+    options = TuneOptions(
+        trials=trials, batch=4, warm_start=0, measure=MeasureConfig(warmup=1, repeats=5)
+    )
+    result = laytune.tune(workload, device, options=options, database=database, progress=False)
+    return result.best
+
+
+def conversion_launch(context: Any, workload: ConversionWorkload, candidate: Candidate, device):
+    """(launch, checked): the candidate's kernel bound to fresh buffers,
+    after checking its output against numpy."""
     import pyopencl as cl
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    device = _device()
-    context = cl.Context([device])
-    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    program = lower(workload, candidate, device.info)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = cl.Program(context, program.source).build(options=list(program.build_options))
+    launch = program.compute[0]
     mf = cl.mem_flags
-    print(f"device: {device.name.strip()} ({device.platform.name.strip()})")
+    data = workload.make_inputs(0)["src"]
+    src = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=data)
+    dst = cl.Buffer(context, mf.READ_WRITE, size=data.itemsize * workload.dst.physical_size)
+    return (cl.Kernel(built, launch.kernel), launch.global_size, launch.local_size, (src, dst))
 
-    copies = cl.Program(context, _COPY).build()
-    copy_kernels = (
-        (cl.Kernel(copies, "copy4"), 4),
-        (cl.Kernel(copies, "copy4x16"), 64),
+
+def _check(queue: Any, workload: ConversionWorkload, launch: tuple) -> None:
+    import pyopencl as cl
+
+    _seconds(queue, launch)
+    got = np.empty(workload.dst.physical_size, np.float32)
+    cl.enqueue_copy(queue, got, launch[3][1]).wait()
+    want = workload.reference(workload.make_inputs(0))["dst"]
+    if not np.array_equal(got, want, equal_nan=True):
+        raise SystemExit(f"{workload.describe()}: the kernel's result differs from numpy's")
+
+
+def _omatcopy_launch(context: Any, queue: Any, blas: Any, rows: int, cols: int):
+    """CLBlast's transpose as a launch for :func:`_seconds` (a callable kernel)."""
+    import pyopencl as cl
+
+    mf = cl.mem_flags
+    data = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+    src = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=data)
+    dst = cl.Buffer(context, mf.READ_WRITE, size=data.nbytes)
+    blas.transpose(queue, src, dst, rows, cols).wait()
+    got = np.empty((cols, rows), np.float32)
+    cl.enqueue_copy(queue, got, dst).wait()
+    if not np.array_equal(got, data.T):
+        raise SystemExit("CLBlast omatcopy did not transpose")
+
+    def call(queue: Any, _global: Any, _local: Any, *_args: Any) -> Any:
+        return blas.transpose(queue, src, dst, rows, cols)
+
+    return (call, None, None, ())
+
+
+def main(argv: list[str] | None = None) -> None:
+    import pyopencl as cl
+
+    from bench.peers import CLBlast
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=24, help="candidates per conversion (24)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--db", help="records database to tune into and reuse (default: temp)")
+    parser.add_argument("--out", type=Path, help="report file (default bench/results/...)")
+    parser.add_argument(
+        "--quick", action="store_true", help="1024 x 1024 and (1, 16, 64, 64): a smoke test"
     )
-
-    def copy_launch(n: int):
-        """The faster float4 copy of n floats, as (kernel, global size, args)."""
-        src = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.ones(n, np.float32))
-        dst = cl.Buffer(context, mf.READ_WRITE, size=4 * n)
-        launches = [(kernel, (n // per,), (src, dst)) for kernel, per in copy_kernels]
-        for launch in launches:
-            _seconds(queue, *launch)  # warm-up
-        return min(
-            launches, key=lambda launch: min(_seconds(queue, *launch) for _ in range(args.repeats))
-        )
-
-    cases = [
-        ("transpose 4096x4096", L.permute((4096, 4096), (1, 0))),
-        ("NCHW -> NCHW4c (1,64,224,224)", L.block((1, 64, 224, 224), 1, 4)),
-    ]
+    args = parser.parse_args(argv)
+    transpose, nchw = ((1024, 1024), (1, 16, 64, 64)) if args.quick else ((4096, 4096), NCHW)
+    device = default_device()
+    context = cl.Context([device.open()])
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    print(f"device: {device.name}")
+    scratch = tempfile.TemporaryDirectory()
+    database = args.db or f"sqlite:///{Path(scratch.name) / 'conversions.db'}"
+    blas = CLBlast()
+    ceilings: dict[int, tuple[tuple, str]] = {}
     rows: list[tuple[str, ...]] = []
-    print(f"{'case':44s} {'time':>11s} {'bandwidth':>12s} {'of copy':>7s} {'copy':>9s}")
-    for title, layout in cases:
-        size = int(np.prod(layout.shape))
-        reference = copy_launch(size)
-        logical = cl.Buffer(
-            context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.ones(size, np.float32)
-        )
-        physical = cl.Buffer(context, mf.READ_WRITE, size=4 * layout.physical_size)
-        back = cl.Buffer(context, mf.READ_WRITE, size=4 * size)
-        for variant, per_item in (("generated", None), ("naive", 1)):
-            program = lower_conversion("X", layout, elements_per_item=per_item)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                built = cl.Program(context, program.source).build()
-            moved = 4 * (size + layout.physical_size)
-            steps = [
-                ("pack", program.pack[0], (logical, physical)),
-                ("unpack", program.unpack[0], (physical, back)),
-            ]
-            for step, launch, buffers in steps:
-                kernel = cl.Kernel(built, launch.kernel)
-                copy_s, seconds = _time_pair(
-                    queue, reference, (kernel, launch.global_size, buffers), args.repeats
-                )
-                gbs = moved / seconds / 1e9
-                copy_gbs = 2 * 4 * size / copy_s / 1e9
-                name = f"{title} {step} ({variant})"
-                print(
-                    f"{name:44s} {seconds * 1e3:8.2f} ms {gbs:7.1f} GB/s {100 * gbs / copy_gbs:6.1f}% "
-                    f"{copy_gbs:5.1f} GB/s"
-                )
-                rows.append(
-                    (
-                        name,
-                        f"{seconds * 1e3:.2f}",
-                        f"{gbs:.1f}",
-                        f"{100 * gbs / copy_gbs:.1f} %",
-                        f"{copy_gbs:.1f}",
-                    )
-                )
+    notes: list[str] = []
+    header = f"{'case':52s} {'ms':>8s} {'GB/s':>7s} {'of copy':>8s} {'copy GB/s':>9s}"
+    print(header)
+    for title, src, dst in cases(transpose, nchw):
+        workload = ConversionWorkload(src, dst)
+        floats = int(np.prod(src.shape))
+        if floats not in ceilings:
+            ceilings[floats] = tuned_copy(context, queue, floats, args.repeats)
+            notes.append(f"copy of {floats} floats: {ceilings[floats][1]}")
+        ceiling = ceilings[floats][0]
+        best = tune_case(workload, device, args.trials, database)
+        variants = [("generic", Candidate.make({}))]
+        if best is not None and best.candidate.knobs:
+            variants.insert(0, (f"tuned: {best.candidate.describe()}", best.candidate))
+        launches = []
+        for variant, candidate in variants:
+            launch = conversion_launch(context, workload, candidate, device)
+            _check(queue, workload, launch)
+            launches.append((variant, launch))
+        if src.shape == transpose and not blas.omatcopy_missing:
+            rows_, cols = transpose
+            launches.append(
+                ("CLBlast omatcopy", _omatcopy_launch(context, queue, blas, rows_, cols))
+            )
+        for variant, launch in launches:
+            copy_s, seconds = _time_pair(queue, ceiling, launch, args.repeats, args.rounds)
+            gbs = workload.bytes / seconds / 1e9
+            copy_gbs = 8 * floats / copy_s / 1e9
+            share = 100 * gbs / copy_gbs
+            if share > 100:
+                notes.append(f"{title} ({variant}) beat the tuned copy: the ceiling is not one")
+            name = f"{title} ({variant})"
+            print(f"{name:52s} {seconds * 1e3:8.3f} {gbs:7.1f} {share:7.1f}% {copy_gbs:9.1f}")
+            rows.append(
+                (name, f"{seconds * 1e3:.3f}", f"{gbs:.1f}", f"{share:.1f} %", f"{copy_gbs:.1f}")
+            )
     text = "\n".join(
         [
-            "# Pack and unpack kernels against the device's float4 copy",
+            "# Layout conversions against a tuned copy and CLBlast omatcopy",
             "",
-            *_report.environment(default_device()),
-            f"- best of {args.repeats} event times each; the copy is measured beside every row",
+            *_report.environment(device),
+            f"- best event time over {args.rounds} rounds of {args.repeats} launches, each row "
+            "taking turns with the tuned copy of the same size",
+            f"- conversions tuned with {args.trials} candidates each (TPE)",
+            *[f"- {note}" for note in notes],
+            *([f"- {blas.skipped}"] if blas.skipped else []),
             "",
-            *_report.table(("case", "ms", "GB/s", "of copy bandwidth", "copy GB/s"), rows, "lrrrr"),
+            *_report.table(("case", "ms", "GB/s", "of copy", "copy GB/s"), rows, "lrrrr"),
         ]
     )
-    print(f"written to {_report.shown(_report.write('conversions.md', text + chr(10)))}")
+    written = _report.write("conversions.md", text + "\n", args.out)
+    print(f"written to {_report.shown(written)}")
+    scratch.cleanup()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ For conv2d, matmul, sum and max_pool2d, on ``laytune.runners.default_device()``
 1. ``laytune.tune`` (TPE) over the workload's whole default space, into a
    temporary database, measuring as many candidates as the knob sweeps of
    step 2 measure for all the fixed layouts together (``--trials`` sets
-   another budget).
+   another budget), twice: with the default ``fixed`` boundary (inputs and
+   outputs held in their logical layouts, weights constant: candidates ranked
+   by pack + compute + unpack) and with every buffer ``free`` (ranked by the
+   compute kernels alone, as if producers and consumers adopted the layouts).
 2. The standard fixed layouts, built by hand as candidates: NCHW (identity),
    NHWC (``permute(0, 2, 3, 1)`` of every NCHW tensor, weights OHWI) and
    NCHW4c (``block`` of the channel axis by 4; weights OIHW4i4o, that is
@@ -19,7 +22,8 @@ For conv2d, matmul, sum and max_pool2d, on ``laytune.runners.default_device()``
    blocks, work-groups, unroll and staging (off, or ``__local`` tiles in identity or
    ``pad_rows(4)`` layouts) over the values listed in the report, kept where
    ``SearchSpace.check`` and ``laytune.codegen.lower`` accept it. The sweep
-   measures each valid setting once; the fastest of each layout goes on.
+   measures each valid setting once; the fastest end to end (with its
+   conversions) of each layout goes on.
 3. Side by side in one ``Runner`` session with one ``MeasureConfig``: the
    identity candidate (``SearchSpace.identity()``: identity layouts, baseline
    knobs), each fixed layout with its best knobs, and the tuned best, in
@@ -28,8 +32,11 @@ For conv2d, matmul, sum and max_pool2d, on ``laytune.runners.default_device()``
    (another process on a shared machine only ever slows a round down).
    The "best fixed" is the fastest fixed layout in this session.
 
-Every time is of the compute kernels with the buffers already in the
-candidate's layouts (pack and unpack are not counted), each result checked
+Each candidate has two times: its compute kernels with the buffers already
+in its layouts (``kernel``), and ``end to end``: the kernels plus the pack
+and unpack kernels of every input and output not in its logical layout
+(weights are packed once and not counted), the price of the default
+boundary (:func:`laytune.records.price_record`). Each result is checked
 against numpy first. The table is printed and written to
 ``bench/results/tuned_vs_fixed.md``.
 """
@@ -53,11 +60,12 @@ from laytune import ops
 from laytune.codegen import KernelProgram, lower
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import Layout
+from laytune.records import Boundary, Record
 from laytune.runners import Builder, Device, MeasureConfig, RunInput, Runner, default_device
 from laytune.space import Candidate, SearchSpace, SpaceOptions
 
 RESULT_NAME = "tuned_vs_fixed.md"
-CONFIG = MeasureConfig(warmup=2, repeats=10, measure_conversions=False, time_limit_s=60)
+CONFIG = MeasureConfig(warmup=2, repeats=10, measure_conversions=True, time_limit_s=60)
 
 # -- the standard fixed layouts --------------------------------------------------------
 
@@ -218,17 +226,31 @@ def measure(builder: Builder, runner: Runner, workload: Any, entries: Sequence[E
     return runner.run([RunInput(b, workload) for b in built])
 
 
+def times(workload: Any, entry: Entry, result: Any) -> tuple[float, float]:
+    """(kernel, end to end) seconds of one result (inf: failed, or a
+    conversion without a time)."""
+    if not result.ok or result.value_s is None:
+        return math.inf, math.inf
+    record = Record.measured(
+        result, entry.candidate, entry.program, boundary=Boundary.default(workload)
+    )
+    priced = record.objective is not None
+    return result.value_s, record.value_s if priced else math.inf  # type: ignore[return-value]
+
+
 # -- one workload ----------------------------------------------------------------------
 
 
 @dataclass
 class Outcome:
     case: Case
-    identity_s: float
-    fixed_s: dict[str, float]  # fixed layout -> side-by-side time (inf: failed)
-    tuned_s: float
+    identity_s: tuple[float, float]  # (kernel, end to end); inf: failed
+    fixed_s: dict[str, tuple[float, float]]  # fixed layout -> side-by-side times
+    tuned_s: tuple[float, float]  # tuned with fixed boundaries
+    free_s: tuple[float, float]  # tuned with free boundaries
     tuned: Candidate
-    tuned_record_s: float  # the tuned best's time as recorded while tuning
+    free: Candidate
+    tuned_record_s: float  # the tuned best's price as recorded while tuning
     fixed_best: dict[str, Candidate]
     sweep_counts: dict[str, int]
     settings: int
@@ -238,8 +260,9 @@ class Outcome:
     notes: list[str]
 
     @property
-    def best_fixed(self) -> tuple[str, float]:
-        return min(self.fixed_s.items(), key=lambda kv: kv[1])
+    def best_fixed(self) -> tuple[str, tuple[float, float]]:
+        """The fixed layout fastest end to end, and its times."""
+        return min(self.fixed_s.items(), key=lambda kv: kv[1][1])
 
 
 def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url: str) -> Outcome:
@@ -256,11 +279,20 @@ def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url
         measure=CONFIG,
     )
     result = laytune.tune(workload, device, options=options, database=db_url, progress=False)
+    free_boundary = {b.name: "free" for b in workload.buffers}
+    free = laytune.tune(
+        workload,
+        device,
+        options=options.replace(boundary=free_boundary, seed=1),
+        database=db_url,
+        progress=False,
+    )
     tune_s = time.perf_counter() - started
-    if result.best is None:
-        raise SystemExit(f"{workload.key}: tuning found no verified candidate ({result.failures})")
-    if result.failures:
-        notes.append(f"tuning failures: {dict(result.failures)}")
+    for job in (result, free):
+        if job.best is None:
+            raise SystemExit(f"{workload.key}: tuning found no verified candidate ({job.failures})")
+        if job.failures:
+            notes.append(f"tuning failures ({job.study_name}): {dict(job.failures)}")
 
     space = SearchSpace(workload, device.info)
     started = time.perf_counter()
@@ -272,31 +304,35 @@ def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url
                 continue
             results = measure(builder, runner, workload, entries)
             timed = [
-                (r.value_s, e)
-                for r, e in zip(results, entries, strict=True)
+                (times(workload, e, r)[1], i, e)
+                for i, (r, e) in enumerate(zip(results, entries, strict=True))
                 if r.ok and r.value_s is not None
             ]
             if len(timed) < len(entries):
                 notes.append(f"{name}: {len(entries) - len(timed)} of the sweep failed")
             if timed:
-                fixed_best[name] = min(timed, key=lambda te: te[0])[1]
+                fixed_best[name] = min(timed, key=lambda te: te[:2])[2]
         sweep_s = time.perf_counter() - started
 
         identity = _lowered(space, "identity", space.identity())
         tuned = _lowered(space, "tuned", result.best.candidate)
-        assert identity is not None and tuned is not None
-        final = [identity, *fixed_best.values(), tuned]
-        times: list[list[float]] = [[] for _ in final]
+        untied = _lowered(space, "tuned free", free.best.candidate)
+        assert identity is not None and tuned is not None and untied is not None
+        final = [identity, *fixed_best.values(), tuned, untied]
+        seen: list[list[tuple[float, float]]] = [[] for _ in final]
         for _ in range(rounds):
-            for out, r in zip(times, measure(builder, runner, workload, final), strict=True):
-                out.append(r.value_s if r.ok and r.value_s is not None else math.inf)
-    best = [min(t) for t in times]
+            results = measure(builder, runner, workload, final)
+            for out, e, r in zip(seen, final, results, strict=True):
+                out.append(times(workload, e, r))
+    best = [(min(k for k, _ in t), min(e for _, e in t)) for t in seen]
     return Outcome(
         case=case,
         identity_s=best[0],
-        fixed_s={e.label: t for e, t in zip(final[1:-1], best[1:-1], strict=True)},
-        tuned_s=best[-1],
+        fixed_s={e.label: t for e, t in zip(final[1:-2], best[1:-2], strict=True)},
+        tuned_s=best[-2],
+        free_s=best[-1],
         tuned=result.best.candidate,
+        free=free.best.candidate,
         tuned_record_s=result.best.value_s or math.inf,
         fixed_best={name: e.candidate for name, e in fixed_best.items()},
         sweep_counts={name: len(entries) for name, entries in sweeps.items()},
@@ -336,11 +372,13 @@ def report(
         rows.append(
             [
                 o.case.title,
-                _ms(o.identity_s),
-                f"{_ms(fixed)} ({name})",
-                _ms(o.tuned_s),
-                _ratio(o.identity_s, o.tuned_s),
-                _ratio(fixed, o.tuned_s),
+                _ms(o.identity_s[1]),
+                f"{_ms(fixed[1])} ({name})",
+                _ms(o.tuned_s[1]),
+                f"{_ms(o.free_s[0])} / {_ms(o.free_s[1])}",
+                _ratio(o.identity_s[1], o.tuned_s[1]),
+                _ratio(fixed[1], o.tuned_s[1]),
+                _ratio(fixed[1], o.free_s[1]),
                 f"{o.trials} / {sum(o.sweep_counts.values())}",
             ]
         )
@@ -365,18 +403,24 @@ def report(
             [
                 "workload",
                 "identity ms",
-                "best fixed ms (which)",
-                "tuned ms",
-                "tuned vs identity",
-                "tuned vs best fixed",
+                "best fixed ms, end to end (which)",
+                "tuned, fixed boundary: ms end to end",
+                "tuned, free boundary: ms kernel / end to end",
+                "tuned (fixed) vs identity",
+                "tuned (fixed) vs best fixed",
+                "tuned (free) vs best fixed, end to end",
                 "measured: tuning / fixed sweeps",
             ],
             rows,
-            "lrrrrrr",
+            "lrrrrrrrr",
         ),
         "",
+        "Times are end to end (kernels plus the conversions of inputs and outputs from and to "
+        "their logical layouts; weights packed once) unless marked kernel. "
         "A ratio is the slower time over the faster one's: above 1.00x the tuned candidate "
-        "is faster. The identity candidate has identity layouts and baseline knobs (scalar, "
+        "is faster. The free-boundary candidate is ranked by its kernel alone: its end-to-end "
+        "time is what a caller holding logical arrays would pay for it. "
+        "The identity candidate has identity layouts and baseline knobs (scalar, "
         "one point per work-item, the driver's work-group, no unroll, no staging). The last "
         "column is the search effort: candidates measured by the tuner, and by the knob "
         "sweeps of all the fixed layouts together.",
@@ -392,9 +436,9 @@ def report(
                     o.case.title,
                     name,
                     f"{o.sweep_counts[name]}",
-                    _ms(t),
-                    _ratio(o.identity_s, t),
-                    _ratio(t, o.tuned_s),
+                    f"{_ms(t[0])} / {_ms(t[1])}",
+                    _ratio(o.identity_s[1], t[1]),
+                    _ratio(t[1], o.tuned_s[1]),
                     _knob_text(o.fixed_best[name]),
                 ]
             )
@@ -403,7 +447,7 @@ def report(
             "workload",
             "fixed layout",
             "settings swept",
-            "ms",
+            "ms kernel / end to end",
             "vs identity",
             "tuned vs this",
             "best knobs of the sweep",
@@ -421,8 +465,9 @@ def report(
             f"unroll {list(knobs.unrolls)}, vector {list(o.case.vectors)} where valid, "
             f"staging with identity or pad_rows(4) tiles where offered, output order for "
             f"scalar settings; the valid ones measured) in {o.sweep_s:.0f} s",
-            f"  - tuned ({_ms(o.tuned_record_s)} ms while tuning): {_layout_text(o.tuned)}; "
-            f"{_knob_text(o.tuned)}",
+            f"  - tuned, fixed boundary ({_ms(o.tuned_record_s)} ms end to end while tuning): "
+            f"{_layout_text(o.tuned)}; {_knob_text(o.tuned)}",
+            f"  - tuned, free boundary: {_layout_text(o.free)}; {_knob_text(o.free)}",
             *(f"  - {note}" for note in o.notes),
         ]
     return "\n".join(lines) + "\n"
@@ -450,8 +495,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             outcome = run_case(case, device, args.trials, args.rounds, db_url)
             name, fixed = outcome.best_fixed
             print(
-                f"  identity {_ms(outcome.identity_s)} ms, best fixed {_ms(fixed)} ms ({name}), "
-                f"tuned {_ms(outcome.tuned_s)} ms",
+                f"  end to end: identity {_ms(outcome.identity_s[1])} ms, best fixed "
+                f"{_ms(fixed[1])} ms ({name}), tuned {_ms(outcome.tuned_s[1])} ms, tuned free "
+                f"{_ms(outcome.free_s[1])} ms (kernel {_ms(outcome.free_s[0])} ms)",
                 flush=True,
             )
             outcomes.append(outcome)
