@@ -357,7 +357,7 @@ _RECORD_TABLE = (
     _Column("shape", "shape", shrink=9),
     _Column("device", "device", shrink=8, drop=1),
     _Column("status", "status", shrink=6),
-    _Column("kernel", "kernel", numeric=True),
+    _Column("kernel", "kernel", numeric=True, drop=3),
     _Column("ms", "time", numeric=True),
     _Column("base", "speedup", numeric=True),
     _Column("layout", "layout_speedup", numeric=True),
@@ -492,13 +492,12 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
         base = _times(entry.speedup)
         layouts = _times(entry.layout_speedup)
         kernel = "" if entry.kernel_s is None else f" (kernel {entry.kernel_s * 1e3:.4f} ms)"
+        tuned = [f"{b} {d} by {k}" for b, d, k in entry.conversions if k.startswith("conversion")]
         print(
             f"  {short_key(entry.workload_key)} on {entry.device_name}: "
             f"{entry.time_s * 1e3:.4f} ms end to end{kernel}, {base} over the baseline, "
-            f"{layouts} from the layouts"
+            f"{layouts} from the layouts" + (f"; {', '.join(tuned)}" if tuned else "")
         )
-        for buffer, direction, source in entry.conversions:
-            print(f"    {buffer} {direction}: {source}")
     return EXIT_OK
 
 

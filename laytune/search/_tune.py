@@ -241,7 +241,7 @@ def layout_reference(space: SearchSpace, candidate: Candidate) -> Candidate | No
     measured against. None when the space does not hold it (knobs that
     identity layouts do not admit)."""
     found = params_of(space, identity_twin(candidate))
-    return None if found is None or found[1] == candidate else found[1]
+    return None if found is None else found[1]
 
 
 def _fail_stale_trials(study: Any) -> None:
