@@ -22,7 +22,7 @@ from laytune.records import (
     price_record,
 )
 from laytune.runners import MeasureConfig
-from laytune.search import TuneOptions, conversions_of
+from laytune.search import TuneOptions, conversions_of, tune_conversions
 from laytune.space import ConversionWorkload, SearchSpace
 
 pytestmark = pytest.mark.xdist_group("opencl")
@@ -81,3 +81,8 @@ def test_a_tuned_conversion_kernel_prices_and_runs_in_frozen_programs(
     assert entry.program.pack[0].kernel.endswith("_tuned")
     x = WORKLOAD.make_inputs(3)["X"]
     np.testing.assert_array_equal(frozen.kernel(WORKLOAD, cl_context)(x), x.T)
+
+    # tune_conversions finds the same conversion from the best records alone
+    more = TuneOptions(trials=1, measure=MeasureConfig(warmup=1, repeats=3))
+    (again,) = tune_conversions(db, device, workloads=[WORKLOAD.key], options=more)
+    assert again.workload_key == conversion.key and again.study_name == result.study_name
