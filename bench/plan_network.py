@@ -168,9 +168,9 @@ def plans(graph: Graph, convs: list[ops.Workload], db: Any, device: Any) -> dict
         fastest[conv.key] = min(found, key=lambda r: (r.compute_s, r.id)).candidate
     identity = {c.key: candidates(c)["identity"] for c in convs}
     return {
-        "identity": plan_layouts(graph, identity, info),
+        "identity": plan_layouts(graph, identity, info, records=db),
         "per-operator best": plan_layouts(graph, db, info, minimize=False),
-        "fastest kernels": plan_layouts(graph, fastest, info),
+        "fastest kernels": plan_layouts(graph, fastest, info, records=db),
         "weighed": plan_layouts(graph, db, info),
     }
 

@@ -59,7 +59,13 @@ from laytune.layout import Layout, identity
 from laytune.ops import Workload
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._graph import Graph
-from laytune.plan._price import Option, PlanPricer, Prediction, lookup_options
+from laytune.plan._price import (
+    Option,
+    PlanPricer,
+    Prediction,
+    lookup_options,
+    measured_option,
+)
 from laytune.plan._rewrite import (
     Rewrite,
     is_identity_layout,
@@ -600,6 +606,7 @@ def plan_layouts(
     critical: Collection[str] | None = None,
     minimize: bool = True,
     alternatives: int = 4,
+    records: Any = None,
 ) -> Plan:
     """Plan the layouts of ``graph`` (see the module docstring).
 
@@ -612,7 +619,9 @@ def plan_layouts(
     fastest kernels per layout-critical operator that weighing considers
     besides the best end-to-end one and the fastest in logical layouts
     (a records source; see the module docstring; 0 or ``minimize=False``:
-    freeze the source's best candidate as it is).
+    freeze the source's best candidate as it is). ``records`` (a records
+    store; default: ``source`` when it is one) is what the predicted times
+    come from, also for candidates a mapping gives.
     """
     if device is None and source is not None and not isinstance(source, Mapping):
         raise PlanError(
@@ -634,6 +643,8 @@ def plan_layouts(
         if wanted is not None and not {op.name, op.workload.name} & wanted:
             continue
         found = lookup_options(source, op.workload.key, device.key, max(alternatives, 0))
+        if records is not None:
+            found = [measured_option(records, op.workload.key, device.key, o) for o in found]
         if not found:
             if wanted is not None:
                 raise PlanError(
@@ -651,7 +662,7 @@ def plan_layouts(
             + (f" ({found[0].origin})" if found[0].origin != "the layout source" else "")
         )
     chosen = {name: found[0] for name, found in options.items()}
-    pricer = PlanPricer(source, device.key, chosen)
+    pricer = PlanPricer(source if records is None else records, device.key, chosen)
     if minimize and alternatives > 0 and any(len(found) > 1 for found in options.values()):
         derived: dict[tuple[str, Any], Candidate | LaytuneError] = {}
         cache: dict[tuple[str, ...], float] = {}
@@ -663,7 +674,7 @@ def plan_layouts(
             return cache[key]
 
         chosen = weigh(options, predict, log)
-        pricer = PlanPricer(source, device.key, chosen)
+        pricer = PlanPricer(source if records is None else records, device.key, chosen)
     frozen = {name: option.candidate for name, option in chosen.items()}
     state = {op.name: frozen.get(op.name) or _identity_candidate(op.workload) for op in graph.ops}
     initial = _resolve(graph, state, via_identity=True)

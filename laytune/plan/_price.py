@@ -28,7 +28,14 @@ from laytune.plan._source import SourceLike, lookup_candidate
 from laytune.records import RecordedConversions
 from laytune.space import Candidate
 
-__all__ = ["NOMINAL_BANDWIDTH", "Option", "PlanPricer", "Prediction", "lookup_options"]
+__all__ = [
+    "NOMINAL_BANDWIDTH",
+    "Option",
+    "PlanPricer",
+    "Prediction",
+    "lookup_options",
+    "measured_option",
+]
 
 #: Bytes per second assumed for a conversion when the device has none measured.
 NOMINAL_BANDWIDTH = 10e9
@@ -108,6 +115,15 @@ def lookup_options(
         if all(record.candidate.key != p.candidate.key for p in picked):
             picked.append(record)
     return [_option(r) for r in picked]
+
+
+def measured_option(store: Any, workload_key: str, device_key: str, option: Option) -> Option:
+    """``option`` with the times ``store`` records for its candidate (as it is
+    when it has a compute time already, or nothing is recorded)."""
+    if option.compute_s is not None:
+        return option
+    record = store.lookup(workload_key, device_key, option.candidate.key)
+    return option if record is None or not record.ok else _option(record)
 
 
 def _weights(workload_key: str) -> tuple[str, ...]:

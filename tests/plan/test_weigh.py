@@ -74,6 +74,15 @@ def test_a_slower_kernel_with_fewer_conversions_wins_where_weights_are_inputs(
             assert not all(lay.is_identity for _, lay in best.candidate.layouts)
         blocked = plan_layouts(constant, db, DEVICE)
         plain = plan_layouts(per_run, db, DEVICE)
+        # candidates given as a mapping are predicted from the records too
+        given = {p.candidate for p in blocked.placements if p.frozen}
+        mapping = {
+            constant.op(n).workload.key: blocked.placement(n).candidate for n in ("conv1", "conv2")
+        }
+        same = plan_layouts(constant, mapping, DEVICE, records=db)
+    assert len(given) == 2
+    assert [p.seconds for p in same.predictions] == [p.seconds for p in blocked.predictions]
+    assert {p.label: p for p in same.predictions}["conv1"].source.startswith("record ")
 
     assert len(blocked.rewrites) == 2
     for name in ("conv1", "conv2"):
