@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from laytune.records._boundary import POLICIES, Boundary, BufferPolicy, default_boundary
 from laytune.records._export import MANIFEST, export, export_stem
 from laytune.records._frozen import (
     FROZEN_VERSION,
@@ -32,15 +33,11 @@ from laytune.records._frozen import (
     load_frozen,
 )
 from laytune.records._price import (
-    POLICIES,
-    Boundary,
-    BufferPolicy,
     Charge,
     ConversionTimes,
     Price,
     RecordedConversions,
     best_priced,
-    default_boundary,
     price_record,
 )
 from laytune.records._record import SCHEMA_VERSION, STATUSES, Record

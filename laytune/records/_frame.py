@@ -207,7 +207,7 @@ def _objective_text(record: Record) -> str:
     boundary = record.price.get("boundary") if record.price else None
     if boundary is None:
         return "kernel"
-    from laytune.records._price import Boundary
+    from laytune.records._boundary import Boundary
 
     text = Boundary.from_json(boundary).describe()
     return text if "unpriced" not in record.price else f"{text} (unpriced)"

@@ -118,7 +118,8 @@ class RecordStore(abc.ABC):
         its ``value_s`` is the end-to-end time under that boundary (the first
         written among equal prices; see :func:`laytune.records.best_priced`).
         None if no verified record can be priced."""
-        from laytune.records._price import RecordedConversions, best_priced, default_boundary
+        from laytune.records._boundary import default_boundary
+        from laytune.records._price import RecordedConversions, best_priced
 
         records = self.records(workload=workload, device=device, status="ok")
         if boundary is None and not isinstance(workload, str):

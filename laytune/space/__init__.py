@@ -24,16 +24,15 @@ from laytune.space._constraints import (
     constraint_from_json,
 )
 from laytune.space._conversion import (
-    CONVERSION_KNOBS,
     CONVERSION_OP,
     ConversionGeometry,
-    ConversionSpace,
     ConversionWorkload,
     conversion_geometry,
     conversion_key,
     layout_token,
     source_offset,
 )
+from laytune.space._conversion_space import CONVERSION_KNOBS, ConversionSpace
 from laytune.space._facts import LayoutFacts, facts_of, order_buffers, vector_dim
 from laytune.space._generate import GLOBAL_FAMILIES, LOCAL_FAMILIES, SpaceOptions
 from laytune.space._knobs import (
