@@ -6,7 +6,8 @@ On ``laytune.runners.default_device()`` (``LAYTUNE_DEVICE`` picks another),
 each space below (a workload with ``laytune.space.SpaceOptions`` narrowing it
 to a few hundred candidates) is measured exhaustively once:
 ``laytune.tune(workload, options=TuneOptions(strategy="exhaustive", space=...), ...)``
-into a temporary database. Then every other strategy of
+into a temporary database, every buffer's boundary ``free`` (the compute
+kernels alone are ranked; conversions are not measured). Then every other strategy of
 ``laytune.search.STRATEGIES`` is replayed against those measurements, once
 per seed: an in-memory optuna study with the strategy's own sampler
 (``make_sampler(strategy, seed)``), the identity candidate enqueued first (as
@@ -147,6 +148,8 @@ def measure_exhaustively(space: Space, device: Device, scratch: Path) -> Measure
         space=space.options,
         warm_start=0,
         measure=CONFIG,
+        # the kernels alone are compared (conversions are not measured): every buffer free
+        boundary={b.name: "free" for b in space.workload.buffers},
     )
     result = laytune.tune(space.workload, device, options=options, database=url, progress=False)
     recorded = open_database(url).measured(space.workload, device)
