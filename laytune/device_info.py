@@ -24,6 +24,11 @@ _VECTOR_TYPES = ("char", "short", "int", "long", "float", "double", "half")
 class DeviceInfo:
     """Limits and identity of one OpenCL device.
 
+    ``sub_group_sizes``: the sub-group sizes a kernel may require
+    (``CL_DEVICE_SUB_GROUP_SIZES_INTEL``; empty where the device does not
+    report them). ``compute_capability``: NVIDIA's (major, minor) where the
+    device reports it (``cl_nv_device_attribute_query``), else None.
+
     ``key`` is stable: the same platform, device, vendor, driver and OpenCL
     version give the same key in every process and run, and nothing else
     (memory currently free, say) enters it.
@@ -46,6 +51,8 @@ class DeviceInfo:
     image2d_max_height: int = 0
     extensions: tuple[str, ...] = ()
     preferred_vector_widths: tuple[tuple[str, int], ...] = field(default=())
+    sub_group_sizes: tuple[int, ...] = ()
+    compute_capability: tuple[int, int] | None = None
 
     # -- identity -----------------------------------------------------------
     @property
@@ -77,6 +84,10 @@ class DeviceInfo:
     def supports_fp64(self) -> bool:
         return self.has_extension("cl_khr_fp64")
 
+    @property
+    def is_nvidia(self) -> bool:
+        return "NVIDIA" in self.vendor.upper() or "NVIDIA" in self.platform_name.upper()
+
     def preferred_vector_width(self, ctype: str) -> int:
         return dict(self.preferred_vector_widths).get(ctype, 1)
 
@@ -92,7 +103,18 @@ class DeviceInfo:
                 widths.append((ctype, int(getattr(device, f"preferred_vector_width_{ctype}"))))
             except (cl.LogicError, AttributeError):
                 continue
+        from laytune._cl_queries import sub_group_sizes_intel
+
         image_support = bool(device.image_support)
+        capability = None
+        if "cl_nv_device_attribute_query" in device.extensions.split():
+            try:
+                capability = (
+                    int(device.compute_capability_major_nv),
+                    int(device.compute_capability_minor_nv),
+                )
+            except (cl.LogicError, AttributeError):
+                capability = None
         return cls(
             platform_name=device.platform.name.strip(),
             device_name=device.name.strip(),
@@ -116,6 +138,8 @@ class DeviceInfo:
             image2d_max_height=int(device.image2d_max_height) if image_support else 0,
             extensions=tuple(sorted(device.extensions.split())),
             preferred_vector_widths=tuple(widths),
+            sub_group_sizes=sub_group_sizes_intel(device),
+            compute_capability=capability,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -123,6 +147,9 @@ class DeviceInfo:
         data["max_work_item_sizes"] = list(self.max_work_item_sizes)
         data["extensions"] = list(self.extensions)
         data["preferred_vector_widths"] = dict(self.preferred_vector_widths)
+        data["sub_group_sizes"] = list(self.sub_group_sizes)
+        if self.compute_capability is not None:
+            data["compute_capability"] = list(self.compute_capability)
         return data
 
     @classmethod
@@ -136,6 +163,9 @@ class DeviceInfo:
             data["max_work_item_sizes"] = tuple(data["max_work_item_sizes"])
         if "extensions" in data:
             data["extensions"] = tuple(data["extensions"])
+        for name in ("sub_group_sizes", "compute_capability"):
+            if data.get(name) is not None:
+                data[name] = tuple(data[name])
         if "preferred_vector_widths" in data:
             data["preferred_vector_widths"] = tuple(
                 sorted(dict(data["preferred_vector_widths"]).items())

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError
-from laytune.layout import UNDEF
+from laytune.layout import UNDEF, Layout
 from laytune.ops import reduction
 from laytune.space._candidate import Candidate
 from laytune.space._constraints import (
@@ -27,6 +27,13 @@ from laytune.space._constraints import (
     LocalMemoryBudget,
     VectorAccess,
     Verdict,
+)
+from laytune.space._copies import (
+    COPY_VARIANTS,
+    SUBGROUP_SIZES,
+    TileCopyFacts,
+    footprints_inside,
+    local_copy_facts,
 )
 from laytune.space._facts import facts_of, order_buffers, vector_dim
 from laytune.space._generate import SpaceOptions
@@ -99,11 +106,19 @@ def space_setting(
         max_block_points=options.max_block_points,
         staging=staging,
         orders=order_buffers(workload),
+        copies=tuple(options.copies),
+        subgroups=tuple(options.subgroups),
+        outside=_outside(workload, staging),
     )
+
+
+def _outside(workload: WorkloadLike, staging: StagingPlan | None) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(footprints_inside(workload, staging).items())) if staging else ()
 
 
 def _check_setting(workload: WorkloadLike, device: DeviceInfo) -> Setting:
     limit = max(device.max_work_group_size, *device.max_work_item_sizes)
+    staging = usable_staging(workload)
     return Setting(
         workload,
         device,
@@ -113,8 +128,11 @@ def _check_setting(workload: WorkloadLike, device: DeviceInfo) -> Setting:
         splits=tuple(range(1, max((a.extent for a in workload.axes), default=1) + 1)),
         unrolls=tuple(range(1, _MAX_UNROLL + 1)),
         max_block_points=_MAX_BLOCK_POINTS,
-        staging=usable_staging(workload),
+        staging=staging,
         orders=order_buffers(workload),
+        copies=COPY_VARIANTS,
+        subgroups=(0, *SUBGROUP_SIZES),
+        outside=_outside(workload, staging),
     )
 
 
@@ -212,9 +230,11 @@ def check_candidate(
             if not verdict.ok:
                 reasons += [f"buffer {name!r}: {verdict.constraint}: {r}" for r in verdict.reasons]
 
-    facts, refused = facts_of(workload, {n: layouts[n] for n in buffers}, device)
-    rules = Rules(build_steps(_check_setting(workload, device), lambda a, w: refused[(a, w)]))
-    reasons += rules.explain(facts_state(facts), knobs)
+    facts, refused = facts_of(workload, {n: layouts[n] for n in buffers}, device, plan)
+    rules = Rules(build_steps(_check_setting(workload, device), lambda key: refused.get(key, "")))
+    state = facts_state(facts)
+    state["@local_copies"] = _local_copies(plan, layouts, dtypes, knobs["local_stage"] is True)
+    reasons += rules.explain(state, knobs)
 
     local_names = {local_buffer_name(n) for n in stageable}
     present = {n for n in layouts if n not in buffers}
@@ -250,6 +270,25 @@ def check_candidate(
     if reasons:
         return Verdict.reject("check_candidate", *reasons)
     return Verdict.accept("check_candidate")
+
+
+def _local_copies(
+    plan: StagingPlan | None,
+    layouts: Mapping[str, Layout],
+    dtypes: Mapping[str, str],
+    staged: bool,
+) -> tuple[TileCopyFacts, ...]:
+    """The copy facts of the candidate's local tile layouts (those of the
+    right shape; the others are reported apart)."""
+    if plan is None or not staged:
+        return ()
+    out = []
+    for tile in plan.inputs:
+        local = local_buffer_name(tile.buffer)
+        layout = layouts.get(local)
+        if layout is not None and layout.shape == tile.tile:
+            out.append(local_copy_facts(tile, layout, dtypes[local]))
+    return tuple(out)
 
 
 def _overcompute_reasons(workload: WorkloadLike, candidate: Candidate) -> list[str]:

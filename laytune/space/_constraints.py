@@ -20,7 +20,7 @@ reports its measure as ``Verdict.score`` (lower is better).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -32,14 +32,19 @@ from laytune.layout import Layout
 from laytune.space._workload import BUFFER_ROLES, IMAGE_DTYPES, VECTOR_WIDTHS, dtype_bytes
 
 __all__ = [
+    "MATRIX_DTYPES",
+    "MATRIX_INTRINSICS",
     "BankConflicts",
     "Constraint",
     "ContiguousTileCopy",
     "Image2DRead",
     "LocalMemoryBudget",
+    "MatrixTileLoad",
     "PaddingBudget",
     "RowPointerTileLoad",
     "StridedTileCopy",
+    "SubgroupBlockAccess",
+    "TileNamer",
     "VectorAccess",
     "Verdict",
     "constraint_from_json",
@@ -400,6 +405,19 @@ class Image2DRead(Constraint):
         return self._reject(*reasons) if reasons else self._accept()
 
 
+TileNamer = Callable[[int], str]
+"""Names tile ``t`` of an array of tiles in a rejection (``"(16, 0)"``)."""
+
+
+def _tile_namer(grid: tuple[int, ...], tile: tuple[int, ...]) -> TileNamer:
+    return lambda t: _fmt(_tile_start(t, grid, tile))
+
+
+def _aligned_bytes(owner: str, name: str, value: Any) -> None:
+    if value is not None:
+        _positive_int(owner, name, value)
+
+
 @dataclass(frozen=True)
 class ContiguousTileCopy(Constraint):
     """``async_work_group_copy`` of each tile: every tile of shape ``tile``
@@ -417,6 +435,12 @@ class ContiguousTileCopy(Constraint):
         arr, grid, error = _tiles(str(self), _offsets(layout, logical_shape), self.tile)
         if error:
             return self._reject(error)
+        return self.check_tiles(arr, dtype, _tile_namer(grid, self.tile))
+
+    def check_tiles(self, arr: np.ndarray, dtype: str, name: TileNamer) -> Verdict:
+        """The rule on tiles given as flat offsets ``arr`` of shape (tiles,
+        rows, columns), wherever they lie (a staging plan's footprints);
+        ``name(t)`` names tile ``t`` in a rejection."""
         flat = arr.reshape(arr.shape[0], -1)
         low, high = flat.min(axis=1), flat.max(axis=1)
         size = flat.shape[1]
@@ -424,8 +448,8 @@ class ContiguousTileCopy(Constraint):
         if not bad.size:
             return self._accept()
         reasons = [
-            f"tile {_fmt(_tile_start(int(t), grid, self.tile))} spans offsets {int(low[t])}.."
-            f"{int(high[t])} ({int(high[t] - low[t] + 1)} positions for {size} elements)"
+            f"tile {name(int(t))} spans offsets {int(low[t])}..{int(high[t])} "
+            f"({int(high[t] - low[t] + 1)} positions for {size} elements)"
             for t in bad[:MAX_REASONS]
         ]
         return self._reject(
@@ -438,12 +462,23 @@ class StridedTileCopy(Constraint):
     """``async_work_group_strided_copy`` / wmma ``load_matrix_sync(ptr, ldm)``:
     within every tile of shape ``tile`` (rows = all but the last tile axis,
     row-major), ``offset(row, col) == base + row * stride + col`` with one
-    positive constant ``stride`` per tile."""
+    positive constant ``stride`` per tile.
+
+    ``stride``, when given, is the only stride accepted (a destination written
+    row after row: ``stride`` = the row length). ``alignment_bytes``, when
+    given, is what every row start's byte address must be a multiple of (the
+    copy moves each row as one vector of the row's length, whose pointer must
+    be aligned to its size).
+    """
 
     tile: tuple[int, ...]
+    stride: int | None = None
+    alignment_bytes: int | None = None
 
     def __post_init__(self) -> None:
         _freeze_tile(self)
+        _aligned_bytes("StridedTileCopy", "stride", self.stride)
+        _aligned_bytes("StridedTileCopy", "alignment_bytes", self.alignment_bytes)
 
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
@@ -451,6 +486,11 @@ class StridedTileCopy(Constraint):
         arr, grid, error = _tiles(str(self), _offsets(layout, logical_shape), self.tile)
         if error:
             return self._reject(error)
+        return self.check_tiles(arr, dtype, _tile_namer(grid, self.tile))
+
+    def check_tiles(self, arr: np.ndarray, dtype: str, name: TileNamer) -> Verdict:
+        """The rule on tiles given as flat offsets (see
+        :meth:`ContiguousTileCopy.check_tiles`)."""
         ntiles, rows, _ = arr.shape
         row_ok = np.all(np.diff(arr, axis=2) == 1, axis=2)  # (tiles, rows)
         starts = arr[:, :, 0]
@@ -459,38 +499,57 @@ class StridedTileCopy(Constraint):
             expected = starts[:, :1] + np.arange(rows) * stride[:, None]
             stride_ok = (starts == expected) & (stride > 0)[:, None]
         else:
-            stride = np.zeros(ntiles, dtype=np.int64)
+            stride = np.full(ntiles, self.stride or 0, dtype=np.int64)
             expected = starts
             stride_ok = np.ones_like(row_ok)
-        bad_tiles = np.flatnonzero(~np.all(row_ok & stride_ok, axis=1))
+        if self.stride is not None and rows > 1:
+            stride_ok &= (stride == self.stride)[:, None]
+        size = dtype_bytes(dtype)
+        aligned = np.ones_like(row_ok)
+        if self.alignment_bytes is not None:
+            aligned = (starts * size) % self.alignment_bytes == 0
+        bad_tiles = np.flatnonzero(~np.all(row_ok & stride_ok & aligned, axis=1))
         if not bad_tiles.size:
             return self._accept()
         reasons = []
         for t in bad_tiles[:MAX_REASONS]:
-            name = _fmt(_tile_start(int(t), grid, self.tile))
+            tname = name(int(t))
             if not row_ok[t].all():
                 r = int(np.flatnonzero(~row_ok[t])[0])
                 c = int(np.flatnonzero(np.diff(arr[t, r]) != 1)[0]) + 1
                 reasons.append(
-                    f"row {r} of tile {name} is not contiguous: column {c} is at offset "
+                    f"row {r} of tile {tname} is not contiguous: column {c} is at offset "
                     f"{int(arr[t, r, c])}, expected {int(arr[t, r, c - 1]) + 1}"
                 )
             elif stride[t] <= 0:
                 reasons.append(
-                    f"tile {name} has row stride {int(stride[t])}; a strided copy needs a "
+                    f"tile {tname} has row stride {int(stride[t])}; a strided copy needs a "
                     f"positive one"
                 )
-            else:
+            elif self.stride is not None and stride[t] != self.stride:
+                reasons.append(
+                    f"tile {tname} has row stride {int(stride[t])}, not the {self.stride} of "
+                    f"rows written back to back"
+                )
+            elif not stride_ok[t].all():
                 r = int(np.flatnonzero(~stride_ok[t])[0])
                 s = int(stride[t])
                 step = int(starts[t, r] - starts[t, r - 1])
                 reasons.append(
-                    f"the stride breaks in tile {name} at row {r}: it starts at offset "
+                    f"the stride breaks in tile {tname} at row {r}: it starts at offset "
                     f"{int(starts[t, r])}, expected {int(expected[t, r])} = {int(starts[t, 0])} + "
                     f"{r} * {s} (rows {r - 1} -> {r} step {step}, not the stride {s} of rows 0 -> 1)"
                 )
+            else:
+                r = int(np.flatnonzero(~aligned[t])[0])
+                reasons.append(
+                    f"row {r} of tile {tname} starts at offset {int(starts[t, r])} "
+                    f"({int(starts[t, r]) * size} bytes), not aligned to {self.alignment_bytes} "
+                    f"bytes"
+                )
         return self._reject(
-            f"{bad_tiles.size} of {ntiles} tiles have no constant row stride",
+            f"{bad_tiles.size} of {ntiles} tiles have no constant row stride"
+            + (" with aligned rows" if self.alignment_bytes is not None else ""),
             *reasons,
             *_more(bad_tiles.size),
         )
@@ -505,7 +564,9 @@ class RowPointerTileLoad(Constraint):
     ``rows`` is the number of rows per tile (the tile is ``(rows, row
     length)`` over the last two axes; a 1-D buffer takes ``rows=1``).
 
-    ldmatrix .m8n8 .b16 is ``RowPointerTileLoad(rows=8, row_bytes=16)``.
+    ldmatrix .m8n8 .b16 is ``RowPointerTileLoad(rows=8, row_bytes=16)``; a
+    copy of one ``async_work_group_copy`` per row of 32-bit elements is
+    ``RowPointerTileLoad(rows, row_elements=n, alignment_bytes=4)``.
     """
 
     rows: int
@@ -548,6 +609,12 @@ class RowPointerTileLoad(Constraint):
         arr, grid, error = _tiles(str(self), offsets, tile)
         if error:
             return self._reject(error)
+        return self.check_tiles(arr, dtype, _tile_namer(grid, tile))
+
+    def check_tiles(self, arr: np.ndarray, dtype: str, name: TileNamer) -> Verdict:
+        """The rule on tiles given as flat offsets (see
+        :meth:`ContiguousTileCopy.check_tiles`); their rows are the rows."""
+        length = arr.shape[2]
         size = dtype_bytes(dtype)
         contiguous = np.all(np.diff(arr, axis=2) == 1, axis=2)
         aligned = (arr[:, :, 0] * size) % self.alignment_bytes == 0
@@ -558,23 +625,194 @@ class RowPointerTileLoad(Constraint):
         reasons = []
         for flat in np.flatnonzero(bad)[:MAX_REASONS]:
             t, r = divmod(int(flat), arr.shape[1])
-            name = _fmt(_tile_start(t, grid, tile))
             row = arr[t, r]
             if not contiguous[t, r]:
                 c = int(np.flatnonzero(np.diff(row) != 1)[0]) + 1
                 reasons.append(
-                    f"row {r} of tile {name} is not contiguous: its {length} elements lie at "
+                    f"row {r} of tile {name(t)} is not contiguous: its {length} elements lie at "
                     f"offsets {row.tolist()} (column {c} at {int(row[c])}, expected "
                     f"{int(row[c - 1]) + 1})"
                 )
             else:
                 reasons.append(
-                    f"row {r} of tile {name} starts at offset {int(row[0])} ({int(row[0]) * size} "
-                    f"bytes), not aligned to {self.alignment_bytes} bytes"
+                    f"row {r} of tile {name(t)} starts at offset {int(row[0])} "
+                    f"({int(row[0]) * size} bytes), not aligned to {self.alignment_bytes} bytes"
                 )
         return self._reject(
             f"{count} of {bad.size} rows of {length} elements fail", *reasons, *_more(count)
         )
+
+
+@dataclass(frozen=True)
+class SubgroupBlockAccess(Constraint):
+    """``intel_sub_group_block_read`` / ``_write`` (``cl_intel_subgroups``,
+    and ``cl_intel_subgroup_local_block_io`` for ``__local`` pointers): the
+    ``sub_group_size`` lanes of a sub-group read one pointer's consecutive
+    elements, lane ``l`` the ``l``-th.
+
+    Accepts when the axis extent is a multiple of ``sub_group_size`` and,
+    for every run of ``sub_group_size`` logical elements along logical
+    ``axis`` starting at a multiple of it, their physical offsets are
+    consecutive and the first one's byte address is a multiple of
+    ``alignment_bytes``: 16 for the block reads and writes of ``__local``
+    memory and for writes of ``__global`` memory, 4 for reads of
+    ``__global`` memory (Intel's extension specifications). Images are not
+    buffers: an ``image2d`` layout is refused.
+    """
+
+    axis: int
+    sub_group_size: int
+    alignment_bytes: int = 16
+
+    def __post_init__(self) -> None:
+        if isinstance(self.axis, bool) or not isinstance(self.axis, int):
+            raise LayoutError(f"SubgroupBlockAccess: axis must be an int, got {self.axis!r}")
+        _positive_int("SubgroupBlockAccess", "sub_group_size", self.sub_group_size)
+        _positive_int("SubgroupBlockAccess", "alignment_bytes", self.alignment_bytes)
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        offsets = _offsets(layout, logical_shape)
+        if layout.image_rank == 2:
+            return self._reject(
+                f"the layout {layout.describe()} is an image2d; block reads of a buffer need a "
+                f"pointer"
+            )
+        shape = offsets.shape
+        if not -len(shape) <= self.axis < len(shape):
+            raise ShapeMismatchError(f"{self}: axis {self.axis} is out of range for {_fmt(shape)}")
+        axis = self.axis % len(shape)
+        n = self.sub_group_size
+        if shape[axis] % n:
+            return self._reject(
+                f"axis {axis} has extent {shape[axis]}, not a multiple of the sub-group size {n}"
+            )
+        moved = np.moveaxis(offsets, axis, -1)
+        runs = moved.reshape(-1, 1, n)
+        rest = moved.shape[:-1]
+
+        def name(t: int) -> str:
+            where = list(np.unravel_index(t // (shape[axis] // n), rest)) if rest else []
+            where.insert(axis, (t % (shape[axis] // n)) * n)
+            return _fmt(where)
+
+        return self.check_tiles(runs, dtype, name)
+
+    def check_tiles(self, arr: np.ndarray, dtype: str, name: TileNamer) -> Verdict:
+        """The rule on rows of tiles given as flat offsets (see
+        :meth:`ContiguousTileCopy.check_tiles`): each row splits into runs of
+        ``sub_group_size`` elements from its start."""
+        ntiles, rows, cols = arr.shape
+        n = self.sub_group_size
+        if cols % n:
+            return self._reject(
+                f"rows of {cols} elements do not split into runs of the sub-group size {n}"
+            )
+        runs = arr.reshape(ntiles, rows * (cols // n), n)
+        size = dtype_bytes(dtype)
+        contiguous = np.all(np.diff(runs, axis=2) == 1, axis=2)
+        aligned = (runs[:, :, 0] * size) % self.alignment_bytes == 0
+        bad = ~(contiguous & aligned)
+        count = int(np.count_nonzero(bad))
+        if not count:
+            return self._accept()
+        reasons = []
+        per_row = cols // n
+        for flat in np.flatnonzero(bad)[:MAX_REASONS]:
+            t, q = divmod(int(flat), runs.shape[1])
+            where = f"run {q % per_row} of row {q // per_row} of {name(t)}"
+            if runs.shape[1] == 1:
+                where = f"the run from {name(t)}"
+            run = runs[t, q]
+            if not contiguous[t, q]:
+                reasons.append(
+                    f"{where}: the {n} lanes' elements lie at offsets {run.tolist()}, not "
+                    f"consecutive"
+                )
+            else:
+                reasons.append(
+                    f"{where} starts at offset {int(run[0])} ({int(run[0]) * size} bytes), not "
+                    f"aligned to {self.alignment_bytes} bytes"
+                )
+        return self._reject(
+            f"{count} of {bad.size} sub-group runs of {n} elements fail", *reasons, *_more(count)
+        )
+
+
+MATRIX_INTRINSICS = ("intel_mad", "nv_mma")
+"""Matrix intrinsics a ``MatrixTileLoad`` describes: Intel's sub-group
+``intel_sub_group_f16_f16_matrix_mad_k16`` (M = 8, N = the sub-group size 8,
+K = 16) fed by sub-group block reads of ``__local`` rows, and NVIDIA's
+``mma.sync.aligned.m16n8k16`` fed by ``ldmatrix.sync.aligned.m8n8.x4``
+(``.trans`` for B) through inline PTX."""
+
+MATRIX_DTYPES = ("float16", "bfloat16")
+"""Input dtypes both matrix intrinsics multiply (fp32 accumulation)."""
+
+# (rows of one fragment load, elements of one row, alignment of a row start in bytes)
+_FRAGMENT_ROWS = {
+    ("intel_mad", "a"): (8, 16, 16),  # one block read of 16 halves per row of A
+    ("intel_mad", "b"): (16, 8, 16),  # one block read of 8 halves per row of B
+    ("nv_mma", "a"): (8, 8, 16),  # ldmatrix: eight 16-byte rows per 8 x 8 matrix
+    ("nv_mma", "b"): (8, 8, 16),  # ldmatrix .trans on B's rows
+}
+
+
+@dataclass(frozen=True)
+class MatrixTileLoad(Constraint):
+    """How a matrix intrinsic loads its ``operand`` (``"a"``: M x K rows of
+    the left matrix, ``"b"``: K x N rows of the right one) from a ``__local``
+    tile: one pointer per fragment row, so rows may lie anywhere (a padded
+    row, a pad every n rows, an XOR of row chunks) but each row segment is
+    contiguous and its start aligned.
+
+    * ``intel_mad``: ``intel_sub_group_block_read`` of each 16-element row
+      of an 8 x 16 A fragment and ``intel_sub_group_block_read_us`` of each
+      8-element row of a 16 x 8 B fragment (16-byte aligned, the rule of
+      ``__local`` block reads), then ``intel_sub_group_f16_f16_matrix_mad_k16``.
+    * ``nv_mma``: ``ldmatrix.sync.aligned.m8n8.x4`` (``.trans`` for B): each
+      of 32 lanes points at one 16-byte row of an 8 x 8 matrix (16-byte
+      aligned), then ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``.
+
+    A wmma-style ``load_matrix_sync(ptr, ldm)`` would need one constant row
+    stride instead (:class:`StridedTileCopy`). The tile's last two extents
+    must be multiples of the fragment's, and the dtype one of
+    :data:`MATRIX_DTYPES`.
+    """
+
+    intrinsic: str
+    operand: str
+
+    def __post_init__(self) -> None:
+        if self.intrinsic not in MATRIX_INTRINSICS:
+            raise LayoutError(
+                f"MatrixTileLoad: intrinsic {self.intrinsic!r} is not one of {MATRIX_INTRINSICS}"
+            )
+        if self.operand not in ("a", "b"):
+            raise LayoutError(f"MatrixTileLoad: operand {self.operand!r} is not 'a' or 'b'")
+
+    @property
+    def fragment_rows(self) -> RowPointerTileLoad:
+        """The row-pointer rule one fragment load obeys."""
+        rows, length, align = _FRAGMENT_ROWS[(self.intrinsic, self.operand)]
+        return RowPointerTileLoad(rows, row_elements=length, alignment_bytes=align)
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        offsets = _offsets(layout, logical_shape)
+        if dtype not in MATRIX_DTYPES:
+            return self._reject(
+                f"dtype {dtype}: {self.intrinsic} multiplies {' or '.join(MATRIX_DTYPES)}"
+            )
+        if offsets.ndim < 2:
+            return self._reject(f"a 1-D buffer {_fmt(offsets.shape)} holds no matrix fragment")
+        rows = self.fragment_rows
+        verdict = rows.check(layout, logical_shape, dtype, device)
+        if verdict.ok:
+            return self._accept()
+        return self._reject(*verdict.reasons)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 
 The rules between knobs (:mod:`laytune.space._rules`) never look at a layout
 itself, only at a few :class:`LayoutFacts`: which vectors every buffer can
-serve, whether any buffer is padded, and for each buffer the ``order`` knob
+serve, whether any buffer is padded, for each buffer the ``order`` knob
 may follow, whether its layout keeps the logical order and its physical
-size. The space counts and samples over the distinct facts of its layout
+size, which staging copies each staged input's layout allows
+(:mod:`laytune.space._copies`) and which sub-group sizes every input read
+along the sub-group's axis serves with block reads. The space counts and samples over the distinct facts of its layout
 combinations (a convolution over buffers, never their product);
 ``check_candidate`` derives the facts of one candidate's layouts with the
 same functions, so the two cannot disagree.
@@ -14,13 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from laytune.device_info import DeviceInfo
-from laytune.layout import Layout, Var, variables
-from laytune.space._constraints import VectorAccess
+from laytune.layout import Layout, Var, bounds, variables
+from laytune.space._constraints import SubgroupBlockAccess, VectorAccess
+from laytune.space._copies import SUBGROUP_SIZES, TileCopyFacts, global_copy_facts
 from laytune.space._knobs import spatial_axes
+from laytune.space._staging import StagingPlan
 from laytune.space._workload import VECTOR_WIDTHS, BufferLike, WorkloadLike, index_text
 
 __all__ = [
@@ -29,8 +34,14 @@ __all__ = [
     "facts_of",
     "keeps_logical_order",
     "order_buffers",
+    "subgroup_inputs",
     "vector_dim",
 ]
+
+Refused = dict[tuple[Any, ...], str]
+"""Why a layout refuses something: ``(axis, width)`` a vector, ``("subgroup",
+size)`` block reads of that sub-group size (the copies' reasons travel in
+their :class:`~laytune.space._copies.TileCopyFacts`)."""
 
 
 @dataclass(frozen=True)
@@ -39,16 +50,24 @@ class LayoutFacts:
     buffer indexed by that axis can serve with vloadN/vstoreN. ``padded``:
     some buffer's layout has padding. ``orders``: per buffer the ``order``
     knob may follow, (name, its layout keeps the logical order, its physical
-    size)."""
+    size). ``copies``: per staged input, what its layout lets each staging
+    copy do. ``subgroups``: the sub-group sizes whose block reads every input
+    of :func:`subgroup_inputs` serves."""
 
     vectors: frozenset[tuple[int, int]]
     padded: bool
     orders: tuple[tuple[str, bool, int], ...]
+    copies: tuple[TileCopyFacts, ...] = ()
+    subgroups: frozenset[int] = frozenset(SUBGROUP_SIZES)
 
     def merge(self, other: LayoutFacts) -> LayoutFacts:
         """The facts of two disjoint sets of buffers together."""
         return LayoutFacts(
-            self.vectors & other.vectors, self.padded or other.padded, self.orders + other.orders
+            self.vectors & other.vectors,
+            self.padded or other.padded,
+            self.orders + other.orders,
+            self.copies + other.copies,
+            self.subgroups & other.subgroups,
         )
 
 
@@ -80,6 +99,31 @@ def vector_dim(buf: BufferLike, axis: int) -> int | str | None:
     return f"buffer {buf.name!r} is indexed by the axis other than as one bare index"
 
 
+def subgroup_inputs(workload: WorkloadLike) -> dict[str, int]:
+    """Inputs whose loads a sub-group reads as one block: indexed by the
+    innermost spatial axis (the NDRange dimension 0, whose consecutive
+    work-items form a sub-group) as one bare index, and never read outside
+    their shape (a guarded load is not one every lane executes). Maps each
+    to the dimension the lanes run along."""
+    spatial = spatial_axes(workload)
+    if not spatial:
+        return {}
+    inner = spatial[-1]
+    ranges = [(0, a.extent - 1) for a in workload.axes]
+    out = {}
+    for buf in workload.buffers:
+        dim = vector_dim(buf, inner)
+        if buf.role != "input" or not isinstance(dim, int):
+            continue
+        inside = all(
+            bounds(e, ranges)[0] >= 0 and bounds(e, ranges)[1] <= extent - 1
+            for e, extent in zip(buf.indices, buf.shape, strict=True)
+        )
+        if inside:
+            out[buf.name] = dim
+    return out
+
+
 def keeps_logical_order(workload: WorkloadLike, buf: BufferLike, layout: Layout) -> bool:
     """Whether following ``buf``'s physical order is the logical order itself
     (so ``order=<buf>`` would duplicate ``order='logical'``)."""
@@ -91,12 +135,17 @@ def keeps_logical_order(workload: WorkloadLike, buf: BufferLike, layout: Layout)
 
 
 def buffer_facts(
-    workload: WorkloadLike, buf: BufferLike, layout: Layout, device: DeviceInfo
-) -> tuple[LayoutFacts, dict[tuple[int, int], str]]:
-    """The facts of one global buffer under ``layout``, and for every vector
-    it refuses, why."""
+    workload: WorkloadLike,
+    buf: BufferLike,
+    layout: Layout,
+    device: DeviceInfo,
+    staging: StagingPlan | None = None,
+) -> tuple[LayoutFacts, Refused]:
+    """The facts of one global buffer under ``layout`` (its staging copies
+    under ``staging``, the workload's usable plan), and for everything it
+    refuses, why."""
     accepted: set[tuple[int, int]] = set()
-    refused: dict[tuple[int, int], str] = {}
+    refused: Refused = {}
     offsets: np.ndarray | None = None
     for axis in spatial_axes(workload):
         extent = workload.axes[axis].extent
@@ -123,7 +172,28 @@ def buffer_facts(
     if buf.name in order_buffers(workload):
         keeps = keeps_logical_order(workload, buf, layout)
         orders = ((buf.name, keeps, layout.physical_size),)
-    return LayoutFacts(frozenset(accepted), layout.has_padding, orders), refused
+    subgroups = frozenset(SUBGROUP_SIZES)
+    lanes = subgroup_inputs(workload).get(buf.name)
+    if lanes is not None:
+        subgroups = frozenset()
+        for size in SUBGROUP_SIZES:
+            verdict = SubgroupBlockAccess(lanes, size, 4).check(
+                layout, layout.shape, buf.dtype, device
+            )
+            if verdict.ok:
+                subgroups |= {size}
+            else:
+                refused[("subgroup", size)] = (
+                    f"buffer {buf.name!r} layout {layout.describe()}: {verdict.constraint}: "
+                    + "; ".join(verdict.reasons[:2])
+                )
+    copies: tuple[TileCopyFacts, ...] = ()
+    staged = next((s for s in staging.inputs if s.buffer == buf.name), None) if staging else None
+    if staged is not None:
+        assert staging is not None
+        copies = (global_copy_facts(workload, staging, staged, layout),)
+    facts = LayoutFacts(frozenset(accepted), layout.has_padding, orders, copies, subgroups)
+    return facts, refused
 
 
 def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
@@ -137,14 +207,17 @@ def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
 
 
 def facts_of(
-    workload: WorkloadLike, layouts: Mapping[str, Layout], device: DeviceInfo
-) -> tuple[LayoutFacts, dict[tuple[int, int], str]]:
+    workload: WorkloadLike,
+    layouts: Mapping[str, Layout],
+    device: DeviceInfo,
+    staging: StagingPlan | None = None,
+) -> tuple[LayoutFacts, Refused]:
     """The facts of a whole candidate's global layouts, and the first reason
-    each refused vector is refused for."""
+    each refused thing is refused for."""
     facts = LayoutFacts(all_vectors(workload), False, ())
-    reasons: dict[tuple[int, int], str] = {}
+    reasons: Refused = {}
     for buf in sorted(workload.buffers, key=lambda b: b.name):
-        part, refused = buffer_facts(workload, buf, layouts[buf.name], device)
+        part, refused = buffer_facts(workload, buf, layouts[buf.name], device, staging)
         facts = facts.merge(part)
         for pair, why in refused.items():
             reasons.setdefault(pair, why)

@@ -85,8 +85,9 @@ class SpaceOptions:
     buffer must pass (soft ones only add a score), e.g. a
     ``RowPointerTileLoad`` for a tile that feeds ldmatrix.
     ``max_layouts_per_buffer``: keep at most this many layouts per buffer
-    (identity first, then in generation order). ``vectors``, ``blocks``,
-    ``groups``, ``splits`` and ``unrolls`` are the values the knobs of those kinds are
+    (identity first, then in generation order). ``vectors``, ``copies``,
+    ``subgroups``, ``blocks``, ``groups``, ``splits`` and ``unrolls`` are the
+    values the knobs of those kinds are
     offered with (defaults: :data:`~laytune.space._knobs.KNOB_SPECS`);
     ``max_block_points`` bounds the outputs of one register block. The
     remaining fields are the parameter values the families are enumerated
@@ -112,6 +113,8 @@ class SpaceOptions:
     local_xor_periods: tuple[int, ...] = (4, 8, 16, 32)
     local_xor_chunks: tuple[int, ...] = (1, 2, 4, 8)
     vectors: tuple[int, ...] = knob_spec("vector").values or (1,)
+    copies: tuple[str, ...] = knob_spec("copy").values or ("elementwise",)
+    subgroups: tuple[int, ...] = knob_spec("subgroup").values or (0,)
     blocks: tuple[int, ...] = knob_spec("block").values or (1,)
     groups: tuple[int, ...] = knob_spec("group").values or (0,)
     splits: tuple[int, ...] = knob_spec("split").values or (1,)

@@ -43,6 +43,22 @@ The loop nest the knobs describe
 * ``local_stage``: the work-group copies the input tiles of the workload's
   staging plan into ``__local`` memory before reducing over them (the
   candidate then holds a layout for each ``"<input>.local"`` tile).
+* ``copy``: the instruction that copies the staged tiles: ``elementwise``
+  (a loop of loads and stores over the tile, zero outside the input),
+  ``rows`` (one ``async_work_group_copy`` per tile row), ``async_strided``
+  (one ``async_work_group_strided_copy`` of the tile's rows at one stride),
+  ``async_contiguous`` (one ``async_work_group_copy`` of the whole tile) or
+  ``subgroup_block`` (``intel_sub_group_block_read`` from the input and
+  ``intel_sub_group_block_write`` into the tile). Each is offered only for
+  the global and local layouts its constraint accepts
+  (:mod:`laytune.space._copies`).
+* ``subgroup``: 0, or the sub-group size the kernel requires
+  (``intel_reqd_sub_group_size``) on a device with ``cl_intel_subgroups``:
+  a staged kernel's ``subgroup_block`` copy runs in sub-groups of that
+  size; an unstaged kernel reads each input along the innermost spatial
+  axis (NDRange dimension 0, one point per work-item) with one block read
+  per sub-group, where its layout holds the sub-group's elements
+  contiguously (``SubgroupBlockAccess``).
 * ``pad_mode``: loops over padded physical extents test every index
   (``"guard"``) or run over the padding (``"overcompute"``), which holds the
   reduction's neutral element.
@@ -56,6 +72,7 @@ from types import MappingProxyType
 from typing import Any
 
 from laytune.exceptions import LayoutError
+from laytune.space._copies import COPY_VARIANTS
 from laytune.space._workload import WorkloadLike
 
 __all__ = [
@@ -111,6 +128,13 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
     KnobSpec("vector_axis", None, "", None, "spatial axis the vectors run along ('' : scalar)"),
     KnobSpec("vector", None, 1, (1, 2, 4, 8, 16), "vector width along vector_axis"),
     KnobSpec(
+        "copy",
+        None,
+        COPY_VARIANTS[0],
+        COPY_VARIANTS,
+        "the instruction that copies staged tiles into __local memory",
+    ),
+    KnobSpec(
         "block",
         "axis",
         1,
@@ -123,6 +147,13 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         0,
         (0, 1, 2, 4, 8, 16, 32, 64, 128, 256),
         "work-group extent along one NDRange dimension (all 0: the driver's)",
+    ),
+    KnobSpec(
+        "subgroup",
+        None,
+        0,
+        (0, 8, 16, 32),
+        "required sub-group size of cl_intel_subgroups block reads (0: no sub-groups)",
     ),
     KnobSpec(
         "reduce_order",
@@ -190,12 +221,14 @@ def group_knob(workload: WorkloadLike, dim: int) -> str:
 
 def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
     """Every knob of ``workload``, in the order the space chooses them:
-    per NDRange dimension, the blocks of its axes then its work-group."""
-    names = ["order", "local_stage", "vector_axis", "vector"]
+    ``copy`` after the vector (and the space's choice of local tile layouts,
+    which it reads), per NDRange dimension the blocks of its axes then its
+    work-group, then ``subgroup`` (which reads the work-group)."""
+    names = ["order", "local_stage", "vector_axis", "vector", "copy"]
     for dim, axes in enumerate(grid_dims(workload)):
         names += [block_knob(workload, k) for k in axes]
         names.append(group_knob(workload, dim))
-    return (*names, "reduce_order", "split", "unroll", "peel", "pad_mode")
+    return (*names, "subgroup", "reduce_order", "split", "unroll", "peel", "pad_mode")
 
 
 def knob_default(name: str) -> Any:
@@ -206,7 +239,7 @@ def knob_default(name: str) -> Any:
 def baseline_knobs(workload: WorkloadLike) -> dict[str, Any]:
     """The plain kernel's knobs: logical order, scalar, one point per
     work-item, the driver's work-group, the workload's reduce order, no
-    split, unroll or staging, guarded padding."""
+    split, unroll, staging or sub-groups, guarded padding."""
     return {name: knob_default(name) for name in knob_names(workload)}
 
 

@@ -16,9 +16,12 @@ milliseconds), ``walk`` (every valid assignment, in order) and ``explain``
 (why one given assignment is invalid: ``check_candidate``). The space's
 ``suggest`` asks one step at a time for its domain given the earlier choices.
 
-State keys: knob names hold chosen values; ``@vectors``, ``@padded`` and
-``@orders`` the layout facts; ``#blocks`` and ``#groups`` the products of
-the register blocks and work-group extents chosen so far.
+State keys: knob names hold chosen values; ``@vectors``, ``@padded``,
+``@orders``, ``@copies`` and ``@subgroups`` the layout facts;
+``@local_copies`` the copy facts of the chosen local tile layouts (set by
+the space's choice of local layouts, or by ``check_candidate`` from the
+candidate's); ``#blocks`` and ``#groups`` the products of the register
+blocks and work-group extents chosen so far.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from laytune.device_info import DeviceInfo
-from laytune.layout import bounds
-from laytune.space._facts import LayoutFacts
+from laytune.layout import bounds, variables
+from laytune.space._copies import TileCopyFacts
+from laytune.space._facts import LayoutFacts, subgroup_inputs
 from laytune.space._knobs import (
     ORDER_LOGICAL,
     block_knob,
@@ -70,6 +74,14 @@ JOINT_RULES = (
     "local_stage_unroll",
     "local_vector_access",
     "local_memory_budget",
+    "copy_inside",
+    "copy_rows",
+    "copy_strided",
+    "copy_contiguous",
+    "copy_subgroup_block",
+    "subgroup_lanes",
+    "subgroup_block_access",
+    "device_capability",
     "overcompute_needs_padding",
 )
 """Every joint rule, as :meth:`SearchSpace.rejections` names them.
@@ -89,9 +101,30 @@ work-group that covers the staging plan's block with its register blocks, no
 reduce reordering, an unroll that divides a stage).
 ``local_vector_access``: a vector that reads a local tile needs its layout to
 serve it. ``local_memory_budget``: the tiles fit ``local_mem_size``.
+``copy_inside``: a copy other than ``elementwise`` needs every footprint
+inside its input. ``copy_rows``, ``copy_strided``, ``copy_contiguous``,
+``copy_subgroup_block``: the global and local layouts of every staged tile
+pass the copy's constraint (``RowPointerTileLoad``, ``StridedTileCopy``,
+``ContiguousTileCopy``, ``SubgroupBlockAccess``; see
+:mod:`laytune.space._copies`). ``subgroup_lanes``: a sub-group's lanes are
+consecutive work-items of one work-group row that read consecutive
+elements (the logical order, one scalar point per work-item along the
+innermost axis, a work-group whose dimension-0 extent the sub-group size
+divides). ``subgroup_block_access``: every input read along that axis
+serves the block read (``SubgroupBlockAccess``). ``device_capability``: the
+device has the extension an instruction needs (``cl_intel_subgroups``,
+``cl_intel_subgroup_local_block_io``) and the sub-group size.
 ``overcompute_needs_padding``: overcompute is offered only when some buffer
 is padded.
 """
+
+COPY_RULES = {
+    "rows": "copy_rows",
+    "async_strided": "copy_strided",
+    "async_contiguous": "copy_contiguous",
+    "subgroup_block": "copy_subgroup_block",
+}
+"""The joint rule of each copy but ``elementwise``."""
 
 
 PREFERENCES = frozenset({"order_duplicates_logical", "register_budget"})
@@ -108,7 +141,8 @@ def strict_in(value: Any, choices: Sequence[Any]) -> bool:
 class Setting:
     """What every step may read besides the state: the workload, the device,
     the knob values the options allow, the staging plan (None: the workload
-    cannot be staged) and the buffers the ``order`` knob may follow."""
+    cannot be staged), the buffers the ``order`` knob may follow and, per
+    staged input whose footprints leave it, why (``outside``)."""
 
     workload: WorkloadLike
     device: DeviceInfo
@@ -120,6 +154,9 @@ class Setting:
     max_block_points: int
     staging: StagingPlan | None
     orders: tuple[str, ...]
+    copies: tuple[str, ...] = knob_spec("copy").values or ("elementwise",)
+    subgroups: tuple[int, ...] = knob_spec("subgroup").values or (0,)
+    outside: tuple[tuple[str, str], ...] = ()
 
     def extent(self, axis: int) -> int:
         return self.workload.axes[axis].extent
@@ -248,6 +285,88 @@ class VectorStep(Step):
             why = self.reasons(axis, value) if self.reasons else ""
             return [("vector_access", f"vector {value} along {axis_name!r}: {why}".rstrip(": "))]
         return []
+
+
+def subgroup_extensions(dtype: str, staged: bool) -> tuple[str, ...]:
+    """The extensions sub-group block reads (and, ``staged``, the block
+    writes into ``__local`` tiles) of ``dtype`` need."""
+    needed = ["cl_intel_subgroups"]
+    if dtype == "float16":
+        needed.append("cl_intel_subgroups_short")
+    if staged:
+        needed.append("cl_intel_subgroup_local_block_io")
+    return tuple(needed)
+
+
+def _missing(device: DeviceInfo, extensions: Sequence[str]) -> list[str]:
+    return [e for e in extensions if not device.has_extension(e)]
+
+
+class CopyStep(Step):
+    """The ``copy`` knob: the instruction of the staging copy, for every
+    staged tile (see :mod:`laytune.space._copies`). Pairs each staged
+    input's global facts (``@copies``) with its local tile's
+    (``@local_copies``); the sub-group size of ``subgroup_block`` is the
+    ``subgroup`` step's."""
+
+    name = "copy"
+    reads = frozenset({"local_stage", "@copies", "@local_copies"})
+
+    def values(self, state: State) -> Sequence[Any]:
+        return self.s.copies
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value == "elementwise":
+            return []
+        if not state["local_stage"]:
+            return [(None, f"copy {value!r} copies staged tiles; local_stage is False")]
+        if self.s.outside:
+            return [("copy_inside", f"copy {value!r}: {self.s.outside[0][1]}")]
+        out: list[Broken] = []
+        if value == "subgroup_block":
+            dtype = self.s.workload.buffers[0].dtype
+            missing = _missing(self.s.device, subgroup_extensions(dtype, staged=True))
+            if missing:
+                out.append(
+                    (
+                        "device_capability",
+                        f"copy 'subgroup_block' needs {', '.join(missing)}, which "
+                        f"{self.s.device.name} lacks",
+                    )
+                )
+        rule = COPY_RULES[value]
+        locals_ = {f.buffer: f for f in state.get("@local_copies") or ()}
+        for glob in state["@copies"]:
+            local = locals_.get(f"{glob.buffer}.local")
+            if local is None:
+                continue  # no tile layout to judge (check_candidate reports it)
+            why = _pair_refuses(value, glob, local)
+            if why:
+                out.append((rule, f"copy {value!r}: {why}"))
+        return out
+
+
+def _pair_refuses(copy: str, glob: TileCopyFacts, local: TileCopyFacts) -> str:
+    """Why ``copy`` cannot move ``glob``'s footprints into ``local``'s tile
+    ("" when it can; for ``subgroup_block``, when no sub-group size serves
+    both sides)."""
+    if copy == "subgroup_block":
+        if glob.subgroups & local.subgroups:
+            return ""
+        return (
+            glob.why("subgroup_block:8")
+            or local.why("subgroup_block:8")
+            or (f"no sub-group size serves both {glob.buffer!r} and {local.buffer!r}")
+        )
+    for side in (glob, local):
+        if copy not in side.accepts:
+            return side.why(copy)
+    if copy == "async_contiguous" and glob.pattern != local.pattern:
+        return (
+            f"the footprints of {glob.buffer!r} hold their elements in another order than "
+            f"{local.buffer!r}'s layout, so one contiguous copy would misplace them"
+        )
+    return ""
 
 
 class BlockStep(Step):
@@ -392,6 +511,136 @@ class GroupStep(Step):
         return out
 
 
+class SubgroupStep(Step):
+    """The ``subgroup`` knob: 0, or the sub-group size of the kernel's block
+    reads (see :mod:`laytune.space._knobs`)."""
+
+    name = "subgroup"
+
+    def __init__(self, setting: Setting, reasons: Callable[[int], str] | None) -> None:
+        super().__init__(setting)
+        self.reasons = reasons
+        w = setting.workload
+        spatial = spatial_axes(w)
+        self.inner = spatial[-1] if spatial else None
+        self.inputs = subgroup_inputs(w)
+        extra = set()
+        if self.inner is not None:
+            extra = {block_knob(w, self.inner), group_knob(w, 0)}
+        self.reads = frozenset(
+            {
+                "order",
+                "local_stage",
+                "copy",
+                "vector_axis",
+                "#groups",
+                "@subgroups",
+                "@copies",
+                "@local_copies",
+                *extra,
+            }
+        )
+
+    def values(self, state: State) -> Sequence[Any]:
+        return self.s.subgroups
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        staged = bool(state["local_stage"])
+        copying = state["copy"] == "subgroup_block"
+        if value == 0:
+            return [(None, "copy 'subgroup_block' needs a sub-group size")] if copying else []
+        if staged and not copying:
+            return [
+                (
+                    None,
+                    "a staged kernel uses sub-groups only for its copy: subgroup > 0 needs "
+                    "copy 'subgroup_block'",
+                )
+            ]
+        if not staged and not self.inputs:
+            return [(None, "no input is read along the innermost axis as one bare index")]
+        device, out = self.s.device, []
+        dtype = self.s.workload.buffers[0].dtype
+        missing = _missing(device, subgroup_extensions(dtype, staged))
+        if missing or value not in device.sub_group_sizes:
+            have = (
+                f"sub-group sizes {list(device.sub_group_sizes)}"
+                if not missing
+                else (f"no {', '.join(missing)}")
+            )
+            out.append(
+                (
+                    "device_capability",
+                    f"subgroup {value}: {device.name} has {have}",
+                )
+            )
+        groups = state.get("#groups", 1)
+        if groups % value:
+            out.append(
+                (
+                    "subgroup_lanes",
+                    f"subgroup {value}: the work-group's {groups} work-items do not split into "
+                    f"whole sub-groups (a partial sub-group's block reads are undefined)",
+                )
+            )
+        if staged:
+            return out + self._copy_rules(state, value)
+        return out + self._load_rules(state, value)
+
+    def _copy_rules(self, state: State, value: int) -> list[Broken]:
+        out: list[Broken] = []
+        locals_ = {f.buffer: f for f in state.get("@local_copies") or ()}
+        for glob in state["@copies"]:
+            local = locals_.get(f"{glob.buffer}.local")
+            if local is None:
+                continue
+            for side in (glob, local):
+                if value not in side.subgroups:
+                    why = side.why(f"subgroup_block:{value}")
+                    out.append(("copy_subgroup_block", f"copy 'subgroup_block': {why}"))
+                    break
+        return out
+
+    def _load_rules(self, state: State, value: int) -> list[Broken]:
+        out: list[Broken] = []
+        w, inner = self.s.workload, self.inner
+        assert inner is not None
+        lanes = f"subgroup {value}: the lanes must be consecutive points of {w.axes[inner].name!r}"
+        if state["order"] != ORDER_LOGICAL:
+            out.append(("subgroup_lanes", f"{lanes}; order {state['order']!r} is not 'logical'"))
+        if state[block_knob(w, inner)] != 1:
+            out.append(
+                ("subgroup_lanes", f"{lanes}, one per work-item: {block_knob(w, inner)} is not 1")
+            )
+        axis_name = state["vector_axis"]
+        if axis_name:
+            axis = next(k for k, a in enumerate(w.axes) if a.name == axis_name)
+            vectored = [
+                b.name for b in w.buffers if b.name in self.inputs and axis in variables_of(b)
+            ]
+            if vectored:
+                out.append(
+                    (
+                        "subgroup_lanes",
+                        f"{lanes}, each reading one element: the vector along {axis_name!r} "
+                        f"reads {vectored[0]!r}",
+                    )
+                )
+        group = state[group_knob(w, 0)]
+        if group == 0 or group % value:
+            out.append(
+                (
+                    "subgroup_lanes",
+                    f"{lanes} of one work-group row: {group_knob(w, 0)} {group} is not a "
+                    f"multiple of {value}",
+                )
+            )
+        if value not in state["@subgroups"]:
+            why = self.reasons(value) if self.reasons else ""
+            out.append(("subgroup_block_access", f"subgroup {value}: {why}".rstrip(": ")))
+        return out
+
+
 class ReduceOrderStep(Step):
     name = "reduce_order"
     reads = frozenset({"local_stage"})
@@ -507,20 +756,22 @@ class PadModeStep(Step):
         return []
 
 
-def build_steps(
-    setting: Setting, vector_reasons: Callable[[int, int], str] | None = None
-) -> list[Step]:
-    """The steps of ``setting.workload``, in the order of ``knob_names``."""
+def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -> list[Step]:
+    """The steps of ``setting.workload``, in the order of ``knob_names``.
+    ``reasons(key)`` says why the layouts refuse a vector (``(axis,
+    width)``) or sub-group block reads (``("subgroup", size)``)."""
     steps: list[Step] = [
         OrderStep(setting),
         StageStep(setting),
         VectorAxisStep(setting),
-        VectorStep(setting, vector_reasons),
+        VectorStep(setting, (lambda a, w: reasons((a, w))) if reasons else None),
+        CopyStep(setting),
     ]
     for dim, axes in enumerate(grid_dims(setting.workload)):
         steps += [BlockStep(setting, k) for k in axes]
         steps.append(GroupStep(setting, dim))
     steps += [
+        SubgroupStep(setting, (lambda n: reasons(("subgroup", n))) if reasons else None),
         ReduceOrderStep(setting),
         SplitStep(setting),
         UnrollStep(setting),
@@ -534,7 +785,18 @@ def build_steps(
 
 
 def facts_state(facts: LayoutFacts) -> State:
-    return {"@vectors": facts.vectors, "@padded": facts.padded, "@orders": facts.orders}
+    return {
+        "@vectors": facts.vectors,
+        "@padded": facts.padded,
+        "@orders": facts.orders,
+        "@copies": facts.copies,
+        "@subgroups": facts.subgroups,
+    }
+
+
+def variables_of(buf: Any) -> set[int]:
+    """The workload axes a buffer's indices use."""
+    return {k for e in buf.indices for k in variables(e)}
 
 
 class Rules:

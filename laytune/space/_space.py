@@ -49,6 +49,7 @@ from laytune.space._constraints import (
     VectorAccess,
     Verdict,
 )
+from laytune.space._copies import TileCopyFacts, local_copy_facts
 from laytune.space._facts import LayoutFacts, all_vectors, buffer_facts, facts_of
 from laytune.space._generate import SpaceOptions, global_layouts, local_layouts
 from laytune.space._knobs import baseline_knobs, spatial_axes
@@ -100,6 +101,7 @@ class _LocalPlan:
     scores: list[float]
     widths: list[frozenset[int]]  # vector widths each layout serves (all when no vector reads it)
     sizes: list[int]  # bytes
+    copies: list[TileCopyFacts]  # what each layout lets the staging copies do
 
 
 def layout_keys(layouts: Sequence[Layout]) -> list[str]:
@@ -126,10 +128,23 @@ def _param_name(base: str, domain: Sequence[Any], full: Sequence[Any]) -> str:
 
 class _LocalsStep(Step):
     """The layouts of the local tiles: a combination of one index per tile,
-    best summed bank-conflict score first; ``()`` when not staged."""
+    best summed bank-conflict score first; ``()`` when not staged. Choosing
+    one writes the tiles' copy facts (``@local_copies``) that the ``copy``
+    step reads."""
 
     name = _LOCAL
     reads = frozenset({"local_stage", "vector_axis", "vector"})
+
+    @property
+    def writes(self) -> frozenset[str]:
+        return frozenset({"@local_copies"})
+
+    def apply(self, state: State, value: Any) -> None:
+        state[self.name] = value
+        plans = self.space._local
+        state["@local_copies"] = tuple(
+            plan.copies[i] for plan, i in zip(plans, value, strict=False)
+        )
 
     def __init__(self, space: SearchSpace) -> None:
         self.space = space
@@ -193,12 +208,12 @@ class SearchSpace:
         if unable:
             raise LayoutRejectedError("; ".join(unable))
         self._layout_rejections: dict[str, list[Any]] = {}
-        self._vector_reasons: dict[tuple[int, int], str] = {}
-        self._plans = [self._plan(buf) for buf in sorted(workload.buffers, key=lambda b: b.name)]
+        self._refused: dict[tuple[Any, ...], str] = {}
         self._staging: StagingPlan | None = usable_staging(workload)
+        self._plans = [self._plan(buf) for buf in sorted(workload.buffers, key=lambda b: b.name)]
         self._local = self._local_plans()
         setting = space_setting(workload, device, self.options, self._staging)
-        self._steps: list[Step] = build_steps(setting, self._vector_reason)
+        self._steps: list[Step] = build_steps(setting, self._reason)
         self._steps.insert(4, _LocalsStep(self))
         self._rules = Rules(self._steps)
         self._signatures = self._count_signatures()
@@ -242,14 +257,15 @@ class SearchSpace:
             )
         facts = []
         for layout in kept:
-            part, refused = buffer_facts(self.workload, buf, layout, self.device)
+            part, refused = buffer_facts(self.workload, buf, layout, self.device, self._staging)
             facts.append(part)
-            for pair, why in refused.items():
-                self._vector_reasons.setdefault(pair, why)
+            for key, why in refused.items():
+                self._refused.setdefault(key, why)
         return _BufferPlan(name, shape, dtype, buf.role, kept, layout_keys(kept), facts)
 
-    def _vector_reason(self, axis: int, width: int) -> str:
-        return self._vector_reasons.get((axis, width), "")
+    def _reason(self, key: tuple[Any, ...]) -> str:
+        """Why some layout of the space refuses a vector or a sub-group size."""
+        return self._refused.get(key, "")
 
     def _local_plans(self) -> list[_LocalPlan]:
         buffers = {b.name: b for b in self.workload.buffers}
@@ -279,6 +295,9 @@ class SearchSpace:
                 for layout in layouts
             ]
             sizes = [lay.physical_size * dtype_bytes(dtype) for lay in layouts]
+            assert self._staging is not None
+            staged = next(s for s in self._staging.inputs if s.buffer == name)
+            copies = [local_copy_facts(staged, lay, dtype) for lay in layouts]
             out.append(
                 _LocalPlan(
                     local,
@@ -288,6 +307,7 @@ class SearchSpace:
                     [t[0] for t in scored],
                     widths,
                     sizes,
+                    copies,
                 )
             )
         return out
@@ -410,7 +430,7 @@ class SearchSpace:
         order: the knob sweep of a fixed layout. The layouts themselves are
         not checked against the space's families or budgets."""
         given = {p.name: layouts[p.name] for p in self._plans}
-        facts, _ = facts_of(self.workload, given, self.device)
+        facts, _ = facts_of(self.workload, given, self.device, self._staging)
         for state in self._rules.walk(facts_state(facts)):
             yield self._make(given, state)
 

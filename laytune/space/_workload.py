@@ -46,7 +46,15 @@ AXIS_KINDS = ("spatial", "reduce")
 BUFFER_ROLES = ("input", "output", "local")
 """Roles of a buffer: read-only global input, written global output, ``__local`` tile."""
 
-DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int32": 4, "int8": 1, "uint8": 1}
+DTYPE_BYTES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int32": 4,
+    "int8": 1,
+    "uint8": 1,
+}
 """Bytes per element of the numpy dtype names buffers may carry."""
 
 

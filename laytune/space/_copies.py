@@ -1,0 +1,308 @@
+"""What the staging copy of each tile may be, from the layouts on both sides.
+
+With ``local_stage=True`` a work-group copies, per stage, each staged
+input's *footprint* (a box of the global input, see
+:mod:`laytune.space._staging`) into its ``__local`` tile. The ``copy`` knob
+picks the instruction, and each instruction accepts only some pairs of
+layouts:
+
+=================== ============================================ ==========================================
+``copy``            the global footprint (every box)             the local tile
+=================== ============================================ ==========================================
+``elementwise``     anything (one load and store per element)    anything
+``rows``            each row contiguous (``RowPointerTileLoad``) each row contiguous (one
+                    (one ``async_work_group_copy`` per row)      ``async_work_group_copy`` per row)
+``async_strided``   rows contiguous at one constant stride,      rows back to back, row-major
+                    aligned to a row vector (``StridedTileCopy``) (``StridedTileCopy(stride=row)``)
+``async_contiguous`` one contiguous range (``ContiguousTileCopy``) one contiguous range, elements in the
+                                                                 same order as in the footprint
+``subgroup_block``  runs of the sub-group size contiguous        the same, 16-byte aligned
+                    (``SubgroupBlockAccess``, 4-byte aligned)    (``__local`` block writes)
+=================== ============================================ ==========================================
+
+``async_strided`` moves a whole tile in one ``async_work_group_strided_copy``
+whose element type is one row (``floatC`` for rows of C in 2, 4, 8, 16), so
+the row stride is in rows' units and the rows must be aligned to the
+vector. Every copy but ``elementwise`` reads the footprint as it lies, so it
+needs every footprint inside its input (no zero fill of a convolution's
+padding, no block overshooting the output): :func:`footprints_inside`.
+
+A :class:`TileCopyFacts` records one side; the ``copy`` rule step
+(:mod:`laytune.space._rules`) pairs a global buffer's facts with its local
+tile's, for the space and ``check_candidate`` alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from laytune.layout import Layout
+from laytune.space._constraints import (
+    ContiguousTileCopy,
+    RowPointerTileLoad,
+    StridedTileCopy,
+    SubgroupBlockAccess,
+    TileNamer,
+    Verdict,
+)
+from laytune.space._staging import StagedInput, StagingPlan
+from laytune.space._workload import (
+    VECTOR_WIDTHS,
+    BufferLike,
+    WorkloadLike,
+    dtype_bytes,
+    local_buffer_name,
+)
+
+__all__ = [
+    "COPY_VARIANTS",
+    "SUBGROUP_SIZES",
+    "TileCopyFacts",
+    "footprints_inside",
+    "global_copy_facts",
+    "local_copy_facts",
+]
+
+COPY_VARIANTS = ("elementwise", "rows", "async_strided", "async_contiguous", "subgroup_block")
+"""The values of the ``copy`` knob, the plain per-element loop first."""
+
+SUBGROUP_SIZES = (4, 8, 16, 32, 64)
+"""Sub-group sizes whose block reads the facts are computed for."""
+
+
+@dataclass(frozen=True)
+class TileCopyFacts:
+    """One side of a staged input's copy: ``buffer`` (the global input or
+    its ``"<input>.local"`` tile) accepts the copies in ``accepts`` (of
+    ``rows``, ``async_strided``, ``async_contiguous``), holds each tile's
+    elements in the order ``pattern`` names (a digest of their offsets from
+    the tile's first position; None when the tiles are not contiguous or not
+    alike), and serves block reads (global) or writes (local) of the
+    sub-group sizes in ``subgroups``.
+
+    ``reasons`` says why for each refusal (``(copy, why)``, the copy
+    ``"subgroup_block:<size>"`` for a sub-group size). It takes no part in
+    equality or hashing: two layouts that allow the same copies have equal
+    facts, so the space counts them together; the reasons of either serve as
+    an example.
+    """
+
+    buffer: str
+    accepts: frozenset[str]
+    pattern: str | None
+    subgroups: frozenset[int]
+    reasons: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def why(self, copy: str) -> str:
+        """Why this side refuses ``copy`` ("" when it does not)."""
+        return dict(self.reasons).get(copy, "")
+
+
+def _decl(workload: WorkloadLike, name: str) -> BufferLike:
+    return next(b for b in workload.buffers if b.name == name)
+
+
+def _rows_view(tile: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, row length) of a tile: rows are every axis but the last."""
+    return math.prod(tile[:-1]), tile[-1]
+
+
+def _box_origins(workload: WorkloadLike, plan: StagingPlan, staged: StagedInput) -> np.ndarray:
+    """The first index of every footprint of ``staged`` (one row per box
+    that some work-group copies in some stage), shape (boxes, rank)."""
+    used = sorted({k for coeffs, _ in staged.terms for k, _ in coeffs})
+    choices = []
+    for k in used:
+        axis = workload.axes[k]
+        if k in plan.spatial:
+            step = plan.block[k]
+            choices.append([g * step for g in range(plan.counts[k])])
+        elif k == plan.stepped:
+            step = plan.block[k]
+            choices.append(list(range(0, axis.extent, step)))
+        else:  # a reduce axis a stage covers whole: its first value
+            choices.append([0])
+    rows = []
+    for values in itertools.product(*choices):
+        at = dict(zip(used, values, strict=True))
+        rows.append([const + sum(c * at[k] for k, c in coeffs) for coeffs, const in staged.terms])
+    return np.array(rows, dtype=np.int64).reshape(len(rows), len(staged.terms))
+
+
+def footprints_inside(workload: WorkloadLike, plan: StagingPlan) -> dict[str, str]:
+    """Per staged input whose footprints leave its shape somewhere (a
+    convolution's zero padding, a block overshooting the output), why: only
+    the ``elementwise`` copy fills zeros there."""
+    out = {}
+    for staged in plan.inputs:
+        shape = _decl(workload, staged.buffer).shape
+        origins = _box_origins(workload, plan, staged)
+        extents = [1] * len(shape)
+        for t, d in enumerate(staged.dims):
+            extents[d] = staged.tile[t]
+        for d, extent in enumerate(shape):
+            low = int(origins[:, d].min())
+            high = int(origins[:, d].max()) + extents[d] - 1
+            if low < 0 or high > extent - 1:
+                out[staged.buffer] = (
+                    f"the footprints of {staged.buffer!r} span indices {low}..{high} of its "
+                    f"dimension {d} (extent {extent}): only the elementwise copy fills zeros "
+                    f"outside the input"
+                )
+                break
+    return out
+
+
+def _footprints(
+    workload: WorkloadLike, plan: StagingPlan, staged: StagedInput, layout: Layout
+) -> tuple[np.ndarray, TileNamer]:
+    """Flat offsets of every footprint under ``layout``: (boxes, rows, row
+    length), and the namer of a box (its first logical index)."""
+    origins = _box_origins(workload, plan, staged)
+    offsets = np.asarray(layout.index_map.flat_offsets(layout.shape)).reshape(layout.shape)
+    grids = np.meshgrid(*[np.arange(t) for t in staged.tile], indexing="ij")
+    index = []
+    for d in range(len(layout.shape)):
+        inner = grids[staged.dims.index(d)].reshape(-1) if d in staged.dims else 0
+        index.append(origins[:, d][:, None] + inner)
+    rows, length = _rows_view(staged.tile)
+    arr = offsets[tuple(index)].reshape(len(origins), rows, length)
+
+    def name(t: int) -> str:
+        return "footprint (" + ", ".join(str(int(v)) for v in origins[t]) + ")"
+
+    return arr, name
+
+
+def _pattern(arr: np.ndarray) -> str | None:
+    """A digest of the element order shared by every tile of ``arr``
+    (offsets from the tile's lowest), or None when the tiles differ."""
+    relative = arr - arr.reshape(arr.shape[0], -1).min(axis=1)[:, None, None]
+    if not np.all(relative == relative[:1]):
+        return None
+    return hashlib.sha1(relative[0].astype(np.int64).tobytes()).hexdigest()[:16]
+
+
+def _judge(
+    buffer: str,
+    arr: np.ndarray,
+    name: TileNamer,
+    dtype: str,
+    checks: dict[str, Callable[[], Verdict] | str],
+    subgroup: Callable[[int], SubgroupBlockAccess],
+) -> TileCopyFacts:
+    accepts = set()
+    reasons: dict[str, str] = {}
+    for variant, check in checks.items():
+        verdict = check if isinstance(check, str) else check()
+        if isinstance(verdict, Verdict) and verdict.ok:
+            accepts.add(variant)
+        else:
+            text = verdict if isinstance(verdict, str) else _text(verdict)
+            reasons[variant] = f"{buffer!r}: {text}"
+    subgroups = set()
+    for size in SUBGROUP_SIZES:
+        verdict = subgroup(size).check_tiles(arr, dtype, name)
+        if verdict.ok:
+            subgroups.add(size)
+        else:
+            reasons[f"subgroup_block:{size}"] = f"{buffer!r}: {_text(verdict)}"
+    pattern = _pattern(arr) if "async_contiguous" in accepts else None
+    return TileCopyFacts(
+        buffer, frozenset(accepts), pattern, frozenset(subgroups), tuple(reasons.items())
+    )
+
+
+def _text(verdict: Verdict) -> str:
+    return f"{verdict.constraint}: " + "; ".join(verdict.reasons[:2])
+
+
+def _row_vector(length: int) -> str | None:
+    if length in VECTOR_WIDTHS[1:]:
+        return None
+    return (
+        f"rows of {length} elements are no OpenCL vector type (2, 4, 8, 16), the unit "
+        f"async_work_group_strided_copy moves"
+    )
+
+
+def global_copy_facts(
+    workload: WorkloadLike, plan: StagingPlan, staged: StagedInput, layout: Layout
+) -> TileCopyFacts:
+    """The copy facts of a staged input's global ``layout``, over every
+    footprint the plan copies (all refused when the footprints leave the
+    input or the layout is an image)."""
+    name = staged.buffer
+    dtype = _decl(workload, name).dtype
+    tile = staged.tile
+    rows, length = _rows_view(tile)
+    refuse = footprints_inside(workload, plan).get(name, "")
+    if not refuse and layout.image_rank == 2:
+        refuse = f"{name!r} lies in an image2d; the copies need a global pointer"
+    if refuse:
+        whats = [*COPY_VARIANTS[1:4], *(f"subgroup_block:{n}" for n in SUBGROUP_SIZES)]
+        return TileCopyFacts(
+            name, frozenset(), None, frozenset(), tuple((w, refuse) for w in whats)
+        )
+    arr, box = _footprints(workload, plan, staged, layout)
+    size = dtype_bytes(dtype)
+    vector = _row_vector(length)
+    checks: dict[str, Callable[[], Verdict] | str] = {
+        "rows": lambda: RowPointerTileLoad(
+            rows, row_elements=length, alignment_bytes=size
+        ).check_tiles(arr, dtype, box),
+        "async_strided": vector
+        or (
+            lambda: StridedTileCopy(tile, alignment_bytes=length * size).check_tiles(
+                arr, dtype, box
+            )
+        ),
+        "async_contiguous": lambda: _same_order(
+            ContiguousTileCopy(tile).check_tiles(arr, dtype, box), arr
+        ),
+    }
+    return _judge(name, arr, box, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 4))
+
+
+def _same_order(verdict: Verdict, arr: np.ndarray) -> Verdict:
+    if verdict.ok and _pattern(arr) is None:
+        return Verdict.reject(
+            verdict.constraint,
+            "the footprints are contiguous but hold their elements in "
+            "different orders, so no one copy fits them all",
+        )
+    return verdict
+
+
+def local_copy_facts(staged: StagedInput, layout: Layout, dtype: str) -> TileCopyFacts:
+    """The copy facts of a staged input's ``__local`` tile ``layout``."""
+    name = local_buffer_name(staged.buffer)
+    tile = staged.tile
+    rows, length = _rows_view(tile)
+    offsets = np.asarray(layout.index_map.flat_offsets(layout.shape))
+    arr = offsets.reshape(1, rows, length)
+    size = dtype_bytes(dtype)
+
+    def whole(t: int) -> str:
+        return f"{name} ({layout.describe()})"
+
+    vector = _row_vector(length)
+    checks: dict[str, Callable[[], Verdict] | str] = {
+        "rows": lambda: RowPointerTileLoad(
+            rows, row_elements=length, alignment_bytes=size
+        ).check_tiles(arr, dtype, whole),
+        "async_strided": vector
+        or (
+            lambda: StridedTileCopy(tile, stride=length, alignment_bytes=length * size).check_tiles(
+                arr, dtype, whole
+            )
+        ),
+        "async_contiguous": lambda: ContiguousTileCopy(tile).check_tiles(arr, dtype, whole),
+    }
+    return _judge(name, arr, whole, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 16))
