@@ -201,6 +201,8 @@ def _attributes(nest: Nest, ctype: str) -> str:
     attrs = []
     if nest.tile.vector_axis is not None:
         attrs.append(f"vec_type_hint({ctype}{nest.tile.vector})")
+    if nest.subgroup:
+        attrs.append(f"intel_reqd_sub_group_size({nest.subgroup})")
     local = nest.local_size
     if local is not None:
         sizes = [*local, 1, 1][:3]
@@ -217,6 +219,9 @@ def compute_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
     staged = nest.staging is not None
     grid = emit_grid(scope, nest)
     w = Writer(nest, scope, buffer_accesses(nest), local_accesses(nest) if staged else {}, grid)
+    if nest.block_reads:
+        w.lane = scope.var("lane", 0, nest.subgroup - 1)
+        grid.lines.append(f"const int {scope.name(w.lane)} = get_sub_group_local_id();")
     combine = reduction(workload.reduction)
     points = nest.tile.offsets()
     acc_width = nest.tile.vector if nest.tile.vector_axis is not None else 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from laytune.codegen._copy import block_read
 from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of, paren
 from laytune.codegen._grid import GridCode
 from laytune.codegen._nest import Nest, access_width
@@ -46,6 +47,7 @@ class Writer:
     accesses: dict[str, BufferAccess]
     tiles: dict[str, BufferAccess]
     grid: GridCode
+    lane: Var | None = None  # the sub-group lane of block reads (``subgroup``)
 
     @property
     def ctype(self) -> str:
@@ -126,6 +128,12 @@ def load_text(
     idx = [scope.simplify(substitute(e, values)) for e in decl.indices]
     access = w.accesses[name]
     text = access.load(idx, scope, width)
+    if name in nest.block_reads:  # inside its shape: no tests
+        assert w.lane is not None
+        inner = nest.grid[0].axes[0]
+        first = [*values[:inner], values[inner] - w.lane, *values[inner + 1 :]]
+        lane0 = [scope.simplify(substitute(e, first)) for e in decl.indices]
+        return block_read(access, lane0, scope), [], 1
     grown = nest.grown.get(name, {})
     ranges = nest.workload.ranges
     tests: list[IndexTest] = []

@@ -12,6 +12,8 @@ results of the steps before it (no state is shared):
 4. :func:`plan_loops`: the reduce loops (:class:`ReduceLoop`, from
    ``reduce_order``, ``split``, ``unroll``, ``pad_mode`` and the layouts'
    padding, see :mod:`laytune.codegen._analysis`).
+5. :func:`plan_block_reads`: the inputs an unstaged kernel reads with
+   sub-group block reads (``subgroup``).
 
 :func:`plan_nest` runs them into a :class:`Nest`; :mod:`._kernel` emits it.
 """
@@ -35,6 +37,7 @@ from laytune.space import (
     grid_dims,
     group_knob,
     parse_reduce_order,
+    subgroup_inputs,
     usable_staging,
     vector_dim,
 )
@@ -118,6 +121,9 @@ class Nest:
     loops: tuple[ReduceLoop, ...]
     grown: Mapping[str, Mapping[int, int]]  # buffer -> {dim: extent it is read over}
     staging: StagingPlan | None
+    copy: str = "elementwise"  # the staging copy's instruction (see ._copy)
+    subgroup: int = 0  # required sub-group size (0: none)
+    block_reads: tuple[str, ...] = ()  # inputs read with sub-group block reads
 
     @property
     def local_size(self) -> tuple[int, ...] | None:
@@ -236,6 +242,14 @@ def plan_loops(
     return tuple(loops), grown
 
 
+def plan_block_reads(workload: Workload, knobs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The inputs an unstaged kernel with ``subgroup > 0`` reads along the
+    innermost spatial axis with one block read per sub-group."""
+    if knobs["local_stage"] or not int(knobs["subgroup"]):
+        return ()
+    return tuple(sorted(subgroup_inputs(workload)))
+
+
 def plan_nest(
     workload: Workload,
     knobs: Mapping[str, Any],
@@ -259,6 +273,9 @@ def plan_nest(
         loops,
         grown,
         staging,
+        str(knobs["copy"]) if staging is not None else "elementwise",
+        int(knobs["subgroup"]),
+        plan_block_reads(workload, knobs),
     )
 
 

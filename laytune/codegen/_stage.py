@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from laytune.codegen._copy import copy_tile_with, local_alignment
 from laytune.codegen._emit import BufferAccess, Scope, c_float, c_ident, ctype_of, paren
 from laytune.codegen._grid import GridCode
 from laytune.codegen._nest import Nest
@@ -102,6 +103,10 @@ def _copy_tile(
     e = scope.var("e", 0, size - 1)
     tvars = [scope.var(f"{acc.c_name}{t}", 0, n - 1) for t, n in enumerate(staged.tile)]
     origin = _origins(scope, nest, grid, staged, stage_var)
+    if nest.copy != "elementwise":
+        return copy_tile_with(
+            nest.copy, scope, staged, origin, globals_[staged.buffer], acc, group, nest.subgroup
+        )
     gidx = [
         origin[d] + (Var(tvars[staged.dims.index(d)].index) if d in staged.dims else 0)
         for d in range(len(decl.shape))
@@ -149,10 +154,12 @@ def staged_loops(
     barrier before the next stage overwrites them."""
     w, plan = nest.workload, nest.staging
     assert plan is not None
-    lines = [
-        f"__local {ctype_of(acc.dtype)} {acc.c_name}[{acc.layout.physical_size}];"
-        for acc in tiles.values()
-    ]
+    lines = []
+    for staged in plan.inputs:
+        acc = tiles[staged.buffer]
+        align = local_alignment(nest.copy, staged, acc.dtype)
+        attr = f" __attribute__((aligned({align})))" if align else ""
+        lines.append(f"__local {ctype_of(acc.dtype)} {acc.c_name}[{acc.layout.physical_size}]{attr};")
     stepped = plan.stepped
     stage_var: Var | None = None
     if stepped is not None:

@@ -16,9 +16,11 @@ from laytune.space._constraints import (
     ContiguousTileCopy,
     Image2DRead,
     LocalMemoryBudget,
+    MatrixTileLoad,
     PaddingBudget,
     RowPointerTileLoad,
     StridedTileCopy,
+    SubgroupBlockAccess,
     VectorAccess,
     Verdict,
     constraint_from_json,
@@ -33,7 +35,14 @@ from laytune.space._conversion import (
     source_offset,
 )
 from laytune.space._conversion_space import CONVERSION_KNOBS, ConversionSpace
-from laytune.space._facts import LayoutFacts, facts_of, order_buffers, vector_dim
+from laytune.space._copies import COPY_VARIANTS
+from laytune.space._facts import (
+    LayoutFacts,
+    facts_of,
+    order_buffers,
+    subgroup_inputs,
+    vector_dim,
+)
 from laytune.space._generate import GLOBAL_FAMILIES, LOCAL_FAMILIES, SpaceOptions
 from laytune.space._knobs import (
     KNOB_SPECS,
@@ -73,6 +82,7 @@ from laytune.space._workload import (
     ImageDtype,
     WorkloadLike,
     WorkloadSpec,
+    dtype_bytes,
     local_buffer_name,
     local_tiles,
 )
@@ -80,6 +90,7 @@ from laytune.space._workload import (
 __all__ = [
     "CONVERSION_KNOBS",
     "CONVERSION_OP",
+    "COPY_VARIANTS",
     "GLOBAL_FAMILIES",
     "IMAGE_DTYPES",
     "JOINT_RULES",
@@ -103,6 +114,7 @@ __all__ = [
     "KnobSpec",
     "LayoutFacts",
     "LocalMemoryBudget",
+    "MatrixTileLoad",
     "PadValue",
     "PaddingBudget",
     "Rejection",
@@ -112,6 +124,7 @@ __all__ = [
     "StagedInput",
     "StagingPlan",
     "StridedTileCopy",
+    "SubgroupBlockAccess",
     "VectorAccess",
     "Verdict",
     "WorkloadLike",
@@ -125,6 +138,7 @@ __all__ = [
     "constraint_from_json",
     "conversion_geometry",
     "conversion_key",
+    "dtype_bytes",
     "facts_of",
     "grid_dims",
     "group_knob",
@@ -146,6 +160,7 @@ __all__ = [
     "spatial_axes",
     "stageable_buffers",
     "staging_plan",
+    "subgroup_inputs",
     "usable_staging",
     "vector_dim",
 ]
