@@ -35,8 +35,7 @@ import numpy as np
 
 from laytune.codegen._emit import BufferAccess, Scope, ctype_of, pointer
 from laytune.codegen._source import split_index
-from laytune.layout import Const, Expr, Var
-from laytune.layout import substitute
+from laytune.layout import Const, Expr, Var, substitute
 from laytune.space import StagedInput, dtype_bytes
 
 __all__ = ["block_read", "copy_tile_with", "local_alignment"]
@@ -191,8 +190,14 @@ def copy_tile_with(
         body = _contiguous(cp, event)
     else:
         raise ValueError(f"copy {copy!r} has no emitter (elementwise is the loop of ._stage)")
-    return [note, "{", f"    event_t {body[0]}", *("    " + s for s in body[1:]),
-            f"    wait_group_events(1, &{event});", "}"]
+    return [
+        note,
+        "{",
+        f"    event_t {body[0]}",
+        *("    " + s for s in body[1:]),
+        f"    wait_group_events(1, &{event});",
+        "}",
+    ]
 
 
 def block_read(access: BufferAccess, index: Sequence[Expr], scope: Scope) -> str:

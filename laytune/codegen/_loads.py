@@ -128,12 +128,6 @@ def load_text(
     idx = [scope.simplify(substitute(e, values)) for e in decl.indices]
     access = w.accesses[name]
     text = access.load(idx, scope, width)
-    if name in nest.block_reads:  # inside its shape: no tests
-        assert w.lane is not None
-        inner = nest.grid[0].axes[0]
-        first = [*values[:inner], values[inner] - w.lane, *values[inner + 1 :]]
-        lane0 = [scope.simplify(substitute(e, first)) for e in decl.indices]
-        return block_read(access, lane0, scope), [], 1
     grown = nest.grown.get(name, {})
     ranges = nest.workload.ranges
     tests: list[IndexTest] = []
@@ -148,6 +142,14 @@ def load_text(
             overshoot += index_tests(scope, e, extent)  # an overshooting block's points
     if overshoot and not inside(access, idx, scope):
         tests += overshoot  # their reads would leave the buffer's memory
+    if name in nest.block_reads:
+        # one block read per sub-group from lane 0's element; the tests (an
+        # overshooting block of another axis) are the same for every lane
+        assert w.lane is not None
+        inner = nest.grid[0].axes[0]
+        first = [*values[:inner], values[inner] - w.lane, *values[inner + 1 :]]
+        lane0 = [scope.simplify(substitute(e, first)) for e in decl.indices]
+        return block_read(access, lane0, scope), tests, 1
     return text, tests, width
 
 

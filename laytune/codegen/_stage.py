@@ -159,7 +159,9 @@ def staged_loops(
         acc = tiles[staged.buffer]
         align = local_alignment(nest.copy, staged, acc.dtype)
         attr = f" __attribute__((aligned({align})))" if align else ""
-        lines.append(f"__local {ctype_of(acc.dtype)} {acc.c_name}[{acc.layout.physical_size}]{attr};")
+        lines.append(
+            f"__local {ctype_of(acc.dtype)} {acc.c_name}[{acc.layout.physical_size}]{attr};"
+        )
     stepped = plan.stepped
     stage_var: Var | None = None
     if stepped is not None:

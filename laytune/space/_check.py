@@ -34,6 +34,7 @@ from laytune.space._copies import (
     TileCopyFacts,
     footprints_inside,
     local_copy_facts,
+    subgroup_sizes,
 )
 from laytune.space._facts import facts_of, order_buffers, vector_dim
 from laytune.space._generate import SpaceOptions
@@ -233,7 +234,9 @@ def check_candidate(
     facts, refused = facts_of(workload, {n: layouts[n] for n in buffers}, device, plan)
     rules = Rules(build_steps(_check_setting(workload, device), lambda key: refused.get(key, "")))
     state = facts_state(facts)
-    state["@local_copies"] = _local_copies(plan, layouts, dtypes, knobs["local_stage"] is True)
+    state["@local_copies"] = _local_copies(
+        plan, layouts, dtypes, knobs["local_stage"] is True, subgroup_sizes(device)
+    )
     reasons += rules.explain(state, knobs)
 
     local_names = {local_buffer_name(n) for n in stageable}
@@ -277,6 +280,7 @@ def _local_copies(
     layouts: Mapping[str, Layout],
     dtypes: Mapping[str, str],
     staged: bool,
+    sizes: tuple[int, ...],
 ) -> tuple[TileCopyFacts, ...]:
     """The copy facts of the candidate's local tile layouts (those of the
     right shape; the others are reported apart)."""
@@ -287,7 +291,7 @@ def _local_copies(
         local = local_buffer_name(tile.buffer)
         layout = layouts.get(local)
         if layout is not None and layout.shape == tile.tile:
-            out.append(local_copy_facts(tile, layout, dtypes[local]))
+            out.append(local_copy_facts(tile, layout, dtypes[local], sizes))
     return tuple(out)
 
 

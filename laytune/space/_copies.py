@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from laytune.device_info import DeviceInfo
 from laytune.layout import Layout
 from laytune.space._constraints import (
     ContiguousTileCopy,
@@ -63,17 +64,29 @@ from laytune.space._workload import (
 __all__ = [
     "COPY_VARIANTS",
     "SUBGROUP_SIZES",
+    "SubgroupFit",
     "TileCopyFacts",
     "footprints_inside",
     "global_copy_facts",
     "local_copy_facts",
+    "subgroup_sizes",
 ]
 
 COPY_VARIANTS = ("elementwise", "rows", "async_strided", "async_contiguous", "subgroup_block")
 """The values of the ``copy`` knob, the plain per-element loop first."""
 
 SUBGROUP_SIZES = (4, 8, 16, 32, 64)
-"""Sub-group sizes whose block reads the facts are computed for."""
+"""Every sub-group size a fact may name (the universe the facts intersect)."""
+
+
+def subgroup_sizes(device: DeviceInfo) -> tuple[int, ...]:
+    """The sub-group sizes whose block reads and writes the facts judge on
+    ``device``: those it supports among the ``subgroup`` knob's values, none
+    without ``cl_intel_subgroups`` (so that facts differ only where a
+    candidate could tell them apart)."""
+    if not device.has_extension("cl_intel_subgroups"):
+        return ()
+    return tuple(n for n in device.sub_group_sizes if n in SUBGROUP_SIZES)
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,16 @@ class TileCopyFacts:
     def why(self, copy: str) -> str:
         """Why this side refuses ``copy`` ("" when it does not)."""
         return dict(self.reasons).get(copy, "")
+
+
+@dataclass(frozen=True)
+class SubgroupFit:
+    """The sub-group sizes whose block reads and writes serve every staged
+    tile's copy, and why each other size fails (``reasons``, not part of
+    equality: the rule engine memoises on ``sizes`` alone)."""
+
+    sizes: frozenset[int]
+    reasons: tuple[tuple[int, str], ...] = field(default=(), compare=False)
 
 
 def _decl(workload: WorkloadLike, name: str) -> BufferLike:
@@ -196,6 +219,7 @@ def _judge(
     dtype: str,
     checks: dict[str, Callable[[], Verdict] | str],
     subgroup: Callable[[int], SubgroupBlockAccess],
+    sizes: tuple[int, ...],
 ) -> TileCopyFacts:
     accepts = set()
     reasons: dict[str, str] = {}
@@ -207,7 +231,7 @@ def _judge(
             text = verdict if isinstance(verdict, str) else _text(verdict)
             reasons[variant] = f"{buffer!r}: {text}"
     subgroups = set()
-    for size in SUBGROUP_SIZES:
+    for size in sizes:
         verdict = subgroup(size).check_tiles(arr, dtype, name)
         if verdict.ok:
             subgroups.add(size)
@@ -233,7 +257,11 @@ def _row_vector(length: int) -> str | None:
 
 
 def global_copy_facts(
-    workload: WorkloadLike, plan: StagingPlan, staged: StagedInput, layout: Layout
+    workload: WorkloadLike,
+    plan: StagingPlan,
+    staged: StagedInput,
+    layout: Layout,
+    sizes: tuple[int, ...],
 ) -> TileCopyFacts:
     """The copy facts of a staged input's global ``layout``, over every
     footprint the plan copies (all refused when the footprints leave the
@@ -246,7 +274,7 @@ def global_copy_facts(
     if not refuse and layout.image_rank == 2:
         refuse = f"{name!r} lies in an image2d; the copies need a global pointer"
     if refuse:
-        whats = [*COPY_VARIANTS[1:4], *(f"subgroup_block:{n}" for n in SUBGROUP_SIZES)]
+        whats = [*COPY_VARIANTS[1:4], *(f"subgroup_block:{n}" for n in sizes)]
         return TileCopyFacts(
             name, frozenset(), None, frozenset(), tuple((w, refuse) for w in whats)
         )
@@ -267,7 +295,7 @@ def global_copy_facts(
             ContiguousTileCopy(tile).check_tiles(arr, dtype, box), arr
         ),
     }
-    return _judge(name, arr, box, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 4))
+    return _judge(name, arr, box, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 4), sizes)
 
 
 def _same_order(verdict: Verdict, arr: np.ndarray) -> Verdict:
@@ -280,7 +308,9 @@ def _same_order(verdict: Verdict, arr: np.ndarray) -> Verdict:
     return verdict
 
 
-def local_copy_facts(staged: StagedInput, layout: Layout, dtype: str) -> TileCopyFacts:
+def local_copy_facts(
+    staged: StagedInput, layout: Layout, dtype: str, sizes: tuple[int, ...]
+) -> TileCopyFacts:
     """The copy facts of a staged input's ``__local`` tile ``layout``."""
     name = local_buffer_name(staged.buffer)
     tile = staged.tile
@@ -305,4 +335,4 @@ def local_copy_facts(staged: StagedInput, layout: Layout, dtype: str) -> TileCop
         ),
         "async_contiguous": lambda: ContiguousTileCopy(tile).check_tiles(arr, dtype, whole),
     }
-    return _judge(name, arr, whole, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 16))
+    return _judge(name, arr, whole, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 16), sizes)

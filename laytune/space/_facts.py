@@ -23,7 +23,12 @@ import numpy as np
 from laytune.device_info import DeviceInfo
 from laytune.layout import Layout, Var, bounds, variables
 from laytune.space._constraints import SubgroupBlockAccess, VectorAccess
-from laytune.space._copies import SUBGROUP_SIZES, TileCopyFacts, global_copy_facts
+from laytune.space._copies import (
+    SUBGROUP_SIZES,
+    TileCopyFacts,
+    global_copy_facts,
+    subgroup_sizes,
+)
 from laytune.space._knobs import spatial_axes
 from laytune.space._staging import StagingPlan
 from laytune.space._workload import VECTOR_WIDTHS, BufferLike, WorkloadLike, index_text
@@ -172,11 +177,12 @@ def buffer_facts(
     if buf.name in order_buffers(workload):
         keeps = keeps_logical_order(workload, buf, layout)
         orders = ((buf.name, keeps, layout.physical_size),)
-    subgroups = frozenset(SUBGROUP_SIZES)
+    sizes = subgroup_sizes(device)
+    subgroups = frozenset(sizes)
     lanes = subgroup_inputs(workload).get(buf.name)
     if lanes is not None:
         subgroups = frozenset()
-        for size in SUBGROUP_SIZES:
+        for size in sizes:
             verdict = SubgroupBlockAccess(lanes, size, 4).check(
                 layout, layout.shape, buf.dtype, device
             )
@@ -191,7 +197,7 @@ def buffer_facts(
     staged = next((s for s in staging.inputs if s.buffer == buf.name), None) if staging else None
     if staged is not None:
         assert staging is not None
-        copies = (global_copy_facts(workload, staging, staged, layout),)
+        copies = (global_copy_facts(workload, staging, staged, layout, sizes),)
     facts = LayoutFacts(frozenset(accepted), layout.has_padding, orders, copies, subgroups)
     return facts, refused
 

@@ -222,13 +222,13 @@ def group_knob(workload: WorkloadLike, dim: int) -> str:
 def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
     """Every knob of ``workload``, in the order the space chooses them:
     ``copy`` after the vector (and the space's choice of local tile layouts,
-    which it reads), per NDRange dimension the blocks of its axes then its
-    work-group, then ``subgroup`` (which reads the work-group)."""
-    names = ["order", "local_stage", "vector_axis", "vector", "copy"]
+    which it reads), ``subgroup``, then per NDRange dimension the blocks of
+    its axes then its work-group (which the sub-group size constrains)."""
+    names = ["order", "local_stage", "vector_axis", "vector", "copy", "subgroup"]
     for dim, axes in enumerate(grid_dims(workload)):
         names += [block_knob(workload, k) for k in axes]
         names.append(group_knob(workload, dim))
-    return (*names, "subgroup", "reduce_order", "split", "unroll", "peel", "pad_mode")
+    return (*names, "reduce_order", "split", "unroll", "peel", "pad_mode")
 
 
 def knob_default(name: str) -> Any:

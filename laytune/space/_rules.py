@@ -20,7 +20,8 @@ State keys: knob names hold chosen values; ``@vectors``, ``@padded``,
 ``@orders``, ``@copies`` and ``@subgroups`` the layout facts;
 ``@local_copies`` the copy facts of the chosen local tile layouts (set by
 the space's choice of local layouts, or by ``check_candidate`` from the
-candidate's); ``#blocks`` and ``#groups`` the products of the register
+candidate's); ``#copy_subgroups`` the sub-group sizes the chosen copy allows;
+``#blocks`` and ``#groups`` the products of the register
 blocks and work-group extents chosen so far.
 """
 
@@ -34,7 +35,7 @@ from typing import Any
 
 from laytune.device_info import DeviceInfo
 from laytune.layout import bounds, variables
-from laytune.space._copies import TileCopyFacts
+from laytune.space._copies import SUBGROUP_SIZES, SubgroupFit, TileCopyFacts
 from laytune.space._facts import LayoutFacts, subgroup_inputs
 from laytune.space._knobs import (
     ORDER_LOGICAL,
@@ -192,6 +193,12 @@ class Step:
         """State keys besides its own name that :meth:`apply` sets."""
         return frozenset()
 
+    def classes(self, state: State, domain: Sequence[Any]) -> list[tuple[Any, int]] | None:
+        """``domain`` as (representative, count) pairs whose values write the
+        same state (counting needs one of each when no later step reads the
+        value itself); None: every value on its own."""
+        return None
+
 
 class OrderStep(Step):
     name = "order"
@@ -306,18 +313,46 @@ class CopyStep(Step):
     """The ``copy`` knob: the instruction of the staging copy, for every
     staged tile (see :mod:`laytune.space._copies`). Pairs each staged
     input's global facts (``@copies``) with its local tile's
-    (``@local_copies``); the sub-group size of ``subgroup_block`` is the
-    ``subgroup`` step's."""
+    (``@local_copies``). Choosing ``subgroup_block`` writes the sub-group
+    sizes that serve every pair (``#copy_subgroups``) for the ``subgroup``
+    step, so that no later step reads the layouts' facts."""
 
     name = "copy"
     reads = frozenset({"local_stage", "@copies", "@local_copies"})
 
+    def __init__(self, setting: Setting) -> None:
+        super().__init__(setting)
+        # the facts of many layout combinations are equal: judge each once
+        self._checked: dict[tuple[Any, ...], list[Broken]] = {}
+        self._fits: dict[tuple[Any, ...], SubgroupFit] = {}
+
+    @property
+    def writes(self) -> frozenset[str]:
+        return frozenset({"#copy_subgroups"})
+
     def values(self, state: State) -> Sequence[Any]:
         return self.s.copies
+
+    def apply(self, state: State, value: Any) -> None:
+        state[self.name] = value
+        fit = None
+        if value == "subgroup_block":
+            key = (state["@copies"], state.get("@local_copies"))
+            fit = self._fits.get(key)
+            if fit is None:
+                fit = self._fits[key] = _subgroup_fit(_pairs(state))
+        state["#copy_subgroups"] = fit
 
     def check(self, state: State, value: Any) -> list[Broken]:
         if value == "elementwise":
             return []
+        key = (value, state["local_stage"], state["@copies"], state.get("@local_copies"))
+        found = self._checked.get(key)
+        if found is None:
+            found = self._checked[key] = self._check(state, value)
+        return found
+
+    def _check(self, state: State, value: Any) -> list[Broken]:
         if not state["local_stage"]:
             return [(None, f"copy {value!r} copies staged tiles; local_stage is False")]
         if self.s.outside:
@@ -335,15 +370,33 @@ class CopyStep(Step):
                     )
                 )
         rule = COPY_RULES[value]
-        locals_ = {f.buffer: f for f in state.get("@local_copies") or ()}
-        for glob in state["@copies"]:
-            local = locals_.get(f"{glob.buffer}.local")
-            if local is None:
-                continue  # no tile layout to judge (check_candidate reports it)
+        for glob, local in _pairs(state):
             why = _pair_refuses(value, glob, local)
             if why:
                 out.append((rule, f"copy {value!r}: {why}"))
         return out
+
+
+def _pairs(state: State) -> list[tuple[TileCopyFacts, TileCopyFacts]]:
+    """(global, local) copy facts of every staged input whose tile has a
+    layout to judge (``check_candidate`` reports a missing one)."""
+    locals_ = {f.buffer: f for f in state.get("@local_copies") or ()}
+    return [
+        (glob, locals_[f"{glob.buffer}.local"])
+        for glob in state["@copies"]
+        if f"{glob.buffer}.local" in locals_
+    ]
+
+
+def _subgroup_fit(pairs: Sequence[tuple[TileCopyFacts, TileCopyFacts]]) -> SubgroupFit:
+    sizes = frozenset(SUBGROUP_SIZES)
+    reasons: dict[int, str] = {}
+    for glob, local in pairs:
+        for side in (glob, local):
+            for n in sizes - side.subgroups:
+                reasons.setdefault(n, side.why(f"subgroup_block:{n}"))
+            sizes &= side.subgroups
+    return SubgroupFit(sizes, tuple(sorted(reasons.items())))
 
 
 def _pair_refuses(copy: str, glob: TileCopyFacts, local: TileCopyFacts) -> str:
@@ -353,10 +406,9 @@ def _pair_refuses(copy: str, glob: TileCopyFacts, local: TileCopyFacts) -> str:
     if copy == "subgroup_block":
         if glob.subgroups & local.subgroups:
             return ""
-        return (
-            glob.why("subgroup_block:8")
-            or local.why("subgroup_block:8")
-            or (f"no sub-group size serves both {glob.buffer!r} and {local.buffer!r}")
+        fit = _subgroup_fit([(glob, local)])
+        return next((why for _, why in fit.reasons if why), "") or (
+            f"no sub-group size serves both {glob.buffer!r} and {local.buffer!r}"
         )
     for side in (glob, local):
         if copy not in side.accepts:
@@ -374,7 +426,10 @@ class BlockStep(Step):
         super().__init__(setting)
         self.axis = axis
         self.name = block_knob(setting.workload, axis)
-        self.reads = frozenset({"order", "local_stage", "vector_axis", "vector", "#blocks"})
+        self.reads = frozenset(
+            {"order", "local_stage", "vector_axis", "vector", "#blocks", "subgroup"}
+        )
+        self.innermost = axis == grid_dims(setting.workload)[0][-1]
 
     @property
     def writes(self) -> frozenset[str]:
@@ -408,6 +463,14 @@ class BlockStep(Step):
                     f"{self.s.max_block_points}",
                 )
             )
+        if self.innermost and value != 1 and state["subgroup"] and not state["local_stage"]:
+            out.append(
+                (
+                    "subgroup_lanes",
+                    f"subgroup {state['subgroup']}: the lanes read consecutive points of "
+                    f"{name!r}, one per work-item: {self.name} is not 1",
+                )
+            )
         plan = self.s.staging
         if state["local_stage"] and plan is not None:
             blocked = plan.block[self.axis] if self.axis in plan.spatial else 1
@@ -430,7 +493,9 @@ class GroupStep(Step):
         self.name = group_knob(setting.workload, dim)
         self.first = group_knob(setting.workload, 0)
         blocks = {block_knob(setting.workload, k) for k in self.axes}
-        self.reads = frozenset({"order", "local_stage", "#groups", "@orders", self.first, *blocks})
+        self.reads = frozenset(
+            {"order", "local_stage", "#groups", "@orders", "subgroup", self.first, *blocks}
+        )
 
     @property
     def writes(self) -> frozenset[str]:
@@ -468,6 +533,16 @@ class GroupStep(Step):
         out: list[Broken] = []
         if self.dim and (state[self.first] == 0) != (value == 0):
             return [(None, "work-group extents are all 0 (the driver's) or all set")]
+        size = state["subgroup"]
+        if not self.dim and size and (value == 0 or value % size):
+            out.append(
+                (
+                    "subgroup_lanes",
+                    f"subgroup {size}: a sub-group's lanes are consecutive work-items of one "
+                    f"work-group row (a partial sub-group's block reads are undefined): "
+                    f"{self.name} {value} is not a multiple of {size}",
+                )
+            )
         if state["local_stage"]:
             if value == 0:
                 return [
@@ -524,21 +599,8 @@ class SubgroupStep(Step):
         spatial = spatial_axes(w)
         self.inner = spatial[-1] if spatial else None
         self.inputs = subgroup_inputs(w)
-        extra = set()
-        if self.inner is not None:
-            extra = {block_knob(w, self.inner), group_knob(w, 0)}
         self.reads = frozenset(
-            {
-                "order",
-                "local_stage",
-                "copy",
-                "vector_axis",
-                "#groups",
-                "@subgroups",
-                "@copies",
-                "@local_copies",
-                *extra,
-            }
+            {"order", "local_stage", "copy", "vector_axis", "@subgroups", "#copy_subgroups"}
         )
 
     def values(self, state: State) -> Sequence[Any]:
@@ -574,32 +636,16 @@ class SubgroupStep(Step):
                     f"subgroup {value}: {device.name} has {have}",
                 )
             )
-        groups = state.get("#groups", 1)
-        if groups % value:
-            out.append(
-                (
-                    "subgroup_lanes",
-                    f"subgroup {value}: the work-group's {groups} work-items do not split into "
-                    f"whole sub-groups (a partial sub-group's block reads are undefined)",
-                )
-            )
         if staged:
             return out + self._copy_rules(state, value)
         return out + self._load_rules(state, value)
 
     def _copy_rules(self, state: State, value: int) -> list[Broken]:
-        out: list[Broken] = []
-        locals_ = {f.buffer: f for f in state.get("@local_copies") or ()}
-        for glob in state["@copies"]:
-            local = locals_.get(f"{glob.buffer}.local")
-            if local is None:
-                continue
-            for side in (glob, local):
-                if value not in side.subgroups:
-                    why = side.why(f"subgroup_block:{value}")
-                    out.append(("copy_subgroup_block", f"copy 'subgroup_block': {why}"))
-                    break
-        return out
+        fit: SubgroupFit = state["#copy_subgroups"]
+        if value in fit.sizes:
+            return []
+        why = dict(fit.reasons).get(value, "")
+        return [("copy_subgroup_block", f"copy 'subgroup_block': {why}".rstrip(": "))]
 
     def _load_rules(self, state: State, value: int) -> list[Broken]:
         out: list[Broken] = []
@@ -608,10 +654,6 @@ class SubgroupStep(Step):
         lanes = f"subgroup {value}: the lanes must be consecutive points of {w.axes[inner].name!r}"
         if state["order"] != ORDER_LOGICAL:
             out.append(("subgroup_lanes", f"{lanes}; order {state['order']!r} is not 'logical'"))
-        if state[block_knob(w, inner)] != 1:
-            out.append(
-                ("subgroup_lanes", f"{lanes}, one per work-item: {block_knob(w, inner)} is not 1")
-            )
         axis_name = state["vector_axis"]
         if axis_name:
             axis = next(k for k, a in enumerate(w.axes) if a.name == axis_name)
@@ -626,15 +668,6 @@ class SubgroupStep(Step):
                         f"reads {vectored[0]!r}",
                     )
                 )
-        group = state[group_knob(w, 0)]
-        if group == 0 or group % value:
-            out.append(
-                (
-                    "subgroup_lanes",
-                    f"{lanes} of one work-group row: {group_knob(w, 0)} {group} is not a "
-                    f"multiple of {value}",
-                )
-            )
         if value not in state["@subgroups"]:
             why = self.reasons(value) if self.reasons else ""
             out.append(("subgroup_block_access", f"subgroup {value}: {why}".rstrip(": ")))
@@ -735,7 +768,7 @@ def reads_outside(workload: WorkloadLike) -> bool:
 
 class PeelStep(Step):
     name = "peel"
-    reads = frozenset({"local_stage"})
+    reads = frozenset({"local_stage", "subgroup"})
 
     def values(self, state: State) -> Sequence[Any]:
         return (False, True) if reads_outside(self.s.workload) else (False,)
@@ -743,6 +776,14 @@ class PeelStep(Step):
     def check(self, state: State, value: Any) -> list[Broken]:
         if value and state["local_stage"]:
             return [(None, "local staging reads tiles that hold the zeros: nothing to peel")]
+        if value and state["subgroup"]:
+            return [
+                (
+                    "subgroup_lanes",
+                    f"subgroup {state['subgroup']}: the peeled interior and border may split a "
+                    f"sub-group, and every lane must reach its block reads",
+                )
+            ]
         return []
 
 
@@ -766,12 +807,12 @@ def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -
         VectorAxisStep(setting),
         VectorStep(setting, (lambda a, w: reasons((a, w))) if reasons else None),
         CopyStep(setting),
+        SubgroupStep(setting, (lambda n: reasons(("subgroup", n))) if reasons else None),
     ]
     for dim, axes in enumerate(grid_dims(setting.workload)):
         steps += [BlockStep(setting, k) for k in axes]
         steps.append(GroupStep(setting, dim))
     steps += [
-        SubgroupStep(setting, (lambda n: reasons(("subgroup", n))) if reasons else None),
         ReduceOrderStep(setting),
         SplitStep(setting),
         UnrollStep(setting),
@@ -812,14 +853,22 @@ class Rules:
         self._needed = [tuple(sorted(n)) for n in needed]
         self._needed_sets = needed
         self._memo: dict[tuple[Any, ...], int] = {}
+        self._reads = [tuple(sorted(step.reads)) for step in self.steps]
+        self._domains: dict[tuple[Any, ...], list[Any]] = {}
 
     def domain(self, i: int, state: State, lifted: frozenset[str] = frozenset()) -> list[Any]:
+        """The values of step ``i`` that break no rule but those in
+        ``lifted`` (memoised on what the step reads)."""
         step = self.steps[i]
-        return [
-            v
-            for v in step.values(state)
-            if all(rule is not None and rule in lifted for rule, _ in step.check(state, v))
-        ]
+        key = (i, lifted, *(state.get(k) for k in self._reads[i]))
+        found = self._domains.get(key)
+        if found is None:
+            found = self._domains[key] = [
+                v
+                for v in step.values(state)
+                if all(rule is not None and rule in lifted for rule, _ in step.check(state, v))
+            ]
+        return found
 
     def count(self, state: State, lifted: frozenset[str] = frozenset(), i: int = 0) -> int:
         """Valid assignments of steps ``i`` onward, given ``state``."""
@@ -836,10 +885,11 @@ class Rules:
             total = len(domain) * self.count(state, lifted, i + 1) if domain else 0
         else:
             total = 0
-            for value in domain:
+            classes = None if step.name in read_later else step.classes(state, domain)
+            for value, n in classes or [(v, 1) for v in domain]:
                 child = dict(state)
                 step.apply(child, value)
-                total += self.count(child, lifted, i + 1)
+                total += n * self.count(child, lifted, i + 1)
         self._memo[key] = total
         return total
 

@@ -49,7 +49,7 @@ from laytune.space._constraints import (
     VectorAccess,
     Verdict,
 )
-from laytune.space._copies import TileCopyFacts, local_copy_facts
+from laytune.space._copies import TileCopyFacts, local_copy_facts, subgroup_sizes
 from laytune.space._facts import LayoutFacts, all_vectors, buffer_facts, facts_of
 from laytune.space._generate import SpaceOptions, global_layouts, local_layouts
 from laytune.space._knobs import baseline_knobs, spatial_axes
@@ -146,8 +146,23 @@ class _LocalsStep(Step):
             plan.copies[i] for plan, i in zip(plans, value, strict=False)
         )
 
+    def classes(self, state: State, domain: Sequence[Any]) -> list[tuple[Any, int]]:
+        """The domain grouped by the copy facts a value writes: one
+        representative per group and its size (cached per domain)."""
+        key = tuple(domain)
+        found = self._classes.get(key)
+        if found is None:
+            groups: dict[tuple[Any, ...], list[Any]] = {}
+            plans = self.space._local
+            for value in domain:
+                facts = tuple(p.copies[i] for p, i in zip(plans, value, strict=False))
+                groups.setdefault(facts, []).append(value)
+            found = self._classes[key] = [(vs[0], len(vs)) for vs in groups.values()]
+        return found
+
     def __init__(self, space: SearchSpace) -> None:
         self.space = space
+        self._classes: dict[tuple[Any, ...], list[tuple[Any, int]]] = {}
         locals_ = space._local
         combos = list(itertools.product(*(range(len(p.layouts)) for p in locals_)))
         combos.sort(key=lambda c: (sum(p.scores[i] for p, i in zip(locals_, c, strict=True)), c))
@@ -297,7 +312,8 @@ class SearchSpace:
             sizes = [lay.physical_size * dtype_bytes(dtype) for lay in layouts]
             assert self._staging is not None
             staged = next(s for s in self._staging.inputs if s.buffer == name)
-            copies = [local_copy_facts(staged, lay, dtype) for lay in layouts]
+            lanes = subgroup_sizes(self.device)
+            copies = [local_copy_facts(staged, lay, dtype, lanes) for lay in layouts]
             out.append(
                 _LocalPlan(
                     local,
