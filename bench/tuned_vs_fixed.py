@@ -20,7 +20,8 @@ For conv2d, matmul, sum and max_pool2d, on ``laytune.runners.default_device()``
    gets its best knobs from a sweep: every combination of order (logical, or
    following an output whose layout is not the identity), vectors, register
    blocks, work-groups, unroll and staging (off, or ``__local`` tiles in identity or
-   ``pad_rows(4)`` layouts) over the values listed in the report, kept where
+   ``pad_rows(4)`` layouts, copied by each ``copy`` instruction the rules allow) over the
+   values listed in the report, kept where
    ``SearchSpace.check`` and ``laytune.codegen.lower`` accept it. The sweep
    measures each valid setting once; the fastest end to end (with its
    conversions) of each layout goes on.
@@ -30,7 +31,10 @@ For conv2d, matmul, sum and max_pool2d, on ``laytune.runners.default_device()``
    ``--rounds`` interleaved rounds (every candidate once per round). A
    candidate's time is the smallest over the rounds of its median event time
    (another process on a shared machine only ever slows a round down).
-   The "best fixed" is the fastest fixed layout in this session.
+   The "best fixed" is the fastest fixed layout in this session. In the same
+   rounds, the fastest staged candidate with each other ``copy`` forced
+   (:mod:`bench._copies`): which copy the best candidates use, and what the
+   others cost.
 
 Each candidate has two times: its compute kernels with the buffers already
 in its layouts (``kernel``), and ``end to end``: the kernels plus the pack
@@ -55,6 +59,7 @@ from typing import Any
 
 import laytune
 from bench import _report
+from bench._copies import CopyVariant, copy_rows, copy_variants
 from laytune import layout as L
 from laytune import ops
 from laytune.codegen import KernelProgram, lower
@@ -258,6 +263,9 @@ class Outcome:
     tune_s: float
     sweep_s: float
     notes: list[str]
+    copy_base: str = ""  # the copy of the staged candidate the variants force others on
+    copies: list[CopyVariant] = field(default_factory=list)
+    copy_s: dict[str, float] = field(default_factory=dict)  # copy -> side-by-side time
 
     @property
     def best_fixed(self) -> tuple[str, tuple[float, float]]:
@@ -318,19 +326,29 @@ def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url
         tuned = _lowered(space, "tuned", result.best.candidate)
         untied = _lowered(space, "tuned free", free.best.candidate)
         assert identity is not None and tuned is not None and untied is not None
-        final = [identity, *fixed_best.values(), tuned, untied]
+        ranked = [tuned.candidate, *(e.candidate for e in fixed_best.values())]
+        variants = copy_variants(space, ranked)
+        forced = [
+            entry
+            for v in variants
+            if v.candidate is not None
+            and (entry := _lowered(space, v.copy, v.candidate)) is not None
+        ]
+        base = next((c for c in ranked if c.knob_map.get("local_stage")), None)
+        final = [identity, *fixed_best.values(), tuned, untied, *forced]
         seen: list[list[tuple[float, float]]] = [[] for _ in final]
         for _ in range(rounds):
             results = measure(builder, runner, workload, final)
             for out, e, r in zip(seen, final, results, strict=True):
                 out.append(times(workload, e, r))
     best = [(min(k for k, _ in t), min(e for _, e in t)) for t in seen]
+    at = 1 + len(fixed_best)  # the tuned candidate's place; the forced copies after the free one
     return Outcome(
         case=case,
         identity_s=best[0],
-        fixed_s={e.label: t for e, t in zip(final[1:-2], best[1:-2], strict=True)},
-        tuned_s=best[-2],
-        free_s=best[-1],
+        fixed_s={e.label: t for e, t in zip(final[1:at], best[1:at], strict=True)},
+        tuned_s=best[at],
+        free_s=best[at + 1],
         tuned=result.best.candidate,
         free=free.best.candidate,
         tuned_record_s=result.best.value_s or math.inf,
@@ -341,6 +359,11 @@ def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url
         tune_s=tune_s,
         sweep_s=sweep_s,
         notes=notes,
+        copy_base=str(base.knob_map["copy"]) if base is not None else "",
+        copies=variants,
+        copy_s={  # kernel times: the copy is inside the compute kernel
+            e.label: t[0] for e, t in zip(final[at + 2 :], best[at + 2 :], strict=True)
+        },
     )
 
 
@@ -455,6 +478,21 @@ def report(
         fixed_rows,
         "llrrrrl",
     )
+    copy_table = []
+    for o in outcomes:
+        copy_table += copy_rows(o.case.title, o.copy_base, o.copies, o.copy_s, _ms)
+    lines += [
+        "",
+        "## The staging copy",
+        "",
+        "The fastest staged candidate (the tuned one if it stages, else the fastest fixed "
+        "layout that does) with each `copy` forced, all else equal, measured in the same "
+        "rounds; the ratio is over that candidate's own copy (above 1.00x: slower).",
+        "",
+        *_report.table(
+            ["workload", "copy", "ms", "vs its own copy", "refused because"], copy_table, "llrrl"
+        ),
+    ]
     lines += ["", "## Sweeps, tuning and the tuned candidates", ""]
     for o in outcomes:
         knobs = o.case.knob_options
