@@ -221,8 +221,24 @@ class OrderStep(Step):
 
 
 class StageStep(Step):
+    """``local_stage``. Choosing it forgets the layout facts the choice makes
+    irrelevant (the copies of an unstaged kernel, the block reads of a staged
+    one), so that the engine counts the layouts that differ only there
+    together."""
+
     name = "local_stage"
     reads = frozenset({"order"})
+
+    @property
+    def writes(self) -> frozenset[str]:
+        return frozenset({"@copies", "@subgroups"})
+
+    def apply(self, state: State, value: Any) -> None:
+        state[self.name] = value
+        if value:
+            state["@subgroups"] = frozenset()
+        else:
+            state["@copies"] = ()
 
     def values(self, state: State) -> Sequence[Any]:
         return (False, True) if self.s.staging is not None else (False,)
@@ -361,20 +377,32 @@ class CopyStep(Step):
         if value == "subgroup_block":
             dtype = self.s.workload.buffers[0].dtype
             missing = _missing(self.s.device, subgroup_extensions(dtype, staged=True))
-            if missing:
-                out.append(
+            if missing:  # the device's reason alone: no layout would do
+                return [
                     (
                         "device_capability",
                         f"copy 'subgroup_block' needs {', '.join(missing)}, which "
                         f"{self.s.device.name} lacks",
                     )
-                )
+                ]
         rule = COPY_RULES[value]
         for glob, local in _pairs(state):
             why = _pair_refuses(value, glob, local)
             if why:
                 out.append((rule, f"copy {value!r}: {why}"))
         return out
+
+
+def copy_outcome(copies: Any, local_copies: Any) -> tuple[Any, ...]:
+    """What the ``copy`` and ``subgroup`` steps conclude from the global
+    copy facts ``copies`` paired with the local ``local_copies``: the copies
+    they allow and the sub-group sizes of ``subgroup_block``. Local layouts
+    with the same outcome count alike."""
+    pairs = _pairs({"@copies": copies, "@local_copies": local_copies})
+    allowed = tuple(
+        copy for copy in COPY_RULES if not any(_pair_refuses(copy, g, x) for g, x in pairs)
+    )
+    return allowed, _subgroup_fit(pairs).sizes
 
 
 def _pairs(state: State) -> list[tuple[TileCopyFacts, TileCopyFacts]]:
@@ -630,12 +658,7 @@ class SubgroupStep(Step):
                 if not missing
                 else (f"no {', '.join(missing)}")
             )
-            out.append(
-                (
-                    "device_capability",
-                    f"subgroup {value}: {device.name} has {have}",
-                )
-            )
+            return [("device_capability", f"subgroup {value}: {device.name} has {have}")]
         if staged:
             return out + self._copy_rules(state, value)
         return out + self._load_rules(state, value)

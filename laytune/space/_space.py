@@ -53,7 +53,15 @@ from laytune.space._copies import TileCopyFacts, local_copy_facts, subgroup_size
 from laytune.space._facts import LayoutFacts, all_vectors, buffer_facts, facts_of
 from laytune.space._generate import SpaceOptions, global_layouts, local_layouts
 from laytune.space._knobs import baseline_knobs, spatial_axes
-from laytune.space._rules import JOINT_RULES, Rules, State, Step, build_steps, facts_state
+from laytune.space._rules import (
+    JOINT_RULES,
+    Rules,
+    State,
+    Step,
+    build_steps,
+    copy_outcome,
+    facts_state,
+)
 from laytune.space._staging import StagingPlan, local_vector_dims
 from laytune.space._workload import VECTOR_WIDTHS, WorkloadLike, dtype_bytes, local_buffer_name
 
@@ -133,7 +141,7 @@ class _LocalsStep(Step):
     step reads."""
 
     name = _LOCAL
-    reads = frozenset({"local_stage", "vector_axis", "vector"})
+    reads = frozenset({"local_stage", "vector_axis", "vector", "@copies"})
 
     @property
     def writes(self) -> frozenset[str]:
@@ -147,22 +155,33 @@ class _LocalsStep(Step):
         )
 
     def classes(self, state: State, domain: Sequence[Any]) -> list[tuple[Any, int]]:
-        """The domain grouped by the copy facts a value writes: one
-        representative per group and its size (cached per domain)."""
+        """The domain grouped by what the copy steps conclude from the
+        layouts' copy facts and the global ones (``@copies``): one
+        representative per group and its size (cached)."""
         key = tuple(domain)
-        found = self._classes.get(key)
-        if found is None:
+        by_facts = self._classes.get(key)
+        if by_facts is None:
             groups: dict[tuple[Any, ...], list[Any]] = {}
             plans = self.space._local
             for value in domain:
                 facts = tuple(p.copies[i] for p, i in zip(plans, value, strict=False))
                 groups.setdefault(facts, []).append(value)
-            found = self._classes[key] = [(vs[0], len(vs)) for vs in groups.values()]
+            by_facts = self._classes[key] = [(f, vs[0], len(vs)) for f, vs in groups.items()]
+        copies = state["@copies"]
+        found = self._outcomes.get((id(by_facts), copies))
+        if found is None:
+            outcomes: dict[tuple[Any, ...], list[Any]] = {}
+            for facts, value, n in by_facts:
+                entry = outcomes.setdefault(copy_outcome(copies, facts), [value, 0])
+                entry[1] += n
+            found = [(v, n) for v, n in outcomes.values()]
+            self._outcomes[(id(by_facts), copies)] = found
         return found
 
     def __init__(self, space: SearchSpace) -> None:
         self.space = space
-        self._classes: dict[tuple[Any, ...], list[tuple[Any, int]]] = {}
+        self._classes: dict[tuple[Any, ...], list[tuple[Any, Any, int]]] = {}
+        self._outcomes: dict[tuple[Any, ...], list[tuple[Any, int]]] = {}
         locals_ = space._local
         combos = list(itertools.product(*(range(len(p.layouts)) for p in locals_)))
         combos.sort(key=lambda c: (sum(p.scores[i] for p, i in zip(locals_, c, strict=True)), c))

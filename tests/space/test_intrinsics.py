@@ -86,9 +86,11 @@ def test_matrix_tile_load_names_the_dtype_and_the_intrinsic() -> None:
 
 def test_strided_copy_with_a_fixed_stride_and_alignment() -> None:
     shape = (16, 16)
-    assert StridedTileCopy(shape, stride=16, alignment_bytes=64).check(
-        identity(shape), shape, "float32", PLAIN
-    ).ok
+    assert (
+        StridedTileCopy(shape, stride=16, alignment_bytes=64)
+        .check(identity(shape), shape, "float32", PLAIN)
+        .ok
+    )
     verdict = StridedTileCopy(shape, stride=16).check(pad_rows(shape, 4), shape, "float32", PLAIN)
     assert not verdict.ok and "not the 16 of rows written back to back" in verdict.reasons[1]
 
