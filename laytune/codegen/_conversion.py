@@ -43,7 +43,7 @@ from laytune.codegen._gather import (
     work_items,
 )
 from laytune.codegen._source import indent
-from laytune.codegen._transpose import register_tile
+from laytune.codegen._transpose import generic_tile, register_tile, tile_attributes
 from laytune.layout import Layout, Var, substitute
 from laytune.space import IMAGE_DTYPES
 
@@ -119,11 +119,13 @@ def pack_kernel(
     body: list[str] = []
     gid_total: int
     if tile_axis is not None:
-        va, vb = widest(pshape[tile_axis], 16), widest(pshape[-1], 8)
+        va = widest(pshape[tile_axis], 16)
+        vb = generic_tile(va, pshape[-1])
         tile_body, gid_total = register_tile(
             scope, itype, ctype, phys, pshape, tile_axis, va, vb, src_offset
         )
         body += tile_body
+        signature = signature.replace("__kernel ", f"__kernel {tile_attributes(ctype, va, vb)}", 1)
         note = f"   tile {va} x {vb}: physical axes {tile_axis} and {len(pshape) - 1}"
     else:
         width = 4 if image else (elements_per_item or widest(pshape[-1], 4))
@@ -202,7 +204,8 @@ def unpack_kernel(
             tile_axis, va = contiguous_run_axis(layout)
     body: list[str] = []
     if tile_axis is not None:
-        vb = widest(shape[-1], 8)
+        vb = generic_tile(va, shape[-1])
+        signature = signature.replace("__kernel ", f"__kernel {tile_attributes(ctype, va, vb)}", 1)
         tile_body, gid_total = register_tile(
             scope,
             itype,

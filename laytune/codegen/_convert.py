@@ -34,7 +34,7 @@ from laytune.codegen._gather import (
 )
 from laytune.codegen._program import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.codegen._source import Source, indent
-from laytune.codegen._transpose import local_tile, register_tile
+from laytune.codegen._transpose import local_tile, register_tile, tile_attributes
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF, Var, substitute
@@ -101,12 +101,13 @@ def _kernel(
     body: list[str],
     global_size: tuple[int, ...],
     local_size: tuple[int, ...] | None,
+    attributes: str = "",
 ) -> ConversionKernel:
     ctype = ctype_of(workload.dtype)
     head = [
         f"/* convert {workload.src.index_map} -> {workload.dst.index_map} on {workload.shape}",
         f"   {note} */",
-        f"__kernel void {name}(__global const {ctype}* restrict src, "
+        f"__kernel {attributes}void {name}(__global const {ctype}* restrict src, "
         f"__global {ctype}* restrict dst) {{",
     ]
     return ConversionKernel(name, "\n".join([*head, *indent(body), "}"]), global_size, local_size)
@@ -138,7 +139,9 @@ def conversion_kernel(
     if kind == "tile":
         body, count = register_tile(scope, itype, ctype, q, domain, axis, vector, items, offset)
         note = f"register tile {vector} x {items}: axes {axis} and {len(domain) - 1}"
-        return _kernel(workload, name, note, body, (count,), (group,) if group else None)
+        local = (group,) if group else None
+        attributes = tile_attributes(ctype, vector, items)
+        return _kernel(workload, name, note, body, (count,), local, attributes)
     if kind == "local":
         ta, tz = (int(t) for t in str(knobs["tile"]).split("x"))
         tile_layout = candidate.layout("tile.local")

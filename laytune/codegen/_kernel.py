@@ -32,6 +32,7 @@ from laytune.codegen._loads import (
 )
 from laytune.codegen._nest import Nest, ReduceLoop
 from laytune.codegen._program import ArgRef, Launch
+from laytune.codegen._shuffle import transpose_lines
 from laytune.codegen._source import indent
 from laytune.codegen._stage import local_accesses, staged_loops
 from laytune.layout import Const, Expr, Var
@@ -58,11 +59,17 @@ def _body(
     acc_width = nest.tile.vector if nest.tile.vector_axis is not None else 1
     lines: list[str] = []
     loaded: dict[tuple[str, str], tuple[str, int]] = {}
+    chunks: dict[tuple[str, tuple[int, ...]], list[str]] = {}
     updates: list[str] = []
     for p, offsets in enumerate(nest.tile.offsets()):
         values = point_values(w, offsets, reduce_values)
         names: dict[str, tuple[str, int]] = {}
         for load in loads(stmt.value):
+            if load.buffer in nest.tile.transposed:
+                names[load.buffer] = _transposed(
+                    w, load.buffer, offsets, reduce_values, (chunks, lines), guarded, found
+                )
+                continue
             text, tests, width = load_text(w, load.buffer, values, offsets)
             if found is not None:
                 found += tests
@@ -90,6 +97,48 @@ def _body(
             text, _ = value_text(w, value, names)
             updates.append(combine.combine_c(acc, text))
     return lines + updates
+
+
+def _transposed(
+    w: Writer,
+    name: str,
+    offsets: Sequence[int],
+    reduce_values: Mapping[int, Expr],
+    emitted: tuple[dict[tuple[str, tuple[int, ...]], list[str]], list[str]],
+    guarded: bool,
+    found: list[IndexTest] | None,
+) -> tuple[str, int]:
+    """The vector along the vector axis ``v`` of the input ``name`` at the
+    block's point ``offsets``, and its width. It comes from the ``n x n``
+    chunk of the block holding the point: ``n`` vectors read along the
+    transpose axis ``u`` at ``n`` consecutive values of ``v``, transposed in
+    registers; ``emitted`` holds the chunks already emitted and the lines
+    they go to."""
+    chunks, lines = emitted
+    tile = w.nest.tile
+    u, v, n = tile.transpose_axis, tile.vector_axis, tile.vector
+    assert u is not None and v is not None
+    first = list(offsets)
+    first[u] -= first[u] % n
+    key = (name, tuple(first))
+    if key not in chunks:
+        prefix = f"x{name.replace('.', '_')}{len(chunks)}"
+        rows = []
+        for b in range(n):
+            at = list(first)
+            at[v] += b
+            values = point_values(w, at, reduce_values)
+            text, tests, _ = load_text(w, name, values, at, n)
+            if found is not None:
+                found += tests
+            if guarded:
+                text = guarded_load(w, text, tests, n, w.nest.workload.buffer(name).dtype)
+            lines.append(f"const {w.vtype(n)} {prefix}_{b} = {text};")
+            rows.append(f"{prefix}_{b}")
+        shuffles, columns = transpose_lines(rows, w.ctype, f"{prefix}t")
+        lines.extend(shuffles)
+        chunks[key] = columns
+    return chunks[key][offsets[u] % n], n
 
 
 def _interior(w: Writer, tests: Sequence[IndexTest], loop_vars: Sequence[Var]) -> str | None:

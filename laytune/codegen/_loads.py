@@ -111,15 +111,18 @@ def index_tests(scope: Scope, e: Expr, extent: int) -> list[IndexTest]:
 
 
 def load_text(
-    w: Writer, name: str, values: list[Expr], offsets: Sequence[int]
+    w: Writer, name: str, values: list[Expr], offsets: Sequence[int], width: int | None = None
 ) -> tuple[str, list[IndexTest], int]:
     """The load of ``name`` at one point of the block (unguarded), the tests
     under which it reads inside the buffer (outside, the statement reads
-    zero), and its vector width."""
+    zero), and its vector width: the tile's along the vector axis, or
+    ``width`` elements along the buffer's physical order (a transposed
+    input's read along the transpose axis)."""
     nest, scope = w.nest, w.scope
     decl = nest.workload.buffer(name)
-    width = access_width(nest, name)
-    if name in w.tiles:
+    across = width is not None
+    width = access_width(nest, name) if width is None else width
+    if name in w.tiles and not across:
         plan = nest.staging
         assert plan is not None
         staged = next(s for s in plan.inputs if s.buffer == name)
@@ -142,7 +145,7 @@ def load_text(
             overshoot += index_tests(scope, e, extent)  # an overshooting block's points
     if overshoot and not inside(access, idx, scope):
         tests += overshoot  # their reads would leave the buffer's memory
-    if name in nest.block_reads:
+    if name in nest.block_reads and not across:
         # one block read per sub-group from lane 0's element; the tests (an
         # overshooting block of another axis) are the same for every lane
         assert w.lane is not None

@@ -8,7 +8,8 @@ results of the steps before it (no state is shared):
 2. :func:`plan_grid`: the NDRange (:class:`GridDim` per dimension, from the
    ``order``, ``block.*``, ``group.*`` and ``local_stage`` knobs).
 3. :func:`plan_tile`: the register block (:class:`Tile`, ``block.*``,
-   ``vector_axis``, ``vector``).
+   ``vector_axis``, ``vector``, and the inputs ``vector_transpose`` reads
+   across the vector).
 4. :func:`plan_loops`: the reduce loops (:class:`ReduceLoop`, from
    ``reduce_order``, ``split``, ``unroll``, ``pad_mode`` and the layouts'
    padding, see :mod:`laytune.codegen._analysis`).
@@ -37,6 +38,7 @@ from laytune.space import (
     grid_dims,
     group_knob,
     parse_reduce_order,
+    serves_vector,
     subgroup_inputs,
     usable_staging,
     vector_dim,
@@ -64,11 +66,14 @@ class GridDim:
 class Tile:
     """The register block of a work-item: ``blocks[k]`` outputs along axis
     ``k`` (1 along reduce axes), vectors of ``vector`` along
-    ``vector_axis`` (None: scalar)."""
+    ``vector_axis`` (None: scalar). The inputs ``transposed`` are read in
+    vectors along ``transpose_axis`` and transposed in registers."""
 
     blocks: tuple[int, ...]
     vector_axis: int | None
     vector: int
+    transpose_axis: int | None = None
+    transposed: frozenset[str] = frozenset()
 
     def offsets(self) -> list[tuple[int, ...]]:
         """Every point of the block as per-axis offsets, row-major; along the
@@ -143,7 +148,7 @@ def memory_of(workload: Workload, layouts: Mapping[str, Layout]) -> dict[str, st
     }
 
 
-def plan_tile(workload: Workload, knobs: Mapping[str, Any]) -> Tile:
+def plan_tile(workload: Workload, knobs: Mapping[str, Any], layouts: Mapping[str, Layout]) -> Tile:
     blocks = tuple(
         int(knobs[block_knob(workload, k)]) if a.kind == "spatial" else 1
         for k, a in enumerate(workload.axes)
@@ -151,7 +156,14 @@ def plan_tile(workload: Workload, knobs: Mapping[str, Any]) -> Tile:
     axis_name = knobs["vector_axis"]
     if not axis_name:
         return Tile(blocks, None, 1)
-    return Tile(blocks, axis_by_name(workload, axis_name), int(knobs["vector"]))
+    axis, width = axis_by_name(workload, axis_name), int(knobs["vector"])
+    across = knobs.get("vector_transpose", "")
+    if not across:
+        return Tile(blocks, axis, width)
+    transposed = frozenset(
+        b.name for b in workload.buffers if not serves_vector(b, layouts[b.name], axis, width)
+    )
+    return Tile(blocks, axis, width, axis_by_name(workload, across), transposed)
 
 
 def plan_grid(
@@ -258,7 +270,7 @@ def plan_nest(
 ) -> Nest:
     """The loop nest of a candidate that ``check_candidate`` accepted."""
     staging = usable_staging(workload) if knobs["local_stage"] else None
-    tile = plan_tile(workload, knobs)
+    tile = plan_tile(workload, knobs, layouts)
     grid = plan_grid(workload, knobs, layouts, tile, staging)
     loops, grown = plan_loops(workload, knobs, layouts, pad_values, staging)
     return Nest(

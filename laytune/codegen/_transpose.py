@@ -19,14 +19,37 @@ from laytune.codegen._gather import (
     as_values,
     merged_digits,
     row_major,
+    widest,
     work_items,
 )
+from laytune.codegen._shuffle import TRANSPOSE_WIDTHS, transpose_lines
 from laytune.codegen._source import decompose
 from laytune.layout import Const, Expr, Layout, Var, substitute
 
-__all__ = ["local_tile", "register_tile"]
+__all__ = ["generic_tile", "local_tile", "register_tile", "square_tile", "tile_attributes"]
 
 _LANES = "0123456789abcdef"
+
+
+def square_tile(va: int, vb: int) -> bool:
+    """Whether a ``va`` x ``vb`` register tile is transposed by a shuffle network."""
+    return va == vb and va in TRANSPOSE_WIDTHS
+
+
+def generic_tile(va: int, inner: int) -> int:
+    """The destination width of the generic kernels' register tile, whose
+    source width is ``va``: ``va`` itself where it divides the innermost
+    extent ``inner`` (a square tile, shuffled), else up to 8."""
+    if square_tile(va, va) and inner % va == 0:
+        return va
+    return widest(inner, 8)
+
+
+def tile_attributes(ctype: str, va: int, vb: int) -> str:
+    """The kernel attributes of a register-tile kernel: a square tile's
+    vectors are the unit of work (``vec_type_hint``), so that the compiler
+    keeps its shuffles instead of vectorising across work-items."""
+    return f"__attribute__((vec_type_hint({ctype}{va}))) " if square_tile(va, vb) else ""
 
 
 def register_tile(
@@ -97,6 +120,12 @@ def register_tile(
     for b, off in enumerate(src_at):
         load = f"vload{va}(0, {pointer('src', off)})" if va > 1 else f"src[{off}]"
         body.append(f"const {vec} r{b} = {load};")
+    if square_tile(va, vb):
+        lines, columns = transpose_lines([f"r{b}" for b in range(vb)], ctype, "t")
+        body += lines
+        for column, off in zip(columns, dst_at, strict=True):
+            body.append(f"vstore{vb}({column}, 0, {pointer('dst', off)});")
+        return body, gid_total
     for a, off in enumerate(dst_at):
         lanes = [f"r{b}.s{_LANES[a]}" if va > 1 else f"r{b}" for b in range(vb)]
         if vb > 1:

@@ -13,7 +13,8 @@ for them:
   around the kernel window (``c // x, kh, kw, c % x``), as oneDNN and MLAS do.
 * **plain layouts with common knobs**: identity, each 2-D operand
   transposed, NHWC and NCHW4c, each with a few register blocks and vectors
-  along the innermost axis.
+  along the innermost axis, and square blocks whose inputs that are not
+  contiguous along it are transposed in registers (``vector_transpose``).
 
 Only candidates the space holds are kept (they are replayed through
 :func:`~laytune.search._strategies.params_of`, so the sampler learns from them).
@@ -35,11 +36,16 @@ _MATMUL_BLOCKS = ((6, 16, 16), (4, 16, 16), (8, 8, 8), (6, 16, 8), (4, 8, 8), (8
 # (channel block, output columns per work-item, vector)
 _CONV_BLOCKS = ((16, 4, 16), (16, 4, 8), (16, 6, 16), (8, 8, 8), (16, 7, 16), (8, 4, 8))
 # knob settings tried with each plain layout, along the innermost spatial axis
+# ("across": an N x N block whose inputs are read along the next axis out and
+# transposed in registers, where some input is not contiguous along the innermost)
 _PLAIN_PROFILES: tuple[dict[str, int], ...] = (
     {"block": 4},
     {"block": 8},
     {"block": 4, "vector": 4},
     {"block": 8, "vector": 8},
+    {"block": 8, "vector": 8, "across": 8},
+    {"block": 16, "vector": 16, "across": 16},
+    {"block": 4, "vector": 4, "across": 4},
 )
 
 
@@ -97,12 +103,19 @@ def _plain(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, An
             {**base, **{n: block(s, 1, 4) for n, s in ranked4.items() if s[1] % 4 == 0}}
         )
     workload = space.workload
-    inner = workload.axes[max(k for k, a in enumerate(workload.axes) if a.kind == "spatial")].name
+    spatial = [a.name for a in workload.axes if a.kind == "spatial"]
+    inner = spatial[-1]
     for layouts in assignments:
         for profile in _PLAIN_PROFILES:
             knobs: dict[str, Any] = {f"block.{inner}": profile["block"]}
             if "vector" in profile:
                 knobs.update(vector_axis=inner, vector=profile["vector"])
+            if "across" in profile:
+                if len(spatial) < 2:
+                    continue
+                knobs.update(
+                    {"vector_transpose": spatial[-2], f"block.{spatial[-2]}": profile["across"]}
+                )
             yield layouts, knobs
 
 

@@ -37,9 +37,11 @@ from laytune.space._conversion import (
 from laytune.space._conversion_space import CONVERSION_KNOBS, ConversionSpace
 from laytune.space._copies import COPY_VARIANTS
 from laytune.space._facts import (
+    TRANSPOSE_WIDTHS,
     LayoutFacts,
     facts_of,
     order_buffers,
+    serves_vector,
     subgroup_inputs,
     vector_dim,
 )
@@ -113,6 +115,7 @@ __all__ = [
     "ImageDtype",
     "KnobSpec",
     "LayoutFacts",
+    "TRANSPOSE_WIDTHS",
     "LocalMemoryBudget",
     "MatrixTileLoad",
     "PadValue",
@@ -140,6 +143,7 @@ __all__ = [
     "conversion_key",
     "dtype_bytes",
     "facts_of",
+    "serves_vector",
     "grid_dims",
     "group_knob",
     "implied_constraints",

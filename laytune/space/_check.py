@@ -36,7 +36,13 @@ from laytune.space._copies import (
     local_copy_facts,
     subgroup_sizes,
 )
-from laytune.space._facts import facts_of, order_buffers, vector_dim
+from laytune.space._facts import (
+    facts_of,
+    order_buffers,
+    serves_vector,
+    transposable,
+    vector_dim,
+)
 from laytune.space._generate import SpaceOptions
 from laytune.space._knobs import axis_by_name, grid_dims, knob_names
 from laytune.space._rules import Rules, Setting, build_steps, facts_state
@@ -142,7 +148,7 @@ def implied_constraints(
 ) -> dict[str, tuple[Constraint, ...]]:
     """The per-buffer constraints a candidate's knobs and layouts imply:
     ``VectorAccess(dim, vector)`` for each buffer indexed by the vector axis
-    (and, with ``local_stage``, for the local tile of such an input along the
+    (along the ``vector_transpose`` axis for an input read across it), (and, with ``local_stage``, for the local tile of such an input along the
     matching tile dimension), ``Image2DRead(role)`` for each layout with an
     axis separator, ``LocalMemoryBudget()`` for each local buffer."""
     out: dict[str, list[Constraint]] = {}
@@ -151,10 +157,23 @@ def implied_constraints(
     names = [a.name for a in workload.axes]
     if isinstance(vector, int) and vector in (2, 4, 8, 16) and axis_name in names:
         axis = axis_by_name(workload, axis_name)
+        across = candidate.knob("vector_transpose", "")
+        across_axis = axis_by_name(workload, across) if across in names else None
+        layouts = candidate.layout_map
         for buf in workload.buffers:
             dim = vector_dim(buf, axis)
-            if isinstance(dim, int):
-                out.setdefault(buf.name, []).append(VectorAccess(dim, vector))
+            if not isinstance(dim, int):
+                continue
+            layout = layouts.get(buf.name)
+            if (
+                across_axis is not None
+                and across_axis != axis
+                and layout is not None
+                and transposable(buf, layout, axis, across_axis)
+                and not serves_vector(buf, layout, axis, vector)
+            ):
+                dim = vector_dim(buf, across_axis)  # read along the transpose axis
+            out.setdefault(buf.name, []).append(VectorAccess(dim, vector))  # type: ignore[arg-type]
         plan = usable_staging(workload)
         if candidate.knob("local_stage", False) is True and plan is not None:
             for local, dim in local_vector_dims(workload, plan).items():

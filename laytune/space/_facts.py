@@ -33,11 +33,18 @@ from laytune.space._knobs import spatial_axes
 from laytune.space._staging import StagingPlan
 from laytune.space._workload import VECTOR_WIDTHS, BufferLike, WorkloadLike, index_text
 
+TRANSPOSE_WIDTHS = (2, 4, 8, 16)
+"""Widths of an in-register transpose (OpenCL's ``shuffle2`` vectors)."""
+
 __all__ = [
+    "TRANSPOSE_WIDTHS",
     "LayoutFacts",
     "buffer_facts",
     "facts_of",
     "keeps_logical_order",
+    "neutral_facts",
+    "serves_vector",
+    "transposable",
     "order_buffers",
     "subgroup_inputs",
     "vector_dim",
@@ -57,13 +64,18 @@ class LayoutFacts:
     knob may follow, (name, its layout keeps the logical order, its physical
     size). ``copies``: per staged input, what its layout lets each staging
     copy do. ``subgroups``: the sub-group sizes whose block reads every input
-    of :func:`subgroup_inputs` serves."""
+    of :func:`subgroup_inputs` serves. ``crossed``: the ``(v, width, u)``
+    triples under which every buffer indexed by spatial axis ``v`` serves a
+    vector of ``width`` along ``v`` either directly or, an input, through an
+    in-register transpose of vectors read along spatial axis ``u``
+    (:func:`transposable`)."""
 
     vectors: frozenset[tuple[int, int]]
     padded: bool
     orders: tuple[tuple[str, bool, int], ...]
     copies: tuple[TileCopyFacts, ...] = ()
     subgroups: frozenset[int] = frozenset(SUBGROUP_SIZES)
+    crossed: frozenset[tuple[int, int, int]] = frozenset()
 
     def merge(self, other: LayoutFacts) -> LayoutFacts:
         """The facts of two disjoint sets of buffers together."""
@@ -73,6 +85,7 @@ class LayoutFacts:
             self.orders + other.orders,
             self.copies + other.copies,
             self.subgroups & other.subgroups,
+            self.crossed & other.crossed,
         )
 
 
@@ -198,8 +211,37 @@ def buffer_facts(
     if staged is not None:
         assert staging is not None
         copies = (global_copy_facts(workload, staging, staged, layout, sizes),)
-    facts = LayoutFacts(frozenset(accepted), layout.has_padding, orders, copies, subgroups)
+    crossed = frozenset(
+        (v, width, u)
+        for v, width, u in all_crossed(workload)
+        if (v, width) in accepted or ((u, width) in accepted and transposable(buf, layout, v, u))
+    )
+    facts = LayoutFacts(frozenset(accepted), layout.has_padding, orders, copies, subgroups, crossed)
     return facts, refused
+
+
+def transposable(buf: BufferLike, layout: Layout, v: int, u: int) -> bool:
+    """Whether ``buf`` (whose layout serves vectors along spatial axis ``u``)
+    can be read along ``u`` and transposed in registers into vectors along
+    ``v``: an input of global memory indexed by both axes as bare indices."""
+    return (
+        buf.role == "input"
+        and layout.image_rank == 1
+        and isinstance(vector_dim(buf, v), int)
+        and isinstance(vector_dim(buf, u), int)
+    )
+
+
+def serves_vector(buf: BufferLike, layout: Layout, axis: int, width: int) -> bool:
+    """Whether ``buf`` under ``layout`` serves vloadN/vstoreN of ``width``
+    along spatial axis ``axis`` (it does when it does not use the axis)."""
+    dim = vector_dim(buf, axis)
+    if dim is None:
+        return True
+    if isinstance(dim, str):
+        return False
+    offsets = layout.index_map.flat_offsets(layout.shape).reshape(layout.shape)
+    return VectorAccess(dim, width).check_offsets(layout, offsets).ok
 
 
 def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
@@ -212,6 +254,23 @@ def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
     )
 
 
+def all_crossed(workload: WorkloadLike) -> frozenset[tuple[int, int, int]]:
+    """Every ``(v, width, u)`` of two distinct spatial axes whose extents
+    ``width`` divides, ``width`` one an in-register transpose takes."""
+    vectors = all_vectors(workload)
+    return frozenset(
+        (v, width, u)
+        for (v, width) in vectors
+        for (u, other) in vectors
+        if other == width and u != v and width in TRANSPOSE_WIDTHS
+    )
+
+
+def neutral_facts(workload: WorkloadLike) -> LayoutFacts:
+    """The facts of no buffer: what merging the buffers' facts starts from."""
+    return LayoutFacts(all_vectors(workload), False, (), crossed=all_crossed(workload))
+
+
 def facts_of(
     workload: WorkloadLike,
     layouts: Mapping[str, Layout],
@@ -220,7 +279,7 @@ def facts_of(
 ) -> tuple[LayoutFacts, Refused]:
     """The facts of a whole candidate's global layouts, and the first reason
     each refused thing is refused for."""
-    facts = LayoutFacts(all_vectors(workload), False, ())
+    facts = neutral_facts(workload)
     reasons: Refused = {}
     for buf in sorted(workload.buffers, key=lambda b: b.name):
         part, refused = buffer_facts(workload, buf, layouts[buf.name], device, staging)

@@ -24,6 +24,13 @@ The loop nest the knobs describe
   loads and stores are ``floatN`` vectors (``""`` and 1: scalar). Every
   buffer indexed by that axis must hold runs of N consecutive elements there
   (``VectorAccess``), and the block along it is a multiple of N.
+* ``vector_transpose``: ``""``, or a spatial axis ``u``: an input that
+  cannot serve vectors along ``vector_axis`` ``v`` but can along ``u`` (a
+  transpose's ``X[j, i]`` under a vector along ``j``) is read in ``N``
+  vectors along ``u``, at ``N`` consecutive values of ``v``, and the
+  ``N x N`` block is transposed in registers (a ``shuffle2`` network); the
+  blocks along ``u`` and ``v`` are multiples of ``N``. Offered only where
+  some buffer needs it.
 * ``group.<axis>`` (one per NDRange dimension, named after the innermost
   axis of that dimension): the work-group extent along that dimension; all
   zero leaves the work-group to the driver.
@@ -128,6 +135,14 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
     KnobSpec("vector_axis", None, "", None, "spatial axis the vectors run along ('' : scalar)"),
     KnobSpec("vector", None, 1, (1, 2, 4, 8, 16), "vector width along vector_axis"),
     KnobSpec(
+        "vector_transpose",
+        None,
+        "",
+        None,
+        "spatial axis along which inputs not contiguous along vector_axis are read, "
+        "then transposed in registers ('': none)",
+    ),
+    KnobSpec(
         "copy",
         None,
         COPY_VARIANTS[0],
@@ -224,7 +239,15 @@ def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
     ``copy`` after the vector (and the space's choice of local tile layouts,
     which it reads), ``subgroup``, then per NDRange dimension the blocks of
     its axes then its work-group (which the sub-group size constrains)."""
-    names = ["order", "local_stage", "vector_axis", "vector", "copy", "subgroup"]
+    names = [
+        "order",
+        "local_stage",
+        "vector_axis",
+        "vector",
+        "vector_transpose",
+        "copy",
+        "subgroup",
+    ]
     for dim, axes in enumerate(grid_dims(workload)):
         names += [block_knob(workload, k) for k in axes]
         names.append(group_knob(workload, dim))

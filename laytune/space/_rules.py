@@ -16,7 +16,7 @@ milliseconds), ``walk`` (every valid assignment, in order) and ``explain``
 (why one given assignment is invalid: ``check_candidate``). The space's
 ``suggest`` asks one step at a time for its domain given the earlier choices.
 
-State keys: knob names hold chosen values; ``@vectors``, ``@padded``,
+State keys: knob names hold chosen values; ``@vectors``, ``@crossed``, ``@padded``,
 ``@orders``, ``@copies`` and ``@subgroups`` the layout facts;
 ``@local_copies`` the copy facts of the chosen local tile layouts (set by
 the space's choice of local layouts, or by ``check_candidate`` from the
@@ -39,6 +39,7 @@ from laytune.space._copies import SUBGROUP_SIZES, SubgroupFit, TileCopyFacts
 from laytune.space._facts import LayoutFacts, subgroup_inputs
 from laytune.space._knobs import (
     ORDER_LOGICAL,
+    axis_by_name,
     block_knob,
     grid_dims,
     group_knob,
@@ -59,6 +60,7 @@ State = dict[str, Any]
 
 JOINT_RULES = (
     "vector_access",
+    "vector_transpose",
     "vector_block",
     "order_scalar",
     "order_duplicates_logical",
@@ -88,8 +90,12 @@ JOINT_RULES = (
 """Every joint rule, as :meth:`SearchSpace.rejections` names them.
 
 ``vector_access``: every buffer indexed by the vector axis serves the width
-(``VectorAccess``). ``vector_block``: the block along the vector axis is a
-multiple of the width. ``order_scalar``: following a buffer's physical order
+(``VectorAccess``), directly or through ``vector_transpose``.
+``vector_transpose``: an in-register transpose along an axis is offered only
+where some buffer refuses the vector directly and every such buffer is an
+input that serves it along that axis, in an unstaged kernel.
+``vector_block``: the blocks along the vector axis and the transpose axis are
+multiples of the width. ``order_scalar``: following a buffer's physical order
 is scalar, one point per work-item. ``order_duplicates_logical``: following
 a buffer whose layout keeps the logical order is not offered.
 ``register_budget``: the register block holds at most the options'
@@ -280,7 +286,7 @@ class VectorAxisStep(Step):
 
 class VectorStep(Step):
     name = "vector"
-    reads = frozenset({"vector_axis", "@vectors"})
+    reads = frozenset({"vector_axis", "@vectors", "@crossed"})
 
     def __init__(self, setting: Setting, reasons: Callable[[int, int], str] | None) -> None:
         super().__init__(setting)
@@ -304,10 +310,65 @@ class VectorStep(Step):
                     f"{axis_name!r}",
                 )
             ]
-        if (axis, value) not in state["@vectors"]:
+        if (axis, value) not in state["@vectors"] and not any(
+            (axis, value, u) in state["@crossed"] for u in spatial_axes(self.s.workload)
+        ):
             why = self.reasons(axis, value) if self.reasons else ""
             return [("vector_access", f"vector {value} along {axis_name!r}: {why}".rstrip(": "))]
         return []
+
+
+class VectorTransposeStep(Step):
+    """``vector_transpose``: the axis along which the inputs that cannot serve
+    the vector are read, then transposed in registers (see
+    :mod:`laytune.space._knobs`)."""
+
+    name = "vector_transpose"
+    reads = frozenset({"vector_axis", "vector", "local_stage", "@vectors", "@crossed"})
+
+    def __init__(self, setting: Setting, reasons: Callable[[int, int], str] | None) -> None:
+        super().__init__(setting)
+        self.reasons = reasons
+
+    def values(self, state: State) -> Sequence[Any]:
+        return ("", *(self.s.axis_name(k) for k in spatial_axes(self.s.workload)))
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        axis_name, width = state["vector_axis"], state["vector"]
+        if not axis_name:
+            return [] if not value else [(None, "vector_transpose needs a vector_axis")]
+        axis = axis_by_name(self.s.workload, axis_name)
+        direct = (axis, width) in state["@vectors"]
+        if not value:
+            if direct:
+                return []
+            why = self.reasons(axis, width) if self.reasons else ""
+            return [("vector_access", f"vector {width} along {axis_name!r}: {why}".rstrip(": "))]
+        if value == axis_name:
+            return [(None, "vector_transpose reads along an axis other than vector_axis")]
+        if direct:
+            return [
+                (
+                    "vector_transpose",
+                    f"every buffer serves vector {width} along {axis_name!r}: nothing to "
+                    f"transpose along {value!r}",
+                )
+            ]
+        out: list[Broken] = []
+        if state["local_stage"]:
+            out.append(("vector_transpose", "a staged kernel reads its tiles, not transposes"))
+        across = axis_by_name(self.s.workload, value)
+        if (axis, width, across) not in state["@crossed"]:
+            why = self.reasons(across, width) if self.reasons else ""
+            out.append(
+                (
+                    "vector_transpose",
+                    f"vector {width} along {axis_name!r} through {value!r}: some input that "
+                    f"refuses it directly does not serve vector {width} along {value!r} "
+                    f"({why})".replace(" ()", ""),
+                )
+            )
+        return out
 
 
 def subgroup_extensions(dtype: str, staged: bool) -> tuple[str, ...]:
@@ -455,7 +516,15 @@ class BlockStep(Step):
         self.axis = axis
         self.name = block_knob(setting.workload, axis)
         self.reads = frozenset(
-            {"order", "local_stage", "vector_axis", "vector", "#blocks", "subgroup"}
+            {
+                "order",
+                "local_stage",
+                "vector_axis",
+                "vector",
+                "vector_transpose",
+                "#blocks",
+                "subgroup",
+            }
         )
         self.innermost = axis == grid_dims(setting.workload)[0][-1]
 
@@ -475,7 +544,7 @@ class BlockStep(Step):
         name = self.s.axis_name(self.axis)
         if value > 1 and state["order"] != ORDER_LOGICAL:
             out.append(("order_scalar", f"order {state['order']!r} computes one point per item"))
-        if state["vector_axis"] == name and value % state["vector"]:
+        if name in (state["vector_axis"], state["vector_transpose"]) and value % state["vector"]:
             out.append(
                 (
                     "vector_block",
@@ -829,6 +898,7 @@ def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -
         StageStep(setting),
         VectorAxisStep(setting),
         VectorStep(setting, (lambda a, w: reasons((a, w))) if reasons else None),
+        VectorTransposeStep(setting, (lambda a, w: reasons((a, w))) if reasons else None),
         CopyStep(setting),
         SubgroupStep(setting, (lambda n: reasons(("subgroup", n))) if reasons else None),
     ]
@@ -851,6 +921,7 @@ def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -
 def facts_state(facts: LayoutFacts) -> State:
     return {
         "@vectors": facts.vectors,
+        "@crossed": facts.crossed,
         "@padded": facts.padded,
         "@orders": facts.orders,
         "@copies": facts.copies,

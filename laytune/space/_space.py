@@ -50,7 +50,7 @@ from laytune.space._constraints import (
     Verdict,
 )
 from laytune.space._copies import TileCopyFacts, local_copy_facts, subgroup_sizes
-from laytune.space._facts import LayoutFacts, all_vectors, buffer_facts, facts_of
+from laytune.space._facts import LayoutFacts, buffer_facts, facts_of, neutral_facts
 from laytune.space._generate import SpaceOptions, global_layouts, local_layouts
 from laytune.space._knobs import baseline_knobs, spatial_axes
 from laytune.space._rules import (
@@ -361,7 +361,7 @@ class SearchSpace:
         return float(max((s for s in scores if s is not None), default=1.0))
 
     def _count_signatures(self) -> dict[LayoutFacts, int]:
-        counts: dict[LayoutFacts, int] = {LayoutFacts(all_vectors(self.workload), False, ()): 1}
+        counts: dict[LayoutFacts, int] = {neutral_facts(self.workload): 1}
         for plan in self._plans:
             per_layout = Counter(plan.facts)
             merged: Counter[LayoutFacts] = Counter()
@@ -372,7 +372,7 @@ class SearchSpace:
         return counts
 
     def _signature_of(self, choice: Sequence[int]) -> LayoutFacts:
-        sig = LayoutFacts(all_vectors(self.workload), False, ())
+        sig = neutral_facts(self.workload)
         for plan, k in zip(self._plans, choice, strict=True):
             sig = sig.merge(plan.facts[k])
         return sig

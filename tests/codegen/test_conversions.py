@@ -86,16 +86,23 @@ def _round_trip(env: Env, program, prg, x):
 
 
 def test_transpose_pack_is_tiled() -> None:
+    """A square register tile, transposed by a shuffle network whose vectors
+    are the unit of work (``vec_type_hint``)."""
     program = lower_conversion("X", L.permute((64, 64), (1, 0)))
-    assert "tile 16 x 8" in program.source and "vload16" in program.source
+    assert "tile 16 x 16" in program.source and "vload16" in program.source
+    pack = program.source.split("X_pack")[1].split("}")[0]
+    assert pack.count("shuffle2(") == 16 * 4  # log2(16) rounds of 16
+    assert "vec_type_hint(float16)" in program.source
+    assert ".s" not in pack  # no lane inserts
     naive = lower_conversion("X", L.permute((64, 64), (1, 0)), elements_per_item=1)
     assert "vload" not in naive.source
 
 
 def test_blocked_unpack_reads_whole_blocks() -> None:
     program = lower_conversion("X", L.block((1, 8, 6, 16), 1, 4))
-    unpack = program.source.split("__kernel void X_unpack")[1]
-    assert "vload4" in unpack and "tile 4 x 8" in program.source
+    unpack = program.source.split("void X_unpack")[1]
+    assert "vload4" in unpack and "tile 4 x 4" in program.source
+    assert unpack.count("shuffle2(") == 4 * 2
 
 
 def test_a_tile_finds_its_elements_from_the_global_id() -> None:
@@ -103,14 +110,12 @@ def test_a_tile_finds_its_elements_from_the_global_id() -> None:
     destination elements come from the global id, digits merged where they
     line up (the NCHW4c side is walked in order, the NCHW side by rows)."""
     source = lower_conversion("X", L.block((1, 8, 6, 16), 1, 4)).source
-    pack, unpack = source.split("__kernel void X_unpack")
+    pack, unpack = source.split("__kernel __attribute__((vec_type_hint(float4))) void X_unpack")
     assert "const int dst0 = gid << 6;" in pack  # 16 texels per work-item, in order
     assert "const int src0 = ((gid % 6) << 4) + gid / 6 * 384;" in pack
-    assert "const int src0 = gid << 5;" in unpack  # 8 texels per work-item, in order
-    assert (
-        "vstore8((float8)(r0.s1, r1.s1, r2.s1, r3.s1, r4.s1, r5.s1, r6.s1, r7.s1), 0, dst + dst0 + 96);"
-        in unpack
-    )
+    assert "const int src0 = gid << 4;" in unpack  # 4 texels per work-item, in order
+    assert "const int dst0 = ((gid % 24) << 2) + gid / 24 * 384;" in unpack
+    assert "vstore4(t1_1, 0, dst + dst0 + 96);" in unpack  # the second channel's row
     # blocked by 4 but 6 channels: the runs of 2 channels are not affine in the work-item
     padded = lower_conversion("X", L.block((1, 6, 6, 16), 1, 4)).source.split("X_unpack")[1]
     assert "src0" not in padded and "vload2" in padded

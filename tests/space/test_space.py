@@ -130,6 +130,7 @@ def test_identity_is_the_safe_baseline(small_matmul_space, device):
         "local_stage": False,
         "vector_axis": "",
         "vector": 1,
+        "vector_transpose": "",
         "copy": "elementwise",
         "subgroup": 0,
         "block.i": 1,

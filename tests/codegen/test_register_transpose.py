@@ -1,0 +1,182 @@
+"""In-register transposes: the shuffle network's law, the ``vector_transpose``
+knob's rules, and kernels that read an input across the vector axis and
+transpose it in registers, against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+from laytune import layout as L
+from laytune import ops
+from laytune.codegen import lower
+from laytune.codegen._shuffle import transpose_lines
+from laytune.search._starts import standard_candidates
+from laytune.space import Candidate, SearchSpace, SpaceOptions, baseline_knobs, check_candidate
+from tests.codegen.harness import Env, RandomTrial, build, run
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_the_shuffle_network_transposes(env: Env, n: int) -> None:
+    """For rows r[0..n): t[a].s[b] == r[b].s[a], on the device."""
+    rows = [f"r{b}" for b in range(n)]
+    lines, columns = transpose_lines(rows, "float", "t")
+    assert len(lines) == n * (n.bit_length() - 1)  # log2(n) rounds of n shuffles
+    body = [f"const float{n} r{b} = vload{n}({b}, src);" for b in range(n)]
+    body += lines + [f"vstore{n}({c}, {a}, dst);" for a, c in enumerate(columns)]
+    source = (
+        "__kernel void t(__global const float* restrict src, __global float* restrict dst) {\n"
+        + "\n".join(body)
+        + "\n}"
+    )
+    program = cl.Program(env.context, source).build()
+    data = np.arange(n * n, dtype=np.float32)
+    mf = cl.mem_flags
+    src = cl.Buffer(env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
+    dst = cl.Buffer(env.context, mf.READ_WRITE, size=data.nbytes)
+    program.t(env.queue, (1,), None, src, dst)
+    out = np.empty_like(data)
+    cl.enqueue_copy(env.queue, out, dst)
+    env.queue.finish()
+    np.testing.assert_array_equal(out.reshape(n, n), data.reshape(n, n).T)
+
+
+def test_a_width_the_network_does_not_take_is_refused() -> None:
+    with pytest.raises(ValueError, match="3"):
+        transpose_lines(["a", "b", "c"], "float", "t")
+
+
+def _identity_transpose(n: int, block: int, shape=(64, 48)) -> tuple[ops.Workload, Candidate]:
+    workload = ops.transpose(shape)
+    layouts = {b.name: L.identity(b.shape) for b in workload.buffers}
+    knobs = {
+        **baseline_knobs(workload),
+        "vector_axis": "j",
+        "vector": n,
+        "vector_transpose": "i",
+        "block.i": block,
+        "block.j": block,
+    }
+    return workload, Candidate.make(layouts, knobs)
+
+
+def test_an_identity_transpose_reads_rows_and_shuffles(env: Env) -> None:
+    """Y[i, j] = X[j, i] with both row-major: vectors along j for Y, so X is
+    read in float8 rows along i (8 of them per 8 x 8 chunk) and transposed
+    by 24 shuffles; no scalar load of X is left."""
+    workload, candidate = _identity_transpose(8, 8)
+    program = lower(workload, candidate, env.info)
+    kernel = program.source[program.source.index("_compute(") :].split("\n}")[0]
+    assert kernel.count("vload8(0, X") == 8
+    assert kernel.count("shuffle2(") == 24
+    assert "X[" not in kernel
+    assert kernel.count("vstore8(") == 8
+    inputs = workload.make_inputs(1)
+    outputs, _ = run(env, program, inputs, build(env, program))
+    np.testing.assert_array_equal(outputs["Y"], inputs["X"].T)
+
+
+@pytest.mark.parametrize(
+    "n, block, shape", [(4, 8, (36, 20)), (16, 16, (64, 48)), (2, 6, (30, 20))]
+)
+def test_blocks_of_several_chunks_and_tails(env: Env, n: int, block: int, shape) -> None:
+    """Blocks of several n x n chunks, and blocks that overshoot the output
+    (36 and 20 are not multiples of 8, 20 not of 6): the chunks past the end
+    read zero and are not stored."""
+    workload, candidate = _identity_transpose(n, block, shape)
+    if not check_candidate(workload, candidate, env.info).ok:
+        pytest.fail(str(check_candidate(workload, candidate, env.info).reasons))
+    program = lower(workload, candidate, env.info)
+    inputs = workload.make_inputs(2)
+    outputs, _ = run(env, program, inputs, build(env, program))
+    np.testing.assert_array_equal(outputs["Y"], inputs["X"].T)
+
+
+class TransposeTrial(RandomTrial):
+    """A random trial steered to a vector axis and an in-register transpose
+    wherever they are offered."""
+
+    def suggest_categorical(self, name, choices):
+        choices = list(choices)
+        if name.split("|")[0] in ("vector_axis", "vector_transpose"):
+            axes = [c for c in choices if c]
+            if axes:
+                return self.rng.choice(axes)
+        return super().suggest_categorical(name, choices)
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        ops.transpose((8, 12, 16), (2, 0, 1)),
+        ops.transpose((30, 20)),
+        ops.bias_add((2, 8, 4, 8), axis=1),
+        ops.sum((16, 16, 8), (2,)),
+    ],
+    ids=lambda w: w.key,
+)
+def test_random_transposed_candidates_match_numpy(env: Env, workload: ops.Workload) -> None:
+    space = SearchSpace(workload, env.info, SpaceOptions(max_block_points=64))
+    drawn = {space.suggest(TransposeTrial(seed)) for seed in range(40)}
+    transposed = [c for c in drawn if c.knob("vector_transpose")]
+    assert transposed
+    inputs = workload.make_inputs(5)
+    expected = workload.reference(inputs)
+    for candidate in transposed:
+        program = lower(workload, candidate, env.info)
+        outputs, _ = run(env, program, inputs, build(env, program))
+        for name, want in expected.items():
+            np.testing.assert_allclose(
+                outputs[name], want, rtol=1e-5, atol=1e-5, err_msg=candidate.describe()
+            )
+
+
+def test_the_rules_offer_a_transpose_only_where_some_input_needs_it(env: Env) -> None:
+    workload, candidate = _identity_transpose(8, 8)
+    assert check_candidate(workload, candidate, env.info).ok
+    knobs = candidate.knob_map
+    # without the transpose, X cannot serve vectors along j
+    plain = Candidate.make(candidate.layout_map, {**knobs, "vector_transpose": ""})
+    assert any("vector_access" in r or "VectorAccess" in r for r in _reasons(workload, plain, env))
+    # X transposed serves them directly: nothing to transpose
+    direct = Candidate.make({**candidate.layout_map, "X": L.permute((64, 48), (1, 0))}, knobs)
+    assert any("nothing to transpose" in r for r in _reasons(workload, direct, env))
+    # the block along the transpose axis holds whole chunks
+    ragged = Candidate.make(candidate.layout_map, {**knobs, "block.i": 4})
+    assert any("not a multiple of the vector 8" in r for r in _reasons(workload, ragged, env))
+    space = SearchSpace(workload, env.info)
+    names = {r.constraint for r in space.rejections() if r.removed}
+    assert "vector_transpose" in names
+
+
+def _reasons(workload, candidate, env: Env) -> list[str]:
+    verdict = check_candidate(workload, candidate, env.info)
+    assert not verdict.ok
+    return list(verdict.reasons)
+
+
+def test_a_staged_kernel_does_not_transpose(env: Env) -> None:
+    workload = ops.matmul(32, 48, 32)
+    layouts = {b.name: L.identity(b.shape) for b in workload.buffers}
+    layouts["B"] = L.permute((32, 48), (1, 0))
+    knobs = {
+        **baseline_knobs(workload),
+        "vector_axis": "j",
+        "vector": 4,
+        "vector_transpose": "i",
+        "block.i": 4,
+        "block.j": 4,
+    }
+    # B[k, j] under [j, k] is not contiguous along j, and not indexed by i:
+    # no input can be read across the vector along i
+    reasons = _reasons(workload, Candidate.make(layouts, knobs), env)
+    assert any("vector_transpose" in r for r in reasons)
+
+
+def test_the_standard_starts_hold_the_identity_register_transpose(env: Env) -> None:
+    space = SearchSpace(ops.transpose((512, 512)), env.info)
+    starts = standard_candidates(space, 8)
+    transposed = [c for c in starts if c.knob("vector_transpose")]
+    assert transposed, [c.describe() for c in starts]
+    assert all(layout.is_identity for _, layout in transposed[0].layouts)
