@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = (
     "layout_queries",
     "space_enumerate",
+    "hand_transpose",
     "conversions",
     "runners_overhead",
     "plan_network",
