@@ -7,7 +7,9 @@ another), the one the report's header names; every row is measured on it.
 
 1. **The ceiling**: a copy of the same bytes, itself tuned. Every copy kernel
    of a small grid (vector width 1, 4, 8 or 16; 1, 4 or 16 vectors per
-   work-item, consecutive or strided; the driver's work-group, 64 or 256) is
+   work-item, consecutive or strided; plain or, where the device's compiler
+   has ``__builtin_nontemporal_store``, nontemporal stores; the driver's
+   work-group, 64 or 256) is
    timed once per size; the fastest is the ceiling that rows are compared with.
 2. **The conversions**: a 4096 x 4096 float32 transpose (pack:
    row-major -> ``lambda i, j: [j, i]``; unpack: back) and NCHW <-> NCHW16c
@@ -66,42 +68,44 @@ def cases(transpose: tuple[int, int], nchw: tuple[int, ...]) -> list[tuple[str, 
 
 # -- the tuned copy ------------------------------------------------------------------
 
-#: Two fixed float4 copies (one float4, or 16, per work-item), which
-#: ``bench.peers`` uses as its reference; the ceiling here is the tuned grid below.
-_COPY = """
-__kernel void copy4(__global const float4* restrict src, __global float4* restrict dst) {
-    const int i = get_global_id(0);
-    dst[i] = src[i];
-}
-__kernel void copy4x16(__global const float4* restrict src, __global float4* restrict dst) {
-    const int i = get_global_id(0) * 16;
-    for (int k = 0; k < 16; ++k) dst[i + k] = src[i + k];
-}
-"""
-
 _VECTORS = (1, 4, 8, 16)
 _ITEMS = (1, 4, 16)
 _GROUPS = (None, 64, 256)
 
 
-def _copy_name(vector: int, items: int, strided: bool) -> str:
-    return f"copy_v{vector}_i{items}{'s' if strided else 'c'}"
+def _copy_name(vector: int, items: int, strided: bool, nontemporal: bool = False) -> str:
+    return f"copy_v{vector}_i{items}{'s' if strided else 'c'}{'_nt' if nontemporal else ''}"
 
 
-def _copy_source() -> str:
-    """One copy kernel per (vector, items, strided) of the grid."""
+def _copy_grid(streaming: bool) -> list[tuple[int, int, bool, bool]]:
+    """(vector, items, strided, nontemporal) of every copy kernel; the
+    nontemporal stores where the device's compiler has them."""
+    return [
+        (vector, items, strided, nt)
+        for vector, items, strided, nt in itertools.product(
+            _VECTORS, _ITEMS, (False, True), (False, True) if streaming else (False,)
+        )
+        if not (items == 1 and strided)
+    ]
+
+
+def _copy_source(streaming: bool) -> str:
+    """One copy kernel per (vector, items, strided, nontemporal) of the grid."""
     kernels = []
-    for vector, items, strided in itertools.product(_VECTORS, _ITEMS, (False, True)):
-        if items == 1 and strided:
-            continue
+    for vector, items, strided, nt in _copy_grid(streaming):
         t = "float" if vector == 1 else f"float{vector}"
         index = "i + k * (int)get_global_size(0)" if strided else "i * ITEMS + k"
+        store = (
+            f"__builtin_nontemporal_store(src[{index}], dst + {index})"
+            if nt
+            else f"dst[{index}] = src[{index}]"
+        )
         kernels.append(
-            f"__kernel void {_copy_name(vector, items, strided)}("
+            f"__kernel void {_copy_name(vector, items, strided, nt)}("
             f"__global const {t}* restrict src, __global {t}* restrict dst) {{\n"
             f"    const int i = get_global_id(0);\n"
             f"    #define ITEMS {items}\n"
-            f"    for (int k = 0; k < ITEMS; ++k) dst[{index}] = src[{index}];\n"
+            f"    for (int k = 0; k < ITEMS; ++k) {store};\n"
             f"    #undef ITEMS\n}}\n"
         )
     return "\n".join(kernels)
@@ -119,31 +123,33 @@ def _best(queue: Any, launch: tuple[Any, ...], repeats: int) -> float:
     return min(_seconds(queue, launch) for _ in range(repeats))
 
 
-def tuned_copy(context: Any, queue: Any, floats: int, repeats: int) -> tuple[tuple, str]:
-    """The fastest copy launch of ``floats`` floats on the grid, and its description."""
+def tuned_copy(
+    context: Any, queue: Any, floats: int, repeats: int, streaming: bool = False
+) -> tuple[tuple, str]:
+    """The fastest copy launch of ``floats`` floats on the grid (with
+    nontemporal stores too where ``streaming``), and its description."""
     import pyopencl as cl
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = cl.Program(context, _copy_source()).build()
+        program = cl.Program(context, _copy_source(streaming)).build()
     mf = cl.mem_flags
     src = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.ones(floats, "f4"))
     dst = cl.Buffer(context, mf.READ_WRITE, size=4 * floats)
     best: tuple[float, tuple, str] | None = None
-    for vector, items, strided, group in itertools.product(
-        _VECTORS, _ITEMS, (False, True), _GROUPS
-    ):
-        if (items == 1 and strided) or floats % (vector * items):
+    for (vector, items, strided, nt), group in itertools.product(_copy_grid(streaming), _GROUPS):
+        if floats % (vector * items):
             continue
         work = floats // (vector * items)
         if group is not None and work % group:
             continue
-        kernel = cl.Kernel(program, _copy_name(vector, items, strided))
+        kernel = cl.Kernel(program, _copy_name(vector, items, strided, nt))
         launch = (kernel, (work,), None if group is None else (group,), (src, dst))
         seconds = _best(queue, launch, repeats)
         what = (
             f"float{vector if vector > 1 else ''} x {items} "
-            f"{'strided' if strided else 'consecutive'}, work-group {group or 'driver'}"
+            f"{'strided' if strided else 'consecutive'}{', nontemporal stores' if nt else ''}, "
+            f"work-group {group or 'driver'}"
         )
         if best is None or seconds < best[0]:
             best = (seconds, launch, what)
@@ -254,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
         workload = ConversionWorkload(src, dst)
         floats = int(np.prod(src.shape))
         if floats not in ceilings:
-            ceilings[floats] = tuned_copy(context, queue, floats, args.repeats)
+            streaming = device.info.has_builtin("nontemporal_store")
+            ceilings[floats] = tuned_copy(context, queue, floats, args.repeats, streaming)
             notes.append(f"copy of {floats} floats: {ceilings[floats][1]}")
         ceiling = ceilings[floats][0]
         best = tune_case(workload, device, args.trials, database)

@@ -78,10 +78,11 @@ from bench import _report
 from bench._clblast import CLBlast
 from bench._convolution import OnnxRuntimeConv, im2col_conv, reference_conv
 from bench._peak import DEFAULT_FMA_UNITS, Peak, read_peak
-from bench.conversions import _COPY
+from bench.conversions import tuned_copy
 from laytune import layout as L
 from laytune import ops
 from laytune.codegen import KernelProgram, lower_conversion
+from laytune.device_info import DeviceInfo
 from laytune.records import Record
 from laytune.runners import (
     Builder,
@@ -257,20 +258,14 @@ def transpose_rows(
         return bool(np.array_equal(out, expected))
 
     rows = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        copies = cl.Program(context, _COPY).build()
-    best: tuple[Timing, str] | None = None
-    for kernel, items in ((copies.copy4, size * size // 4), (copies.copy4x16, size * size // 64)):
-        timing = measure(
-            lambda kernel=kernel, items=items: kernel(queue, (items,), None, src, dst),
-            queue,
-            warmup=1,
-            repeats=repeats,
-        )
-        if best is None or timing.wall_s < best[0].wall_s:
-            best = (timing, f"float4 copy ({kernel.function_name})")
-    assert best is not None
+    streaming = DeviceInfo.from_cl_device(queue.device).has_builtin("nontemporal_store")
+    (kernel, global_size, local_size, args), what = tuned_copy(
+        context, queue, size * size, repeats, streaming
+    )
+    timing = measure(
+        lambda: kernel(queue, global_size, local_size, *args), queue, warmup=1, repeats=repeats
+    )
+    best = (timing, f"tuned copy ({what})")
     note = "the bandwidth ceiling: same bytes, no reordering"
     rows.append(Row(case, best[1], best[0], gbs(best[0]), note=note))
 

@@ -28,6 +28,10 @@ class DeviceInfo:
     (``CL_DEVICE_SUB_GROUP_SIZES_INTEL``; empty where the device does not
     report them). ``compute_capability``: NVIDIA's (major, minor) where the
     device reports it (``cl_nv_device_attribute_query``), else None.
+    ``builtins``: the compiler built-ins outside the OpenCL C standard that a
+    probe build found (:data:`PROBED_BUILTINS`): ``"nontemporal_store"``
+    (clang's ``__builtin_nontemporal_store``, a store that bypasses the
+    caches, on compilers built on clang).
 
     ``key`` is stable: the same platform, device, vendor, driver and OpenCL
     version give the same key in every process and run, and nothing else
@@ -53,6 +57,7 @@ class DeviceInfo:
     preferred_vector_widths: tuple[tuple[str, int], ...] = field(default=())
     sub_group_sizes: tuple[int, ...] = ()
     compute_capability: tuple[int, int] | None = None
+    builtins: tuple[str, ...] = ()
 
     # -- identity -----------------------------------------------------------
     @property
@@ -137,10 +142,14 @@ class DeviceInfo:
             image2d_max_width=int(device.image2d_max_width) if image_support else 0,
             image2d_max_height=int(device.image2d_max_height) if image_support else 0,
             extensions=tuple(sorted(device.extensions.split())),
-            preferred_vector_widths=tuple(widths),
+            preferred_vector_widths=tuple(sorted(widths)),  # as from_json gives them
             sub_group_sizes=sub_group_sizes_intel(device),
             compute_capability=capability,
+            builtins=probe_builtins(device),
         )
+
+    def has_builtin(self, name: str) -> bool:
+        return name in self.builtins
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -148,6 +157,7 @@ class DeviceInfo:
         data["extensions"] = list(self.extensions)
         data["preferred_vector_widths"] = dict(self.preferred_vector_widths)
         data["sub_group_sizes"] = list(self.sub_group_sizes)
+        data["builtins"] = list(self.builtins)
         if self.compute_capability is not None:
             data["compute_capability"] = list(self.compute_capability)
         return data
@@ -163,7 +173,7 @@ class DeviceInfo:
             data["max_work_item_sizes"] = tuple(data["max_work_item_sizes"])
         if "extensions" in data:
             data["extensions"] = tuple(data["extensions"])
-        for name in ("sub_group_sizes", "compute_capability"):
+        for name in ("sub_group_sizes", "compute_capability", "builtins"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
         if "preferred_vector_widths" in data:
@@ -174,3 +184,38 @@ class DeviceInfo:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)
+
+
+PROBED_BUILTINS: dict[str, str] = {
+    "nontemporal_store": (
+        "__kernel void probe(__global const float4* restrict s, __global float4* restrict d) "
+        "{ __builtin_nontemporal_store(s[get_global_id(0)], d + get_global_id(0)); }"
+    ),
+}
+"""Built-in name -> a kernel that builds only where the compiler has it."""
+
+_PROBED: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+
+def probe_builtins(device: Any) -> tuple[str, ...]:
+    """The :data:`PROBED_BUILTINS` a ``pyopencl.Device``'s compiler builds,
+    probed once per device and driver in a process (a build each)."""
+    import warnings
+
+    import pyopencl as cl
+
+    key = (device.platform.name, device.name, device.driver_version)
+    found = _PROBED.get(key)
+    if found is None:
+        context = cl.Context([device])
+        names = []
+        for name, source in PROBED_BUILTINS.items():
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cl.Program(context, source).build()
+            except cl.Error:
+                continue
+            names.append(name)
+        found = _PROBED[key] = tuple(names)
+    return found

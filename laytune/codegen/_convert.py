@@ -23,7 +23,7 @@ The program has two buffers, ``src`` and ``dst``, both flat physical arrays
 from __future__ import annotations
 
 from laytune.codegen._conversion import ConversionKernel, pack_kernel, unpack_kernel
-from laytune.codegen._emit import Scope, ctype_of, pointer
+from laytune.codegen._emit import Scope, ctype_of, pointer, vector_store
 from laytune.codegen._gather import (
     as_values,
     condition_c,
@@ -53,7 +53,12 @@ def _generic(workload: ConversionWorkload, name: str) -> ConversionKernel:
 
 
 def _gather(
-    workload: ConversionWorkload, name: str, vector: int, items: int, group: int = 0
+    workload: ConversionWorkload,
+    name: str,
+    vector: int,
+    items: int,
+    group: int = 0,
+    nontemporal: bool = False,
 ) -> ConversionKernel:
     """``items`` runs of ``vector`` consecutive destination elements per work-item."""
     ctype = ctype_of(workload.dtype)
@@ -72,7 +77,8 @@ def _gather(
         dst_at = pointer("dst", scope.c(row_major(at, domain)))
         if consecutive:
             src_at = pointer("src", scope.c(substitute(offset, as_values(scope, at))))
-            body.append(f"vstore{vector}(vload{vector}(0, {src_at}), 0, {dst_at});")
+            value = f"vload{vector}(0, {src_at})"
+            body.append(vector_store(value, vector, dst_at, ctype, nontemporal))
             continue
         values = []
         for lane in range(vector):
@@ -83,7 +89,8 @@ def _gather(
         if vector == 1:
             body.append(f"dst[{scope.c(row_major(at, domain))}] = {values[0]};")
         else:
-            body.append(f"vstore{vector}(({ctype}{vector})({', '.join(values)}), 0, {dst_at});")
+            value = f"({ctype}{vector})({', '.join(values)})"
+            body.append(vector_store(value, vector, dst_at, ctype, nontemporal))
     return _kernel(
         workload,
         name,
@@ -124,9 +131,10 @@ def conversion_kernel(
         return _generic(workload, name)
     vector, items = int(knobs.get("vector", 1)), int(knobs.get("items", 1))
     group = int(knobs.get("group", 0))
+    nontemporal = knobs.get("store") == "nontemporal"
     domain, offset, conditions = source_offset(workload.src, workload.dst)
     if kind == "gather":
-        return _gather(workload, name, vector, items, group)
+        return _gather(workload, name, vector, items, group, nontemporal)
     if conditions:
         raise LayoutRejectedError(
             f"a {kind} kernel does not write padding; {workload.key} has some"
@@ -137,7 +145,9 @@ def conversion_kernel(
     q = [scope.var(f"q{t}", 0, e - 1) for t, e in enumerate(domain)]
     itype = "int" if scope.fits_int(row_major(q, domain)) and scope.fits_int(offset) else "long"
     if kind == "tile":
-        body, count = register_tile(scope, itype, ctype, q, domain, axis, vector, items, offset)
+        body, count = register_tile(
+            scope, itype, ctype, q, domain, axis, vector, items, offset, nontemporal
+        )
         note = f"register tile {vector} x {items}: axes {axis} and {len(domain) - 1}"
         local = (group,) if group else None
         attributes = tile_attributes(ctype, vector, items)
@@ -146,7 +156,18 @@ def conversion_kernel(
         ta, tz = (int(t) for t in str(knobs["tile"]).split("x"))
         tile_layout = candidate.layout("tile.local")
         body, global_size, local_size = local_tile(
-            scope, itype, ctype, q, domain, axis, (ta, tz), tile_layout, vector, items, offset
+            scope,
+            itype,
+            ctype,
+            q,
+            domain,
+            axis,
+            (ta, tz),
+            tile_layout,
+            vector,
+            items,
+            offset,
+            nontemporal,
         )
         note = (
             f"local tile {ta} x {tz} ({tile_layout.describe()}): axes {axis} and "

@@ -37,6 +37,7 @@ __all__ = [
     "ctype_of",
     "paren",
     "pointer",
+    "vector_store",
 ]
 
 _C_RESERVED = frozenset(
@@ -235,6 +236,17 @@ class BufferAccess:
         if width == 1:
             return f"{self.c_name}[{offset}] = {value};"
         return f"vstore{width}({value}, 0, {pointer(self.c_name, offset)});"
+
+
+def vector_store(value: str, width: int, address: str, ctype: str, nontemporal: bool) -> str:
+    """The statement storing the ``ctype`` vector ``value`` of ``width`` at
+    ``address`` (a pointer expression aligned to the vector where
+    ``nontemporal``): ``vstoreN``, or clang's ``__builtin_nontemporal_store``,
+    a store that bypasses the caches, so that a line written whole is not
+    first read (where the device has it: ``DeviceInfo.builtins``)."""
+    if nontemporal:
+        return f"__builtin_nontemporal_store({value}, (__global {ctype}{width}*)({address}));"
+    return f"vstore{width}({value}, 0, {address});"
 
 
 def pointer(base: str, offset: str) -> str:

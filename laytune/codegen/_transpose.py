@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from laytune.codegen._emit import Scope, contiguous_along, pointer
+from laytune.codegen._emit import Scope, contiguous_along, pointer, vector_store
 from laytune.codegen._gather import (
     affine_in_digits,
     as_values,
@@ -62,12 +62,13 @@ def register_tile(
     va: int,
     vb: int,
     src_offset: Expr,
+    nontemporal: bool = False,
 ) -> tuple[list[str], int]:
     """Body of a register-tile transpose over the destination's row-major
     ``dims``: each work-item loads ``vb`` vectors of ``va`` source elements
     (``tile_axis`` steps by one in the source) and stores ``va`` vectors of
-    ``vb`` elements along the destination's innermost axis. Returns the body
-    and the number of work-items.
+    ``vb`` elements along the destination's innermost axis (``nontemporal``
+    stores where asked). Returns the body and the number of work-items.
 
     When both offsets are affine in the work-item's digits (transposes,
     blocking), the work-item computes its first source and destination
@@ -124,12 +125,13 @@ def register_tile(
         lines, columns = transpose_lines([f"r{b}" for b in range(vb)], ctype, "t")
         body += lines
         for column, off in zip(columns, dst_at, strict=True):
-            body.append(f"vstore{vb}({column}, 0, {pointer('dst', off)});")
+            body.append(vector_store(column, vb, pointer("dst", off), ctype, nontemporal))
         return body, gid_total
     for a, off in enumerate(dst_at):
         lanes = [f"r{b}.s{_LANES[a]}" if va > 1 else f"r{b}" for b in range(vb)]
         if vb > 1:
-            body.append(f"vstore{vb}(({ctype}{vb})({', '.join(lanes)}), 0, {pointer('dst', off)});")
+            value = f"({ctype}{vb})({', '.join(lanes)})"
+            body.append(vector_store(value, vb, pointer("dst", off), ctype, nontemporal))
         else:
             body.append(f"dst[{off}] = {lanes[0]};")
     return body, gid_total
@@ -156,6 +158,7 @@ def local_tile(
     vector: int,
     items: int,
     src_offset: Expr,
+    nontemporal: bool = False,
 ) -> tuple[list[str], tuple[int, ...], tuple[int, ...]]:
     """Body of a work-group tile moved through ``__local`` memory, with its
     global and local sizes.
@@ -237,7 +240,8 @@ def local_tile(
         ]
         to = scope.c(row_major(point(a_local, z_local), dims))
         if vector > 1:
-            body.append(f"vstore{vector}(({vec})({', '.join(reads)}), 0, {pointer('dst', to)});")
+            value = f"({vec})({', '.join(reads)})"
+            body.append(vector_store(value, vector, pointer("dst", to), ctype, nontemporal))
         else:
             body.append(f"dst[{to}] = {reads[0]};")
     global_size = (groups[0] * lx, groups[1] * ly, groups[2])

@@ -37,8 +37,13 @@ __all__ = ["CONVERSION_KNOBS", "ConversionSpace"]
 #: - ``tile``: the extents a work-group moves, ``"<along axis>x<innermost>"`` (local);
 #: - ``vector``: elements per vector load or store;
 #: - ``items``: runs (gather), rows (local) or tile width (tile) per work-item;
-#: - ``group``: work-items per work-group (gather, tile; 0: the driver's).
-CONVERSION_KNOBS = ("kernel", "axis", "tile", "vector", "items", "group")
+#: - ``group``: work-items per work-group (gather, tile; 0: the driver's);
+#: - ``store``: ``"nontemporal"`` where the vector stores bypass the caches
+#:   (``__builtin_nontemporal_store``, on devices whose compiler has it:
+#:   ``DeviceInfo.builtins``), absent for plain ``vstoreN``.
+CONVERSION_KNOBS = ("kernel", "axis", "tile", "vector", "items", "group", "store")
+
+_NONTEMPORAL = "nontemporal_store"
 
 _VECTORS = (1, 2, 4, 8, 16)
 _ITEMS = (1, 2, 4, 8, 16)
@@ -77,6 +82,17 @@ class ConversionSpace:
 
     # -- what the space holds ------------------------------------------------------
     def _generate(self) -> Iterator[Candidate]:
+        """Every candidate of :meth:`_kernels`, and where the device has
+        nontemporal stores, each one that stores vectors again with them."""
+        streaming = self.device.has_builtin(_NONTEMPORAL)
+        for candidate in self._kernels():
+            yield candidate
+            knobs = candidate.knob_map
+            stores = knobs.get("items" if knobs.get("kernel") == "tile" else "vector", 1)
+            if streaming and knobs and int(stores) > 1:
+                yield Candidate.make(candidate.layout_map, {**knobs, "store": "nontemporal"})
+
+    def _kernels(self) -> Iterator[Candidate]:
         geo, device = self.geometry, self.device
         inner = geo.domain[-1]
         yield Candidate.make({})
@@ -152,9 +168,12 @@ class ConversionSpace:
         kernel = trial.suggest_categorical("kernel", kinds)
         remaining = [c for c in remaining if c.knob("kernel") == kernel]
         for knob in CONVERSION_KNOBS[1:]:
-            values = sorted({c.knob(knob) for c in remaining if c.knob(knob) is not None})
+            present = {c.knob(knob) for c in remaining}
+            values: list[Any] = sorted(v for v in present if v is not None)
             if not values:
                 continue
+            if None in present:  # an optional knob (store): absent is a choice too
+                values = [None, *values]
             param = knob if len(values) < 2 else f"{knob}|{','.join(map(str, values))}"
             if len(param) > 60:
                 param = f"{knob}|{hashlib.sha1(param.encode()).hexdigest()[:10]}"

@@ -3,6 +3,9 @@ gives numpy's answer, the generic kernel is today's pack or unpack kernel."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pyopencl as cl
 import pytest
@@ -155,3 +158,36 @@ def test_conversion_keys_name_both_layouts() -> None:
     zero = ConversionWorkload(L.identity((6, 10)), padded, pad_value=0.0).key
     assert zero != ConversionWorkload(L.identity((6, 10)), padded).key
     assert zero.endswith(",pad=0.0;float32)")
+
+
+@pytest.mark.parametrize("case", ["transpose pack", "NCHW -> NCHW16c", "3-D permute"])
+def test_nontemporal_stores_convert_like_numpy(env: Env, case: str) -> None:
+    """Where the device's compiler has ``__builtin_nontemporal_store`` every
+    kernel kind that stores vectors comes again with it, and converts like
+    numpy; elsewhere the space holds none."""
+    src, dst, _ = CASES[case]
+    workload = ConversionWorkload(src, dst)
+    space = ConversionSpace(workload, env.info)
+    streaming = [c for c in space if c.knob("store") == "nontemporal"]
+    if not env.info.has_builtin("nontemporal_store"):
+        assert not streaming
+        return
+    assert {c.knob("kernel") for c in streaming} == {"gather", "tile", "local"}
+    picked = _sample(ConversionSpaceView(streaming))
+    kernels = [conversion_kernel(workload, c, f"k{i}") for i, c in enumerate(picked)]
+    for kernel in kernels:
+        assert "__builtin_nontemporal_store(" in kernel.source
+        assert not re.search(r"vstore\d+\([^;]*\bdst\b", kernel.source)  # no plain store to dst
+    want = workload.reference(workload.make_inputs(7))["dst"]
+    for candidate, got in zip(picked, _run(env, workload, kernels), strict=True):
+        np.testing.assert_array_equal(got, want, err_msg=candidate.describe())
+
+
+class ConversionSpaceView(list):
+    """A list of candidates that :func:`_sample` spreads over like a space."""
+
+
+def test_a_device_without_nontemporal_stores_gets_none(env: Env) -> None:
+    plain = dataclasses.replace(env.info, builtins=())
+    workload = ConversionWorkload(*CASES["transpose pack"][:2])
+    assert not [c for c in ConversionSpace(workload, plain) if c.knob("store")]

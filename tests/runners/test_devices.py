@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
+from laytune.device_info import PROBED_BUILTINS, probe_builtins
 from laytune.exceptions import DeviceNotFoundError
-from laytune.runners import Device, DeviceInfo, list_devices, select_device
+from laytune.runners import Device, DeviceInfo, default_device, list_devices, select_device
 
 pytestmark = pytest.mark.xdist_group("runners")
 
@@ -62,3 +63,16 @@ def test_device_key_is_stable_across_processes(device: Device) -> None:
         for _ in range(2)
     }
     assert keys == {device.key}
+
+
+def test_the_probed_builtins_are_recorded_and_round_trip() -> None:
+    """Intel's CPU runtime compiles with clang: it has nontemporal stores; a
+    source that uses a built-in the compiler lacks is not recorded."""
+    device = default_device()
+    info = device.info
+    assert set(info.builtins) <= set(PROBED_BUILTINS)
+    if "Intel" in info.platform_name:
+        assert info.has_builtin("nontemporal_store")
+    assert DeviceInfo.from_json(info.to_json()) == info
+    assert DeviceInfo.from_json({**info.to_json(), "builtins": []}).builtins == ()
+    assert probe_builtins(device.open()) == info.builtins  # probed once, then remembered
