@@ -231,11 +231,22 @@ class BufferAccess:
             return f"{texel(0)}.s{lo}"
         return f"texel_lane_{ctype}({texel(0)}, {scope.c(comp)})"
 
-    def store(self, indices: Sequence[Expr], value: str, scope: Scope, width: int = 1) -> str:
+    def store(
+        self,
+        indices: Sequence[Expr],
+        value: str,
+        scope: Scope,
+        width: int = 1,
+        nontemporal: bool = False,
+    ) -> str:
+        """The store of ``value`` at logical ``indices`` (a vector of
+        ``width`` along the physical innermost axis when > 1, ``nontemporal``
+        with :func:`vector_store`)."""
         offset = scope.c(self.flat_offset(indices))
         if width == 1:
             return f"{self.c_name}[{offset}] = {value};"
-        return f"vstore{width}({value}, 0, {pointer(self.c_name, offset)});"
+        address = pointer(self.c_name, offset)
+        return vector_store(value, width, address, ctype_of(self.dtype), nontemporal)
 
 
 def vector_store(value: str, width: int, address: str, ctype: str, nontemporal: bool) -> str:

@@ -203,7 +203,8 @@ def store_text(w: Writer, values: list[Expr], value: str, width: int) -> str:
     scope = w.scope
     out = w.nest.workload.output
     idx = [scope.simplify(substitute(e, values)) for e in out.indices]
-    store = w.accesses[out.name].store(idx, value, scope, width)
+    nontemporal = w.nest.knobs.get("store") == "nontemporal"
+    store = w.accesses[out.name].store(idx, value, scope, width, nontemporal)
     tests = []
     for e, extent in zip(idx, out.shape, strict=True):
         if scope.bounds(e)[1] > extent - 1:

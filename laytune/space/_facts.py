@@ -43,10 +43,10 @@ __all__ = [
     "facts_of",
     "keeps_logical_order",
     "neutral_facts",
-    "serves_vector",
-    "transposable",
     "order_buffers",
+    "serves_vector",
     "subgroup_inputs",
+    "transposable",
     "vector_dim",
 ]
 

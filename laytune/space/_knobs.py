@@ -66,6 +66,10 @@ The loop nest the knobs describe
   axis (NDRange dimension 0, one point per work-item) with one block read
   per sub-group, where its layout holds the sub-group's elements
   contiguously (``SubgroupBlockAccess``).
+* ``store``: ``"plain"`` (``vstoreN``) or ``"nontemporal"``: the output's
+  vectors are stored with clang's ``__builtin_nontemporal_store``, which
+  bypasses the caches (a line written whole is not read first), where the
+  device's compiler has it (``DeviceInfo.builtins``).
 * ``pad_mode``: loops over padded physical extents test every index
   (``"guard"``) or run over the padding (``"overcompute"``), which holds the
   reduction's neutral element.
@@ -189,6 +193,13 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         "a second copy of the reduce loops without index tests, for work-items inside every buffer",
     ),
     KnobSpec("pad_mode", None, "guard", ("guard", "overcompute"), "loops over padded extents"),
+    KnobSpec(
+        "store",
+        None,
+        "plain",
+        ("plain", "nontemporal"),
+        "how the output's vectors are stored: vstoreN, or stores that bypass the caches",
+    ),
 )
 """Every kind of knob, in the order the space chooses them (see the module
 docstring)."""
@@ -251,7 +262,7 @@ def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
     for dim, axes in enumerate(grid_dims(workload)):
         names += [block_knob(workload, k) for k in axes]
         names.append(group_knob(workload, dim))
-    return (*names, "reduce_order", "split", "unroll", "peel", "pad_mode")
+    return (*names, "reduce_order", "split", "unroll", "peel", "pad_mode", "store")
 
 
 def knob_default(name: str) -> Any:

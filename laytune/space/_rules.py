@@ -86,6 +86,7 @@ JOINT_RULES = (
     "subgroup_block_access",
     "device_capability",
     "overcompute_needs_padding",
+    "nontemporal_store",
 )
 """Every joint rule, as :meth:`SearchSpace.rejections` names them.
 
@@ -122,7 +123,9 @@ serves the block read (``SubgroupBlockAccess``). ``device_capability``: the
 device has the extension an instruction needs (``cl_intel_subgroups``,
 ``cl_intel_subgroup_local_block_io``) and the sub-group size.
 ``overcompute_needs_padding``: overcompute is offered only when some buffer
-is padded.
+is padded. ``nontemporal_store``: nontemporal stores are vector stores of the
+output (a ``vector_axis``); ``device_capability`` also refuses them where the
+device's compiler lacks ``__builtin_nontemporal_store``.
 """
 
 COPY_RULES = {
@@ -889,6 +892,30 @@ class PadModeStep(Step):
         return []
 
 
+class StoreStep(Step):
+    """``store``: how the output's vectors are stored (see :mod:`laytune.space._knobs`)."""
+
+    name = "store"
+    reads = frozenset({"vector_axis"})
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value != "nontemporal":
+            return []
+        out: list[Broken] = []
+        device = self.s.device
+        if not device.has_builtin("nontemporal_store"):
+            out.append(
+                (
+                    "device_capability",
+                    f"store 'nontemporal': the compiler of {device.name} has no "
+                    f"__builtin_nontemporal_store",
+                )
+            )
+        if not state["vector_axis"]:
+            out.append(("nontemporal_store", "store 'nontemporal' stores vectors: no vector_axis"))
+        return out
+
+
 def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -> list[Step]:
     """The steps of ``setting.workload``, in the order of ``knob_names``.
     ``reasons(key)`` says why the layouts refuse a vector (``(axis,
@@ -911,6 +938,7 @@ def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -
         UnrollStep(setting),
         PeelStep(setting),
         PadModeStep(setting),
+        StoreStep(setting),
     ]
     names = knob_names(setting.workload)
     if tuple(step.name for step in steps) != names:  # the table and the steps are one list

@@ -130,3 +130,32 @@ def test_two_dimensional_work_groups_are_required(env: Env) -> None:
     nest = plan_nest(workload, knobs, grouped.layout_map, {})
     assert [d.axes for d in nest.grid] == [(1,), (0,)]  # j, then i
     assert nest.tile.blocks == (6, 16, 1)
+
+
+def test_nontemporal_stores_of_the_output(env: Env) -> None:
+    """``store='nontemporal'``: the output's vectors bypass the caches where
+    the compiler has the built-in; a scalar kernel or a device without it is
+    refused with its reason."""
+    import dataclasses
+
+    from laytune.space import check_candidate
+
+    workload, candidate = _packed_matmul(24, 32, 16)
+    streaming = Candidate.make(candidate.layout_map, {**candidate.knob_map, "store": "nontemporal"})
+    if not env.info.has_builtin("nontemporal_store"):
+        reasons = check_candidate(workload, streaming, env.info).reasons
+        assert any("__builtin_nontemporal_store" in r for r in reasons)
+        return
+    source = _check(env, workload, streaming)
+    kernel = source[source.index("_compute(") :].split("\n}")[0]
+    assert kernel.count("__builtin_nontemporal_store(") == 6  # one float16 per row of C
+    assert "vstore" not in kernel
+    plain = dataclasses.replace(env.info, builtins=())
+    assert any(
+        "has no __builtin_nontemporal_store" in r
+        for r in check_candidate(workload, streaming, plain).reasons
+    )
+    scalar = Candidate.make(
+        candidate.layout_map, {**baseline_knobs(workload), "store": "nontemporal"}
+    )
+    assert any("no vector_axis" in r for r in check_candidate(workload, scalar, env.info).reasons)
