@@ -26,6 +26,8 @@ Two shapes of work-item:
 
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass
 
@@ -79,6 +81,7 @@ def _header(kind: str, name: str, layout: Layout, pad_value: object) -> list[str
     return lines
 
 
+@functools.lru_cache(maxsize=1024)
 def pack_kernel(
     name: str,
     layout: Layout,
@@ -174,6 +177,7 @@ def pack_kernel(
     return ConversionKernel(kname, text, gid_total)
 
 
+@functools.lru_cache(maxsize=1024)
 def unpack_kernel(
     name: str,
     layout: Layout,

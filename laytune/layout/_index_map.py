@@ -19,6 +19,8 @@ one scatter into an occupancy array of the physical size.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -507,6 +509,9 @@ class IndexMap:
 
     def flat_offset_exprs(self, shape: Sequence[int], simplified: bool = True) -> tuple[Expr, ...]:
         """Symbolic flat offset per physical axis (one per separator group)."""
+        return _flat_offset_exprs(self, tuple(shape), simplified)
+
+    def _flat_offset_exprs(self, shape: tuple[int, ...], simplified: bool) -> tuple[Expr, ...]:
         pshape = self.physical_shape(shape)
         exprs = []
         for start, stop in self.groups:
@@ -584,3 +589,12 @@ def compose(g: IndexMap, f: IndexMap) -> IndexMap:
 
 
 from laytune.layout._inverse import Inverse  # noqa: E402  (cycle: Inverse uses IndexMap)
+
+
+@functools.lru_cache(maxsize=4096)
+def _flat_offset_exprs(
+    index_map: IndexMap, shape: tuple[int, ...], simplified: bool
+) -> tuple[Expr, ...]:
+    """:meth:`IndexMap.flat_offset_exprs`, memoised: code generation asks it
+    of the same few layouts for every candidate."""
+    return index_map._flat_offset_exprs(shape, simplified)
