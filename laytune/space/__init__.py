@@ -63,6 +63,13 @@ from laytune.space._knobs import (
     reduce_order_text,
     spatial_axes,
 )
+from laytune.space._matrix import (
+    MATRIX_FRAGMENT,
+    MATRIX_TILE,
+    MATRIX_VARIANTS,
+    matrix_capability,
+    matrix_operands,
+)
 from laytune.space._rules import JOINT_RULES
 from laytune.space._space import Rejection, SearchSpace, layout_keys
 from laytune.space._staging import (
@@ -96,6 +103,9 @@ __all__ = [
     "JOINT_RULES",
     "KNOB_SPECS",
     "LOCAL_FAMILIES",
+    "MATRIX_FRAGMENT",
+    "MATRIX_TILE",
+    "MATRIX_VARIANTS",
     "ORDER_LOGICAL",
     "VECTOR_WIDTHS",
     "Axis",
@@ -152,6 +162,8 @@ __all__ = [
     "local_buffer_name",
     "local_tiles",
     "local_vector_dims",
+    "matrix_capability",
+    "matrix_operands",
     "order_buffers",
     "parse_reduce_order",
     "reduce_axes",
