@@ -70,6 +70,7 @@ from laytune.space._matrix import (
     matrix_capability,
     matrix_operands,
 )
+from laytune.space._matrix_rules import matrix_schedule
 from laytune.space._rules import JOINT_RULES
 from laytune.space._space import Rejection, SearchSpace, layout_keys
 from laytune.space._staging import (
@@ -164,6 +165,7 @@ __all__ = [
     "local_vector_dims",
     "matrix_capability",
     "matrix_operands",
+    "matrix_schedule",
     "order_buffers",
     "parse_reduce_order",
     "reduce_axes",

@@ -22,8 +22,8 @@ from laytune.space import (
     knob_names,
     matrix_capability,
     matrix_operands,
+    matrix_schedule,
 )
-from laytune.space._matrix_rules import matrix_schedule
 from tests.space.conftest import make_conv2d, make_device, make_matmul
 
 INTEL_EXTENSIONS = (
