@@ -22,7 +22,14 @@ from laytune.device_info import DeviceInfo
 from laytune.layout import identity, pad_every, pad_rows
 from laytune.ops import matmul
 from laytune.runners import register_opencl_runtimes
-from laytune.space import Candidate, baseline_knobs, matrix_capability, matrix_schedule
+from laytune.space import (
+    Candidate,
+    SearchSpace,
+    SpaceOptions,
+    baseline_knobs,
+    matrix_capability,
+    matrix_schedule,
+)
 from tests.codegen.harness import Env, run
 
 INTEL = DeviceInfo(
@@ -130,6 +137,26 @@ def test_intel_dpas_source() -> None:
     assert "(A_local + 40)" in stage
     assert kernel.count("] = (half)(acc") == 4 * 8
     assert program.compute[0].local_size == (8, 1)
+
+
+def test_every_matrix_candidate_of_a_space_lowers() -> None:
+    options = SpaceOptions(
+        families=("identity",),
+        blocks=(1,),
+        groups=(0, 16),
+        splits=(1,),
+        unrolls=(1,),
+        vectors=(1,),
+        local_families=("identity", "pad_rows", "pad_every"),
+        local_pad_amounts=(4, 8),
+        pad_every_rows=(2,),
+    )
+    for device, instruction in ((NVIDIA, "asm volatile"), (INTEL, "matrix_mad_k16")):
+        space = SearchSpace(_workload(), device, options)
+        matrix = [c for c in space.enumerate() if c.knob("matrix") != "none"]
+        assert matrix
+        for candidate in matrix:
+            assert instruction in lower(_workload(), candidate, device).source
 
 
 def test_a_variant_the_space_refuses_is_not_lowered() -> None:
