@@ -6,7 +6,6 @@ those tests say which capability is missing)."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import subprocess
@@ -238,70 +237,6 @@ def test_malformed_ptx_fails_the_same_check(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode != 0
-
-
-# -- the Intel kernel on Intel's CPU runtime, its multiply emulated ----------------
-
-_EMULATED_MAD = """
-/* intel_sub_group_f16_f16_matrix_mad_k16 as its extension defines it for
-   sub-groups of 8: row m of A is component m of a, lane l holding k = 2l,
-   2l + 1; lane n holds column n of B, component p holding k = 2p, 2p + 1 */
-float8 intel_sub_group_f16_f16_matrix_mad_k16(int8 a, int8 b, float8 acc) {
-    int as[8], bs[8];
-    float out[8];
-    vstore8(a, 0, as);
-    vstore8(b, 0, bs);
-    vstore8(acc, 0, out);
-    for (int k = 0; k < 16; ++k) {
-        const half2 bk = as_half2(bs[k / 2]);
-        const float bv = (float)((k & 1) ? bk.y : bk.x);
-        for (int m = 0; m < 8; ++m) {
-            const half2 ak = as_half2(sub_group_broadcast(as[m], (uint)(k / 2)));
-            out[m] += (float)((k & 1) ? ak.y : ak.x) * bv;
-        }
-    }
-    return vload8(0, out);
-}
-"""
-
-
-def test_the_intel_kernel_runs_with_an_emulated_multiply() -> None:
-    """Everything of the Intel kernel but the multiply itself (the tile
-    copy, the ``__local`` block reads at the seed's row pointers, the
-    packing of B's pairs of rows, the stores) runs on a CPU runtime with
-    ``cl_intel_subgroups`` and ``cl_intel_subgroup_local_block_io``, the
-    multiply replaced by its definition in OpenCL C."""
-    register_opencl_runtimes()
-    needed = ("cl_intel_subgroups", "cl_intel_subgroup_local_block_io", "cl_khr_fp16")
-    devices = [
-        d
-        for p in cl.get_platforms()
-        for d in p.get_devices()
-        if all(e in d.extensions.split() for e in needed)
-    ]
-    if not devices:
-        pytest.skip(f"no OpenCL device here has {', '.join(needed)}")
-    device = devices[0]
-    real = DeviceInfo.from_cl_device(device)
-    if 8 not in real.sub_group_sizes:
-        pytest.skip(f"{real.name} has no sub-groups of 8")
-    claimed = dataclasses.replace(
-        real, extensions=(*real.extensions, "cl_intel_subgroup_matrix_multiply_accumulate")
-    )
-    workload = _workload()
-    program = lower(workload, _candidate("intel_dpas"), claimed)
-    pragma = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
-    assert pragma in program.source
-    emulated = dataclasses.replace(
-        program, source=program.source.replace(pragma, pragma + _EMULATED_MAD, 1)
-    )
-    context = cl.Context([device])
-    env = Env(device, context, cl.CommandQueue(context), real)
-    rng = np.random.default_rng(0)
-    inputs = {b.name: rng.uniform(-1, 1, b.shape).astype(np.float16) for b in workload.inputs}
-    outputs, _ = run(env, emulated, inputs)
-    want = inputs["A"].astype(np.float32) @ inputs["B"].astype(np.float32)
-    np.testing.assert_allclose(outputs["C"].astype(np.float32), want, rtol=1e-2, atol=1e-2)
 
 
 # -- device runs ------------------------------------------------------------------
