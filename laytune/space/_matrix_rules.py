@@ -12,7 +12,7 @@ from laytune.space._matrix import (
     matrix_fact,
     matrix_operands,
 )
-from laytune.space._rules import Broken, Setting, State, Step
+from laytune.space._rules import Broken, Setting, State, Step, strict_in
 from laytune.space._workload import WorkloadLike
 
 __all__ = ["MatrixStep", "matrix_schedule"]
@@ -43,9 +43,11 @@ def matrix_schedule(workload: WorkloadLike) -> dict[str, Any]:
 
 class MatrixStep(Step):
     """The ``matrix`` knob's rule step, the last of a matmul-like workload's
-    steps: it reads the schedule the earlier steps chose. Joint rules: ``matrix_capability`` (the device
-    has the instruction), ``matrix_tile_load`` (``MatrixTileLoad`` accepts
-    both local tiles); the matrix kernel's own schedule is structural."""
+    steps: it reads the schedule the earlier steps chose. Joint rules:
+    ``matrix_capability`` (the device has the instruction) and
+    ``matrix_tile_load`` (``MatrixTileLoad`` accepts both local tiles); the
+    matrix kernel's own schedule is a structural rule (never lifted), so the
+    space holds one candidate per matrix kernel."""
 
     name = "matrix"
 
@@ -64,7 +66,7 @@ class MatrixStep(Step):
             return []
         out: list[Broken] = []
         for knob, want in self.schedule.items():
-            if state.get(knob) != want:
+            if not strict_in(state.get(knob), (want,)):
                 out.append(
                     (
                         None,
@@ -75,10 +77,11 @@ class MatrixStep(Step):
         if out:
             return out
         if value not in self.available:  # the device's reason alone: no layout would do
-            reason = self.why_none or f"{self.s.device.name} offers {sorted(self.available)}"
-            return [
-                ("matrix_capability", f"matrix {value!r}: device has no matrix intrinsic: {reason}")
-            ]
+            if self.why_none:
+                why = f"device has no matrix intrinsic: {self.why_none}"
+            else:
+                why = f"{self.s.device.name} has {', '.join(sorted(self.available))}, not {value}"
+            return [("matrix_capability", f"matrix {value!r}: {why}")]
         facts = {f.buffer: f for f in state.get("@local_copies") or ()}
         for buffer, op in zip(self.operands, ("a", "b"), strict=True):
             local = facts.get(f"{buffer}.local")

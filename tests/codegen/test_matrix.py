@@ -163,7 +163,7 @@ def test_a_variant_the_space_refuses_is_not_lowered() -> None:
 
     with pytest.raises(LayoutRejectedError, match="MatrixTileLoad"):
         lower(_workload(), _candidate("nv_wmma", SEED), NVIDIA)
-    with pytest.raises(LayoutRejectedError, match="device has no matrix intrinsic"):
+    with pytest.raises(LayoutRejectedError, match="has intel_dpas, not nv_mma"):
         lower(_workload(), _candidate("nv_mma"), INTEL)
 
 
@@ -237,6 +237,7 @@ def test_malformed_ptx_fails_the_same_check(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode != 0
+    assert "Unknown modifier '.m16n8k15'" in done.stderr  # ptxas read the statement
 
 
 # -- device runs ------------------------------------------------------------------
