@@ -108,7 +108,7 @@ class DeviceInfo:
                 widths.append((ctype, int(getattr(device, f"preferred_vector_width_{ctype}"))))
             except (cl.LogicError, AttributeError):
                 continue
-        from laytune._cl_queries import sub_group_sizes_intel
+        from laytune._cl_queries import compute_capability_nv, sub_group_sizes_intel
 
         image_support = bool(device.image_support)
         capability = None
@@ -118,8 +118,8 @@ class DeviceInfo:
                     int(device.compute_capability_major_nv),
                     int(device.compute_capability_minor_nv),
                 )
-            except (cl.LogicError, AttributeError):
-                capability = None
+            except (cl.LogicError, AttributeError):  # a pyopencl without the NV names
+                capability = compute_capability_nv(device)
         return cls(
             platform_name=device.platform.name.strip(),
             device_name=device.name.strip(),

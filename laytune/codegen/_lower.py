@@ -9,7 +9,10 @@
    staging (:mod:`._nest`).
 3. :func:`~laytune.codegen._kernel.compute_kernel` walks the nest into the
    compute kernel (:mod:`._grid` the prologue, :mod:`._stage` the local
-   tiles, :mod:`._kernel` the loops, loads, updates and stores).
+   tiles, :mod:`._kernel` the loops, loads, updates and stores); a
+   candidate with a ``matrix`` instruction gets
+   :func:`~laytune.codegen._matrix.matrix_kernel` instead (the same buffer
+   accesses and tile layouts, the instruction's fragment loads).
 4. The pack and unpack kernels of every buffer (:mod:`._conversion`) and the
    fill of an output's padding complete the program.
 
@@ -24,6 +27,7 @@ from laytune.codegen._convert import lower_conversion_workload
 from laytune.codegen._emit import Scope, c_float, ctype_of
 from laytune.codegen._grid import padding_tests
 from laytune.codegen._kernel import compute_kernel
+from laytune.codegen._matrix import matrix_kernel
 from laytune.codegen._nest import plan_nest
 from laytune.codegen._program import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.codegen._source import Source, decompose, indent
@@ -98,7 +102,10 @@ def lower(
     nest = plan_nest(workload, knobs, layouts, pads)
     source = Source(f"{workload.name}: {workload.describe()}")
     compute_name = f"{workload.name}_compute"
-    kernel, launch = compute_kernel(nest, compute_name)
+    if knobs.get("matrix", "none") != "none":
+        kernel, launch = matrix_kernel(nest, compute_name)
+    else:
+        kernel, launch = compute_kernel(nest, compute_name)
     source.add(kernel, workload.dtype)
     compute, specs, pack, unpack = [launch], [], [], []
     for decl in workload.buffers:

@@ -65,6 +65,14 @@ from laytune.space._knobs import (
     reduce_order_text,
     spatial_axes,
 )
+from laytune.space._matrix import (
+    MATRIX_FRAGMENT,
+    MATRIX_TILE,
+    MATRIX_VARIANTS,
+    matrix_capability,
+    matrix_operands,
+)
+from laytune.space._matrix_rules import matrix_schedule
 from laytune.space._rules import JOINT_RULES
 from laytune.space._space import Rejection, SearchSpace, layout_keys
 from laytune.space._staging import (
@@ -98,6 +106,9 @@ __all__ = [
     "JOINT_RULES",
     "KNOB_SPECS",
     "LOCAL_FAMILIES",
+    "MATRIX_FRAGMENT",
+    "MATRIX_TILE",
+    "MATRIX_VARIANTS",
     "ORDER_LOGICAL",
     "TRANSPOSE_WIDTHS",
     "VECTOR_WIDTHS",
@@ -155,6 +166,9 @@ __all__ = [
     "local_buffer_name",
     "local_tiles",
     "local_vector_dims",
+    "matrix_capability",
+    "matrix_operands",
+    "matrix_schedule",
     "order_buffers",
     "parse_reduce_order",
     "reduce_axes",

@@ -740,12 +740,14 @@ class SubgroupBlockAccess(Constraint):
         )
 
 
-MATRIX_INTRINSICS = ("intel_mad", "nv_mma")
+MATRIX_INTRINSICS = ("intel_mad", "nv_mma", "nv_wmma")
 """Matrix intrinsics a ``MatrixTileLoad`` describes: Intel's sub-group
 ``intel_sub_group_f16_f16_matrix_mad_k16`` (M = 8, N = the sub-group size 8,
-K = 16) fed by sub-group block reads of ``__local`` rows, and NVIDIA's
+K = 16) fed by sub-group block reads of ``__local`` rows, NVIDIA's
 ``mma.sync.aligned.m16n8k16`` fed by ``ldmatrix.sync.aligned.m8n8.x4``
-(``.trans`` for B) through inline PTX."""
+(``.trans`` for B) through inline PTX, and NVIDIA's
+``wmma.mma.sync.aligned.m16n16k16`` fed by ``wmma.load.{a,b}`` of one
+pointer and one row stride (``load_matrix_sync(ptr, ldm)``)."""
 
 MATRIX_DTYPES = ("float16", "bfloat16")
 """Input dtypes both matrix intrinsics multiply (fp32 accumulation)."""
@@ -756,6 +758,8 @@ _FRAGMENT_ROWS = {
     ("intel_mad", "b"): (16, 8, 16),  # one block read of 8 halves per row of B
     ("nv_mma", "a"): (8, 8, 16),  # ldmatrix: eight 16-byte rows per 8 x 8 matrix
     ("nv_mma", "b"): (8, 8, 16),  # ldmatrix .trans on B's rows
+    ("nv_wmma", "a"): (16, 16, 16),  # wmma.load rows; the one stride is checked apart
+    ("nv_wmma", "b"): (16, 16, 16),
 }
 
 
@@ -774,11 +778,14 @@ class MatrixTileLoad(Constraint):
     * ``nv_mma``: ``ldmatrix.sync.aligned.m8n8.x4`` (``.trans`` for B): each
       of 32 lanes points at one 16-byte row of an 8 x 8 matrix (16-byte
       aligned), then ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``.
+    * ``nv_wmma``: the strided load, ``wmma.load.{a,b}.sync.aligned.row.
+      m16n16k16.shared.f16 [ptr], stride``: every 16 x 16 fragment needs one
+      constant row stride (:class:`StridedTileCopy`) with 16-byte aligned
+      rows (a stride of a multiple of 8 halves) and a 32-byte aligned first
+      row (``load_matrix_sync``'s 256-bit aligned pointer).
 
-    A wmma-style ``load_matrix_sync(ptr, ldm)`` would need one constant row
-    stride instead (:class:`StridedTileCopy`). The tile's last two extents
-    must be multiples of the fragment's, and the dtype one of
-    :data:`MATRIX_DTYPES`.
+    The tile's last two extents must be multiples of the fragment's, and the
+    dtype one of :data:`MATRIX_DTYPES`.
     """
 
     intrinsic: str
@@ -808,11 +815,40 @@ class MatrixTileLoad(Constraint):
             )
         if offsets.ndim < 2:
             return self._reject(f"a 1-D buffer {_fmt(offsets.shape)} holds no matrix fragment")
+        if self.intrinsic == "nv_wmma":
+            return self._check_strided(layout, logical_shape, dtype, device, offsets)
         rows = self.fragment_rows
         verdict = rows.check(layout, logical_shape, dtype, device)
         if verdict.ok:
             return self._accept()
         return self._reject(*verdict.reasons)
+
+    def _check_strided(
+        self,
+        layout: Layout,
+        logical_shape: Sequence[int],
+        dtype: str,
+        device: DeviceInfo,
+        offsets: np.ndarray,
+    ) -> Verdict:
+        verdict = StridedTileCopy((16, 16), alignment_bytes=16).check(
+            layout, logical_shape, dtype, device
+        )
+        if not verdict.ok:
+            return self._reject(*verdict.reasons)
+        arr, grid, error = _tiles(str(self), offsets, (16, 16))
+        if error:
+            return self._reject(error)
+        size = dtype_bytes(dtype)
+        firsts = arr[:, 0, 0] * size
+        bad = np.flatnonzero(firsts % 32)
+        if bad.size:
+            t = int(bad[0])
+            return self._reject(
+                f"fragment {_tile_namer(grid, (16, 16))(t)} starts at byte {int(firsts[t])}, "
+                f"not aligned to 32 bytes"
+            )
+        return self._accept()
 
 
 @dataclass(frozen=True)

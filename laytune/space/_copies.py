@@ -52,6 +52,7 @@ from laytune.space._constraints import (
     TileNamer,
     Verdict,
 )
+from laytune.space._matrix import matrix_checks
 from laytune.space._staging import StagedInput, StagingPlan
 from laytune.space._workload import (
     VECTOR_WIDTHS,
@@ -311,7 +312,9 @@ def _same_order(verdict: Verdict, arr: np.ndarray) -> Verdict:
 def local_copy_facts(
     staged: StagedInput, layout: Layout, dtype: str, sizes: tuple[int, ...]
 ) -> TileCopyFacts:
-    """The copy facts of a staged input's ``__local`` tile ``layout``."""
+    """The copy facts of a staged input's ``__local`` tile ``layout``, and
+    of a float16 tile the matrix fragment loads it takes (``accepts`` holds
+    ``"matrix:<variant>:<operand>"``, see :mod:`laytune.space._matrix`)."""
     name = local_buffer_name(staged.buffer)
     tile = staged.tile
     rows, length = _rows_view(tile)
@@ -334,5 +337,6 @@ def local_copy_facts(
             )
         ),
         "async_contiguous": lambda: ContiguousTileCopy(tile).check_tiles(arr, dtype, whole),
+        **matrix_checks(layout, dtype),
     }
     return _judge(name, arr, whole, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 16), sizes)

@@ -66,6 +66,11 @@ axes (OIHW16i16o weights); ``panel`` is a GEMM micro-kernel's packed operand
 LOCAL_FAMILIES = ("identity", "pad_rows", "row_xor")
 """Family names a ``__local`` tile buffer's layouts are drawn from."""
 
+OPTIONAL_LOCAL_FAMILIES = ("pad_every",)
+"""Local families a space offers only when its options name them:
+``pad_every`` (``local_pad_amounts`` after every ``pad_every_rows`` rows),
+the auto memory planning seed's tile layout."""
+
 _FLOAT_DTYPES = ("float32", "float16")
 
 
@@ -162,8 +167,9 @@ class SpaceOptions:
             if fam not in GLOBAL_FAMILIES:
                 raise LayoutError(f"unknown layout family {fam!r} (known: {GLOBAL_FAMILIES})")
         for fam in self.local_families:
-            if fam not in LOCAL_FAMILIES:
-                raise LayoutError(f"unknown local layout family {fam!r} (known: {LOCAL_FAMILIES})")
+            if fam not in (*LOCAL_FAMILIES, *OPTIONAL_LOCAL_FAMILIES):
+                known = (*LOCAL_FAMILIES, *OPTIONAL_LOCAL_FAMILIES)
+                raise LayoutError(f"unknown local layout family {fam!r} (known: {known})")
         if not 0.0 <= self.padding_budget < 1.0:
             raise LayoutError(f"padding_budget must be in [0, 1), got {self.padding_budget!r}")
         if self.max_layouts_per_buffer is not None and self.max_layouts_per_buffer < 1:
@@ -261,6 +267,11 @@ def _global_makers(
                 for chunk in opts.xor_chunks:
                     if period < shape[-2] and shape[-1] % (chunk * period) == 0:
                         yield lambda period=period, chunk=chunk: row_xor(shape, period, chunk)
+        if "pad_every" in opts.local_families:
+            for rows in opts.pad_every_rows:
+                for pad in opts.local_pad_amounts:
+                    if rows < shape[-2]:
+                        yield lambda rows=rows, pad=pad: pad_every(shape, rows, pad)
         elif fam == "texture" and rank >= 2 and dtype in _FLOAT_DTYPES:
             for axis in range(rank):
                 if shape[axis] % 4 == 0:
@@ -305,8 +316,9 @@ def global_layouts(
 
 
 def local_layouts(shape: Sequence[int], opts: SpaceOptions) -> list[Layout]:
-    """Layouts of a ``__local`` tile: identity, ``pad_rows`` and bijective
-    (unpadded) ``row_xor``, deduplicated."""
+    """Layouts of a ``__local`` tile: identity, ``pad_rows``, bijective
+    (unpadded) ``row_xor`` and, when the options name it, ``pad_every``,
+    deduplicated."""
     shape = tuple(int(s) for s in shape)
 
     def makers() -> Iterator[Callable[[], Layout]]:
@@ -321,6 +333,11 @@ def local_layouts(shape: Sequence[int], opts: SpaceOptions) -> list[Layout]:
                 for chunk in opts.local_xor_chunks:
                     if period <= shape[-2] and shape[-1] % (chunk * period) == 0:
                         yield lambda period=period, chunk=chunk: row_xor(shape, period, chunk)
+        if "pad_every" in opts.local_families:
+            for rows in opts.pad_every_rows:
+                for pad in opts.local_pad_amounts:
+                    if rows < shape[-2]:
+                        yield lambda rows=rows, pad=pad: pad_every(shape, rows, pad)
 
     return [
         lay for lay in _dedupe(makers(), None) if lay.family != "swizzle" or not lay.has_padding

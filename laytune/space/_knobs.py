@@ -73,6 +73,11 @@ The loop nest the knobs describe
 * ``pad_mode``: loops over padded physical extents test every index
   (``"guard"``) or run over the padding (``"overcompute"``), which holds the
   reduction's neutral element.
+* ``matrix`` (matmul-like float16 workloads only, the last knob): ``none``
+  (the nest above), or the matrix instruction that multiplies the staged
+  tiles (``intel_dpas``, ``nv_wmma``, ``nv_mma``), offered where the device
+  has it and the local tiles' layouts suit its fragment loads
+  (:mod:`laytune.space._matrix`).
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ from typing import Any
 
 from laytune.exceptions import LayoutError
 from laytune.space._copies import COPY_VARIANTS
+from laytune.space._matrix import MATRIX_VARIANTS, offers_matrix
 from laytune.space._workload import WorkloadLike
 
 __all__ = [
@@ -200,6 +206,13 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         ("plain", "nontemporal"),
         "how the output's vectors are stored: vstoreN, or stores that bypass the caches",
     ),
+    KnobSpec(
+        "matrix",
+        None,
+        MATRIX_VARIANTS[0],
+        MATRIX_VARIANTS,
+        "the matrix instruction that multiplies staged float16 tiles ('none': fma per point)",
+    ),
 )
 """Every kind of knob, in the order the space chooses them (see the module
 docstring)."""
@@ -249,7 +262,9 @@ def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
     """Every knob of ``workload``, in the order the space chooses them:
     ``copy`` after the vector (and the space's choice of local tile layouts,
     which it reads), ``subgroup``, then per NDRange dimension the blocks of
-    its axes then its work-group (which the sub-group size constrains)."""
+    its axes then its work-group (which the sub-group size constrains);
+    last, for a matmul-like float16 workload only, ``matrix`` (which reads
+    the whole schedule)."""
     names = [
         "order",
         "local_stage",
@@ -262,7 +277,10 @@ def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
     for dim, axes in enumerate(grid_dims(workload)):
         names += [block_knob(workload, k) for k in axes]
         names.append(group_knob(workload, dim))
-    return (*names, "reduce_order", "split", "unroll", "peel", "pad_mode", "store")
+    names += ["reduce_order", "split", "unroll", "peel", "pad_mode", "store"]
+    if offers_matrix(workload):
+        names.append("matrix")
+    return tuple(names)
 
 
 def knob_default(name: str) -> Any:

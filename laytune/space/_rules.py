@@ -87,6 +87,8 @@ JOINT_RULES = (
     "device_capability",
     "overcompute_needs_padding",
     "nontemporal_store",
+    "matrix_capability",
+    "matrix_tile_load",
 )
 """Every joint rule, as :meth:`SearchSpace.rejections` names them.
 
@@ -125,7 +127,10 @@ device has the extension an instruction needs (``cl_intel_subgroups``,
 ``overcompute_needs_padding``: overcompute is offered only when some buffer
 is padded. ``nontemporal_store``: nontemporal stores are vector stores of the
 output (a ``vector_axis``); ``device_capability`` also refuses them where the
-device's compiler lacks ``__builtin_nontemporal_store``.
+device's compiler lacks ``__builtin_nontemporal_store``. ``matrix_capability``: the device has the matrix instruction
+(:func:`laytune.space._matrix.matrix_capability` says why not).
+``matrix_tile_load``: both local tiles suit the instruction's fragment load
+(``MatrixTileLoad``).
 """
 
 COPY_RULES = {
@@ -167,6 +172,7 @@ class Setting:
     copies: tuple[str, ...] = knob_spec("copy").values or ("elementwise",)
     subgroups: tuple[int, ...] = knob_spec("subgroup").values or (0,)
     outside: tuple[tuple[str, str], ...] = ()
+    matrices: tuple[str, ...] = knob_spec("matrix").values or ("none",)
 
     def extent(self, axis: int) -> int:
         return self.workload.axes[axis].extent
@@ -460,13 +466,17 @@ class CopyStep(Step):
 def copy_outcome(copies: Any, local_copies: Any) -> tuple[Any, ...]:
     """What the ``copy`` and ``subgroup`` steps conclude from the global
     copy facts ``copies`` paired with the local ``local_copies``: the copies
-    they allow and the sub-group sizes of ``subgroup_block``. Local layouts
-    with the same outcome count alike."""
+    they allow, the sub-group sizes of ``subgroup_block`` and the matrix
+    fragment loads each local tile takes (read by the ``matrix`` step).
+    Local layouts with the same outcome count alike."""
     pairs = _pairs({"@copies": copies, "@local_copies": local_copies})
     allowed = tuple(
         copy for copy in COPY_RULES if not any(_pair_refuses(copy, g, x) for g, x in pairs)
     )
-    return allowed, _subgroup_fit(pairs).sizes
+    matrix = tuple(
+        frozenset(k for k in local.accepts if k.startswith("matrix:")) for local in local_copies
+    )
+    return allowed, _subgroup_fit(pairs).sizes, matrix
 
 
 def _pairs(state: State) -> list[tuple[TileCopyFacts, TileCopyFacts]]:
@@ -940,6 +950,11 @@ def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -
         PadModeStep(setting),
         StoreStep(setting),
     ]
+    if "matrix" in knob_names(setting.workload):
+        # imported here: the matrix step is a Step of this module
+        from laytune.space._matrix_rules import MatrixStep
+
+        steps.append(MatrixStep(setting))
     names = knob_names(setting.workload)
     if tuple(step.name for step in steps) != names:  # the table and the steps are one list
         raise AssertionError(f"knob steps {[s.name for s in steps]} differ from {names}")
