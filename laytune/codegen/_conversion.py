@@ -27,7 +27,6 @@ Two shapes of work-item:
 from __future__ import annotations
 
 import functools
-
 import math
 from dataclasses import dataclass
 

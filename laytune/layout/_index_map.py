@@ -20,7 +20,6 @@ one scatter into an occupancy array of the physical size.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
