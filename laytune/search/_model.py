@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -87,6 +88,15 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def _one_thread() -> Any:
+    """A context in which OpenMP runs one thread. Models this small gain
+    nothing from threads, and on a busy host (the measured kernels, the
+    build workers) OpenMP's spinning threads made a fit 15x slower."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1, user_api="openmp")
+
+
 class CostModel:
     """Predicts a candidate's ``log2(time / work)`` from its features; lower
     is faster. :meth:`fit` replaces what was learned; :meth:`predict` before
@@ -137,9 +147,10 @@ class CostModel:
             random_state=self.seed,
         )
         weights = np.array([o.weight for o in observations])
-        regressor.fit(
-            self._matrix([o.features for o in observations]), targets, sample_weight=weights
-        )
+        with _one_thread():
+            regressor.fit(
+                self._matrix([o.features for o in observations]), targets, sample_weight=weights
+            )
         self._regressor = regressor
         return True
 
@@ -149,4 +160,5 @@ class CostModel:
             raise TuningError("the cost model is not trained")
         if not rows:
             return np.empty(0)
-        return np.asarray(self._regressor.predict(self._matrix(rows)))  # type: ignore[attr-defined]
+        with _one_thread():
+            return np.asarray(self._regressor.predict(self._matrix(rows)))  # type: ignore[attr-defined]

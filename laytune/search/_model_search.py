@@ -85,6 +85,7 @@ class ModelSearch:
         self.explored: list[Candidate] = []  # the random picks of the last batch
         self._features: dict[str, dict[str, float] | None] = {}
         self._params: dict[str, dict[str, Any] | None] = {}
+        self._all: list[Candidate] | None = None  # the whole space, when it is small
 
     def features(self, candidate: Candidate) -> dict[str, float] | None:
         """``candidate``'s features (cached); None when its nest cannot be planned."""
@@ -131,7 +132,16 @@ class ModelSearch:
 
     def pool(self, exclude: Collection[str]) -> list[Candidate]:
         """Up to ``pool`` distinct candidates not in ``exclude`` nor observed:
-        a quarter neighbours of the best measured, the rest uniform draws."""
+        a quarter neighbours of the best measured, the rest uniform draws; in
+        a space of at most four pools, every such candidate instead."""
+        if self._all is None:
+            small = self.space.size <= 4 * self.pool_size
+            self._all = list(self.space.enumerate()) if small else []
+        if self._all:
+            left = [c for c in self._all if c.key not in exclude and c.key not in self.observed]
+            if len(left) <= self.pool_size:
+                return left
+            return [left[k] for k in sorted(self.rng.choice(len(left), self.pool_size, False))]
         measured = sorted(
             (s, c.key, c) for c, s in self.observed.values() if s is not None and math.isfinite(s)
         )
