@@ -194,7 +194,7 @@ def measure_exhaustively(space: Space, device: Device, scratch: Path) -> Measure
     oracle = Oracle.load(path)
     failures: dict[str, int] = {}
     if any(c.key not in oracle.values for c in candidates):
-        url = str(scratch / f"{space.workload.name}.sqlite")
+        url = str(scratch / f"{space.slug}.sqlite")
         options = laytune.TuneOptions(
             trials=len(search),
             strategy="exhaustive",
@@ -461,7 +461,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--strategies", default=",".join(names), help=f"comma-separated ({','.join(names)})"
     )
-    parser.add_argument("--only", default="", help="the spaces whose title holds this text")
+    parser.add_argument(
+        "--scratch",
+        type=Path,
+        default=None,
+        help="folder for the exhaustive measurements' databases, so that an interrupted "
+        "measurement resumes (default: a temporary folder)",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated: the spaces whose title holds one of these texts (all)",
+    )
     parser.add_argument("--within", type=float, default=0.10, help="how close to the best (0.10)")
     parser.add_argument("--out", type=Path, default=None, help="markdown file to write")
     args = parser.parse_args(argv)
@@ -478,18 +489,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"device: {device.name}", flush=True)
     started = time.perf_counter()
     results = []
-    with tempfile.TemporaryDirectory(prefix="laytune-bench-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="laytune-bench-") as temporary:
+        scratch = args.scratch or Path(temporary)
+        scratch.mkdir(parents=True, exist_ok=True)
         chosen = []
         if args.spaces in ("small", "all"):
             chosen += spaces(args.quick)
         if args.spaces in ("default", "all"):
             chosen += default_spaces()
-        for space in [s for s in chosen if args.only in s.title]:
+        wanted = args.only.split(",")
+        for space in [s for s in chosen if any(w in s.title for w in wanted)]:
             print(f"{space.title}: measuring ...", flush=True)
             if space.options is None:
                 measured = measure_reference(space, device, args.reference)
             else:
-                measured = measure_exhaustively(space, device, Path(scratch))
+                measured = measure_exhaustively(space, device, scratch)
             # prediction quality on what the reference (or exhaustive) run measured
             quality = held_out_spearman(measured.search, measured.values, measured.candidates)
             print(f"  model's Spearman on held-out records: {quality[0]:.2f}", flush=True)
