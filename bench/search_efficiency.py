@@ -1,7 +1,8 @@
 """Search efficiency: trials each strategy needs to come within 10% of the best known.
 
-    python -m bench.search_efficiency [--spaces small|default|all] [--quick] [--seeds N]
-        [--budget N] [--reference N] [--strategies S,...] [--within F] [--out FILE]
+    python -m bench.search_efficiency [--spaces small|default|all] [--only TITLE,...] [--quick]
+        [--seeds N] [--budget N] [--reference N] [--strategies S,...] [--within F]
+        [--scratch DIR] [--out FILE]
 
 On ``laytune.runners.default_device()`` (``LAYTUNE_DEVICE`` picks another),
 two kinds of spaces:
