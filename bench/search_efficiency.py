@@ -1,38 +1,47 @@
-"""Search efficiency: trials each strategy needs to come within 10% of the exhaustive best.
+"""Search efficiency: trials each strategy needs to come within 10% of the best known.
 
-    python -m bench.search_efficiency [--quick] [--seeds N] [--within F] [--out FILE]
+    python -m bench.search_efficiency [--spaces small|default|all] [--only TITLE,...] [--quick]
+        [--seeds N] [--budget N] [--reference N] [--strategies S,...] [--within F]
+        [--scratch DIR] [--out FILE]
 
 On ``laytune.runners.default_device()`` (``LAYTUNE_DEVICE`` picks another),
-each space below (a workload with ``laytune.space.SpaceOptions`` narrowing it
-to a few hundred candidates) is measured exhaustively once:
-``laytune.tune(workload, options=TuneOptions(strategy="exhaustive", space=...), ...)``
-into a temporary database, every buffer's boundary ``free`` (the compute
-kernels alone are ranked; conversions are not measured). Then every other strategy of
-``laytune.search.STRATEGIES`` is replayed against those measurements, once
-per seed: an in-memory optuna study with the strategy's own sampler
-(``make_sampler(strategy, seed)``), the identity candidate enqueued first (as
-``tune`` measures it first), each trial turned into a candidate by
-``SearchSpace.suggest`` and answered with the recorded time (a failed or
-refused candidate as +inf; a candidate proposed again is answered again
-without counting, as ``tune`` answers it from its records). The figure is
-the number of distinct candidates a strategy evaluates until one is within
-``--within`` (10%) of the exhaustive best; a strategy that proposes 64
-candidates in a row that it has already seen stops there, as ``tune`` does,
-and counts as not reaching it. Replaying the recorded times makes the
-comparison free of measurement noise: every strategy and seed sees the same
-value for the same candidate.
+two kinds of spaces:
 
-The baseline is the space's size (what the exhaustive strategy measures
-before it knows the best). For reference the report also gives where the
-exhaustive order first comes within reach, and how many trials uniform
-random draws without replacement need on average, ``(N + 1) / (k + 1)`` for
-``k`` good candidates among ``N``. Printed, and written to
-``bench/results/search_efficiency.md``.
+* **small** (``--spaces small``): a workload with ``laytune.space.SpaceOptions``
+  narrowing it to a few hundred candidates, measured exhaustively once:
+  ``laytune.tune(workload, options=TuneOptions(strategy="exhaustive", space=...), ...)``
+  into a temporary database, every buffer's boundary ``free`` (the compute
+  kernels alone are ranked); the best known is the exhaustive best.
+* **default** (``--spaces default``): the full default spaces of matmul 1024
+  and conv2d (1, 64, 56, 56) x 64 filters 3x3 (billions of candidates). A
+  reference run (``--reference`` candidates: half uniform draws, half a local
+  search around the best so far, measured in batches of 8) is measured once
+  and kept in ``bench/results/search_reference/<space>.jsonl``; the replays
+  below measure every candidate the file lacks and append it there, so a
+  later run measures nothing twice. The best known is the least time in the
+  file after the replays.
+
+Then each strategy is replayed, once per seed, ``--budget`` distinct
+candidates at most (``bench._replay``): the optuna strategies of
+``laytune.search.STRATEGIES`` with their own samplers, the identity
+candidate first, and the model strategy (``laytune.search.ModelSearch``,
+batches of 8 after the identity). Reported per strategy: the median over
+seeds of the trials to come within ``--within`` (10%) of the best known (a
+seed that does not get there counts as more than any that does), and the
+median best found after 32, 64 and 128 trials, as a multiple of the best
+known. Replaying recorded times makes the comparison free of measurement
+noise: every strategy and seed sees the same value for the same candidate.
+
+Prediction quality: the cost model trained on a random half of a space's
+measured candidates (the exhaustive set, or the reference file), Spearman's
+rank correlation of its predictions with the times of the other half.
+Printed, and written to ``bench/results/search_efficiency.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import tempfile
@@ -45,28 +54,54 @@ from typing import Any
 
 import laytune
 from bench import _report
+from bench._replay import (
+    Oracle,
+    best_at,
+    held_out_spearman,
+    replay_model,
+    replay_sampler,
+    trials_to,
+)
 from laytune import ops
 from laytune.records import open_database
 from laytune.runners import Device, MeasureConfig, default_device
-from laytune.search import STRATEGIES, make_sampler, params_of
+from laytune.search import STRATEGIES, ModelSearch
 from laytune.space import SearchSpace, SpaceOptions
 
 RESULT_NAME = "search_efficiency.md"
 CONFIG = MeasureConfig(warmup=2, repeats=7, measure_conversions=False, time_limit_s=60)
-MISS_LIMIT = 64  # proposals in a row already seen after which tune stops a sampler
+# the default spaces' kernels take up to seconds each: fewer repeats
+LARGE_CONFIG = MeasureConfig(warmup=1, repeats=3, measure_conversions=False, time_limit_s=60)
+REFERENCES = _report.RESULTS / "search_reference"
+CHECKPOINTS = (32, 64, 128)
 
 
 @dataclass(frozen=True)
 class Space:
     title: str
     workload: Any
-    options: SpaceOptions
+    options: SpaceOptions | None  # None: the default space
     summary: str  # what the options leave, in words
+    slug: str = ""  # the reference file's name, for a default space
+
+
+def default_spaces() -> list[Space]:
+    return [
+        Space("matmul 1024", ops.matmul(1024, 1024, 1024), None, "the default space", "matmul1024"),
+        Space(
+            "conv2d 1x64x56x56, 64 filters 3x3",
+            ops.conv2d(1, 64, 56, 56, 64, 3, stride=1, padding=1),
+            None,
+            "the default space",
+            "conv2d64x56",
+        ),
+    ]
 
 
 def spaces(quick: bool) -> list[Space]:
     wg = (0,) if quick else (0, 4)
     blocks = (1, 4) if quick else (1, 2, 4)
+    suffix = "-quick" if quick else ""
     return [
         Space(
             "matmul 256",
@@ -84,6 +119,7 @@ def spaces(quick: bool) -> list[Space]:
             ),
             "A, B: identity, transposed, pad_rows(4); C identity; vectors 1, 4; blocks 1, 4; "
             f"work-groups {', '.join(map(str, wg))}; unroll 1, 4; identity tiles when staged",
+            "matmul256" + suffix,
         ),
         Space(
             "conv2d 1x32x28x28, 32 filters 3x3",
@@ -100,6 +136,7 @@ def spaces(quick: bool) -> list[Space]:
             ),
             "W: identity, permutes; X: identity, permutes, block by 4; Y: identity, block by 4; "
             f"vectors 1, 4; blocks {', '.join(map(str, blocks))}; driver's work-group",
+            "conv2d32x28" + suffix,
         ),
         Space(
             "max_pool2d 1x64x112x112, 2x2",
@@ -117,6 +154,7 @@ def spaces(quick: bool) -> list[Space]:
             ),
             "X, Y: identity, permutes, block by 4, pad_rows(4); vectors 1, 4; blocks 1, 4; "
             f"work_group {', '.join(map(str, wg))}; no unroll; identity tiles when staged",
+            "max_pool112" + suffix,
         ),
     ]
 
@@ -128,11 +166,18 @@ def spaces(quick: bool) -> list[Space]:
 class Measured:
     space: Space
     search: SearchSpace
-    values: dict[str, float]  # candidate key -> time (inf: failed or refused)
+    oracle: Oracle  # candidate key -> time (inf: failed or refused)
     identity_s: float
     failures: dict[str, int]
     missing: int  # candidates of the space without a record
     elapsed_s: float
+    candidates: list[Any]  # what prediction quality is measured on
+    reference: int = 0  # candidates of the reference run (default spaces)
+    read_back: bool = False  # every time came from the space's reference file
+
+    @property
+    def values(self) -> dict[str, float]:
+        return self.oracle.values
 
     @property
     def best_s(self) -> float:
@@ -140,98 +185,135 @@ class Measured:
 
 
 def measure_exhaustively(space: Space, device: Device, scratch: Path) -> Measured:
+    """Every candidate of a small space: read back from its file under
+    ``bench/results/search_reference/`` when that holds them all, else
+    measured with the exhaustive strategy and written there."""
+    assert space.options is not None, "a small space"
+    started = time.perf_counter()
     search = SearchSpace(space.workload, device.info, space.options)
-    url = str(scratch / f"{space.workload.name}.sqlite")
-    options = laytune.TuneOptions(
-        trials=len(search),
-        strategy="exhaustive",
-        space=space.options,
-        warm_start=0,
-        measure=CONFIG,
-        # the kernels alone are compared (conversions are not measured): every buffer free
-        boundary={b.name: "free" for b in space.workload.buffers},
-    )
-    result = laytune.tune(space.workload, device, options=options, database=url, progress=False)
-    recorded = open_database(url).measured(space.workload, device)
-    values = {k: math.inf if v is None else v for k, v in recorded.items()}
-    keys = [c.key for c in search.enumerate()]
-    missing = sum(k not in values for k in keys)
-    values = {k: values.get(k, math.inf) for k in keys}
-    if math.isinf(min(values.values())):
-        raise SystemExit(f"{space.title}: no candidate was verified ({result.failures})")
+    candidates = list(search.enumerate())
+    path = REFERENCES / f"{space.slug}.jsonl"
+    oracle = Oracle.load(path)
+    failures: dict[str, int] = {}
+    read_back = all(c.key in oracle.values for c in candidates)
+    if not read_back:
+        url = str(scratch / f"{space.slug}.sqlite")
+        options = laytune.TuneOptions(
+            trials=len(search),
+            strategy="exhaustive",
+            space=space.options,
+            warm_start=0,
+            measure=CONFIG,
+            # the kernels alone are compared (conversions are not measured): every buffer free
+            boundary={b.name: "free" for b in space.workload.buffers},
+        )
+        result = laytune.tune(space.workload, device, options=options, database=url, progress=False)
+        failures = dict(result.failures)
+        recorded = open_database(url).measured(space.workload, device)
+        values = {c.key: recorded.get(c.key) for c in candidates}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [
+            json.dumps(
+                {"key": c.key, "value_s": values[c.key], "candidate": c.canonical_json()},
+                sort_keys=True,
+            )
+            for c in candidates
+        ]
+        _report.write(path.name, "\n".join(rows) + "\n", path)
+        oracle = Oracle.load(path)
+    missing = sum(c.key not in oracle.values for c in candidates)
+    oracle.values = {c.key: oracle.values.get(c.key, math.inf) for c in candidates}
+    if math.isinf(min(oracle.values.values())):
+        raise SystemExit(f"{space.title}: no candidate was verified ({failures})")
     return Measured(
         space,
         search,
-        values,
-        values[search.identity().key],
-        dict(result.failures),
+        oracle,
+        oracle.values[search.identity().key],
+        failures,
         missing,
-        result.elapsed_s,
+        time.perf_counter() - started,
+        candidates,
+        read_back=read_back,
+    )
+
+
+def measure_reference(space: Space, device: Device, size: int, seed: int = 12345) -> Measured:
+    """The default space's reference run, topped up to ``size`` candidates:
+    half uniform draws, then a local search (neighbours of the best so far)."""
+    started = time.perf_counter()
+    search = SearchSpace(space.workload, device.info)
+    path = REFERENCES / f"{space.slug}.jsonl"
+    oracle = Oracle.load(path, workload=space.workload, device=device, config=LARGE_CONFIG)
+    walker = ModelSearch(search, seed)
+    identity = search.identity()
+    oracle(identity)
+    while len(oracle.values) < size:
+        local = len(oracle.values) >= size // 2
+        best = min(oracle.candidates.values(), key=lambda c: oracle.values[c.key])
+        batch = [walker.neighbour(best) if local else walker.draw() for _ in range(8)]
+        oracle.many([c for c in batch if c.key not in oracle.values])
+        print(
+            f"  reference: {len(oracle.values)} candidates, best {min(oracle.values.values()) * 1e3:.3f} ms",
+            flush=True,
+        )
+    return Measured(
+        space,
+        search,
+        oracle,
+        oracle(identity),
+        {},
+        0,
+        time.perf_counter() - started,
+        list(oracle.candidates.values()),
+        len(oracle.values),
     )
 
 
 # -- replays -----------------------------------------------------------------------------
 
 
-def replay(measured: Measured, strategy: str, seed: int, target: float) -> int | None:
-    """Distinct candidates ``strategy`` evaluates until one is at most
-    ``target``; None when it stops first."""
-    import optuna
-
-    space, values = measured.search, measured.values
-    study = optuna.create_study(sampler=make_sampler(strategy, seed), direction="minimize")
-    found = params_of(space, space.identity())
-    assert found is not None, "the identity is in every space"
-    study.enqueue_trial(found[0])
-    seen: set[str] = set()
-    misses = 0
-    while len(seen) < len(values):
-        trial = study.ask()
-        key = space.suggest(trial).key
-        value = values.get(key, math.inf)
-        study.tell(trial, value)
-        if key in seen:
-            misses += 1
-            if misses >= MISS_LIMIT:
-                return None
-            continue
-        misses = 0
-        seen.add(key)
-        if value <= target:
-            return len(seen)
-    return None
-
-
 @dataclass
 class Efficiency:
     strategy: str
-    trials: list[int | None]  # per seed
+    runs: list[list[float]]  # per seed: the times of the distinct candidates, in order
     seconds: float
 
-    @property
-    def reached(self) -> list[int]:
-        return [t for t in self.trials if t is not None]
+    def trials(self, target: float) -> list[int | None]:
+        return [trials_to(run, target) for run in self.runs]
 
-    @property
-    def median(self) -> float | None:
+    def median_trials(self, target: float) -> float | None:
         """Median over seeds, a seed that never reached the target counting as
         infinitely many trials (None when the median itself is such a seed)."""
-        ranked = sorted(self.trials, key=lambda t: math.inf if t is None else t)
+        ranked = sorted(self.trials(target), key=lambda t: math.inf if t is None else t)
         middle = ranked[(len(ranked) - 1) // 2 : len(ranked) // 2 + 1]
         if any(t is None for t in middle):
             return None
         return statistics.mean(t for t in middle if t is not None)
 
+    def median_best(self, trials: int) -> float | None:
+        """Median over seeds of the best time within the first ``trials``
+        (None when a run is shorter than that: the space ran out)."""
+        if any(len(run) < trials for run in self.runs):
+            return None
+        return statistics.median(best_at(run, trials) for run in self.runs)
 
-def efficiencies(measured: Measured, seeds: int, within: float) -> list[Efficiency]:
-    target = measured.best_s * (1.0 + within)
+
+def efficiencies(
+    measured: Measured, seeds: int, budget: int, strategies: Sequence[str]
+) -> list[Efficiency]:
     out = []
-    for strategy in STRATEGIES:
-        if strategy == "exhaustive":
-            continue
+    for strategy in strategies:
         started = time.perf_counter()
-        trials = [replay(measured, strategy, seed, target) for seed in range(seeds)]
-        out.append(Efficiency(strategy, trials, time.perf_counter() - started))
+        runs = []
+        for seed in range(seeds):
+            if strategy == "model":
+                runs.append(replay_model(measured.search, measured.oracle, seed, budget))
+            else:
+                runs.append(
+                    replay_sampler(measured.search, measured.oracle, strategy, seed, budget)
+                )
+        out.append(Efficiency(strategy, runs, time.perf_counter() - started))
     return out
 
 
@@ -244,116 +326,180 @@ def _count(value: float | None) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
 
 
+def _ratio(value: float | None, best: float) -> str:
+    if value is None:
+        return "-"
+    return "failed" if math.isinf(value) else f"{value / best:.2f}x"
+
+
+def _targets(results: Sequence[tuple[Measured, list[Efficiency], Any]], within: float) -> list[str]:
+    """The issue's targets, checked on what was run."""
+    lines = []
+    for measured, effs, _ in results:
+        by_name = {e.strategy: e for e in effs}
+        target = measured.best_s * (1.0 + within)
+        model, random = by_name.get("model"), by_name.get("random")
+        if model is None:
+            continue
+        title = measured.space.title
+        if measured.space.options is None:
+            seeds = model.trials(target)
+            hits = sum(t is not None and t <= 64 for t in seeds)
+            lines.append(
+                f"- {title}: model within {within * 100:g}% of the best known in at most 64 "
+                f"trials in {hits} of {len(seeds)} seeds (target: all)"
+            )
+        if random is not None:
+            mine, theirs = model.median_trials(target), random.median_trials(target)
+            budget = max(len(run) for run in random.runs)
+            if mine is None:
+                verdict = "not met"
+            elif theirs is None:  # random's median lies beyond the budget
+                verdict = (
+                    f"met (random needs more than {budget})"
+                    if mine <= budget / 2
+                    else f"not shown (random needs more than {budget}, whose half is "
+                    f"{budget / 2:g})"
+                )
+            else:
+                verdict = "met" if mine <= theirs / 2 else "not met"
+            lines.append(
+                f"- {title}: model median {_count(mine)} against random's {_count(theirs)} "
+                f"trials: {verdict} (target: at most half)"
+            )
+    return lines
+
+
 def report(
-    results: Sequence[tuple[Measured, list[Efficiency]]],
+    results: Sequence[tuple[Measured, list[Efficiency], Any]],
     device: Device,
     args: argparse.Namespace,
     wall: float,
 ) -> str:
     percent = f"{args.within * 100:g}%"
     rows = []
-    for measured, effs in results:
-        size = len(measured.values)
-        target = measured.best_s * (1.0 + args.within)
-        good = sum(v <= target for v in measured.values.values())
-        first = next(i for i, v in enumerate(measured.values.values(), 1) if v <= target)
-        random_mean = (size + 1) / (good + 1)
-        rows.append(
-            [
-                measured.space.title,
-                "exhaustive",
-                f"{size}",
-                "-",
-                "-",
-                "1.0x",
-                f"first within {percent} in enumeration order: #{first}",
-            ]
-        )
+    for measured, effs, _ in results:
+        best = measured.best_s
+        target = best * (1.0 + args.within)
         for eff in effs:
-            median = eff.median
-            reached = eff.reached
-            spread = f"{min(reached)}-{max(reached)}" if reached else "-"
-            note = f"{len(reached)}/{len(eff.trials)} seeds reached"
-            if eff.strategy == "random":
-                note += f"; uniform draws need {random_mean:.1f} on average"
+            trials = eff.trials(target)
+            reached = [t for t in trials if t is not None]
             rows.append(
                 [
                     measured.space.title,
                     eff.strategy,
-                    _count(median),
-                    spread,
-                    ", ".join(_count(t) for t in eff.trials),
-                    "-" if median is None else f"{size / median:.1f}x",
-                    note,
+                    _count(eff.median_trials(target)),
+                    ", ".join(_count(t) for t in trials),
+                    f"{len(reached)}/{len(trials)}",
+                    *(_ratio(eff.median_best(n), best) for n in CHECKPOINTS),
                 ]
             )
-    spaces_lines = []
-    for measured, effs in results:
-        size = len(measured.values)
-        target = measured.best_s * (1.0 + args.within)
+    space_lines = []
+    for measured, effs, quality in results:
+        best = measured.best_s
+        target = best * (1.0 + args.within)
+        size = len(measured.search)
+        known = len(measured.values)
         good = sum(v <= target for v in measured.values.values())
         failed = sum(math.isinf(v) for v in measured.values.values())
-        spaces_lines += [
-            f"- {measured.space.title} (`{measured.space.workload.key}`): {size} candidates "
-            f"({measured.space.summary}); measured in {measured.elapsed_s:.0f} s; best "
-            f"{measured.best_s * 1e3:.4f} ms, identity {measured.identity_s * 1e3:.4f} ms "
-            f"({measured.identity_s / measured.best_s:.2f}x the best); {good} within {percent} "
-            f"of the best; {failed} failed or refused"
-            + (f" ({measured.failures})" if measured.failures else "")
-            + (
-                f"; {measured.missing} without a record (counted as failed)"
-                if measured.missing
-                else ""
+        if measured.space.options is None:
+            how = (
+                f"reference run of {measured.reference} candidates (half uniform draws, half "
+                f"local search; warmup {LARGE_CONFIG.warmup}, repeats {LARGE_CONFIG.repeats}); "
+                f"{known} candidates measured after the replays ({measured.oracle.measured} "
+                f"in this run)"
             )
-            + "; replays took "
-            + ", ".join(f"{e.strategy} {e.seconds:.1f} s" for e in effs),
-        ]
+        elif measured.read_back and measured.oracle.path is not None:
+            how = (
+                f"measured exhaustively once, read back from "
+                f"bench/results/search_reference/{measured.oracle.path.name}"
+            )
+        else:
+            how = f"measured exhaustively in {measured.elapsed_s:.0f} s"
+        rho, trained, tested = quality
+        space_lines.append(
+            f"- {measured.space.title} (`{measured.space.workload.key}`): {size} candidates "
+            f"({measured.space.summary}); {how}; best known {best * 1e3:.4f} ms, identity "
+            f"{measured.identity_s * 1e3:.4f} ms; {good} within {percent} of the best known; "
+            f"{failed} failed or refused; model's Spearman on held-out records "
+            f"{rho:.2f} (trained on {trained}, tested on {tested}); replays took "
+            + ", ".join(f"{e.strategy} {e.seconds:.0f} s" for e in effs)
+        )
     lines = [
-        f"# Search efficiency: trials to come within {percent} of the exhaustive best",
+        f"# Search efficiency: trials to come within {percent} of the best known",
         "",
         *_report.environment(device),
-        f"- {'quick run; ' if args.quick else ''}each space measured exhaustively once "
-        f"(warmup {CONFIG.warmup}, repeats {CONFIG.repeats}, median of the event times, "
-        f"compute kernels only, results checked against numpy; tune's early stop of "
-        f"candidates over 2x the best so far); then each strategy replayed on the recorded "
-        f"times with seeds 0-{args.seeds - 1}; {wall:.0f} s in all",
-        "- trials: distinct candidates evaluated up to and including the first within "
-        f"{percent} of the best, the identity candidate first; median over the seeds "
-        "(a seed that does not get there counts as more than any that does); "
-        "exhaustive / median: the space's size (what exhaustive search measures before it "
-        "knows the best) over the median",
-        "- with one seed, the strategies' first draws coincide (optuna's TPE starts with 8 "
-        "random trials, NSGA-II with a random generation of 16, from the same seeded "
-        "generator as the random sampler), so they part ways only after those",
+        f"- {'quick run; ' if args.quick else ''}each strategy replayed on recorded times "
+        f"with seeds 0-{args.seeds - 1}, budget {args.budget} distinct candidates, the identity "
+        f"candidate first (small spaces: measured exhaustively, warmup {CONFIG.warmup}, "
+        f"repeats {CONFIG.repeats}; compute kernels only, results checked against numpy); "
+        f"{wall:.0f} s in all",
+        f"- trials: distinct candidates evaluated up to and including the first within "
+        f"{percent} of the best known; median over the seeds (a seed that does not get there "
+        "counts as more than any that does); best at N: median over seeds of the best "
+        "time among the first N, over the best known ('-': the space holds fewer)",
+        "- strategies: random, tpe (optuna TPE, 8 random starts), tpe-mv (multivariate TPE "
+        "grouped by conditional sub-space), nsga2, model (gradient-boosted cost model, "
+        "batches of 8, the best predicted of 256 pooled candidates, 1 in 8 explored)",
         "",
         *_report.table(
             [
                 "space",
                 "strategy",
                 "trials (median)",
-                "min-max",
                 "per seed",
-                "exhaustive / median",
-                "note",
+                "seeds reached",
+                *(f"best at {n}" for n in CHECKPOINTS),
             ],
             rows,
-            "llrrrrl",
+            "llrrrrrr",
         ),
+        "",
+        "## Targets",
+        "",
+        *_targets(results, args.within),
         "",
         "## The spaces",
         "",
-        *spaces_lines,
+        *space_lines,
     ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller spaces")
+    parser.add_argument(
+        "--spaces", choices=("small", "default", "all"), default="all", help="which spaces (all)"
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller small spaces")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per strategy (5)")
+    parser.add_argument("--budget", type=int, default=128, help="trials per replay (128)")
+    parser.add_argument(
+        "--reference", type=int, default=512, help="reference run of a default space (512)"
+    )
+    names = [s for s in STRATEGIES if s != "exhaustive"]
+    parser.add_argument(
+        "--strategies", default=",".join(names), help=f"comma-separated ({','.join(names)})"
+    )
+    parser.add_argument(
+        "--scratch",
+        type=Path,
+        default=None,
+        help="folder for the exhaustive measurements' databases, so that an interrupted "
+        "measurement resumes (default: a temporary folder)",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated: the spaces whose title holds one of these texts (all)",
+    )
     parser.add_argument("--within", type=float, default=0.10, help="how close to the best (0.10)")
     parser.add_argument("--out", type=Path, default=None, help="markdown file to write")
     args = parser.parse_args(argv)
+    strategies = [s for s in args.strategies.split(",") if s]
+    unknown = sorted(set(strategies) - set(names))
+    if unknown:
+        parser.error(f"unknown strategies {unknown} (known: {', '.join(names)})")
 
     import optuna
 
@@ -363,15 +509,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"device: {device.name}", flush=True)
     started = time.perf_counter()
     results = []
-    with tempfile.TemporaryDirectory(prefix="laytune-bench-") as scratch:
-        for space in spaces(args.quick):
-            search = SearchSpace(space.workload, device.info, space.options)
-            print(f"{space.title}: {len(search)} candidates, measuring ...", flush=True)
-            measured = measure_exhaustively(space, device, Path(scratch))
-            effs = efficiencies(measured, args.seeds, args.within)
+    with tempfile.TemporaryDirectory(prefix="laytune-bench-") as temporary:
+        scratch = args.scratch or Path(temporary)
+        scratch.mkdir(parents=True, exist_ok=True)
+        chosen = []
+        if args.spaces in ("small", "all"):
+            chosen += spaces(args.quick)
+        if args.spaces in ("default", "all"):
+            chosen += default_spaces()
+        wanted = args.only.split(",")
+        for space in [s for s in chosen if any(w in s.title for w in wanted)]:
+            print(f"{space.title}: measuring ...", flush=True)
+            if space.options is None:
+                measured = measure_reference(space, device, args.reference)
+            else:
+                measured = measure_exhaustively(space, device, scratch)
+            # prediction quality on what the reference (or exhaustive) run measured
+            quality = held_out_spearman(measured.search, measured.values, measured.candidates)
+            print(f"  model's Spearman on held-out records: {quality[0]:.2f}", flush=True)
+            try:
+                effs = efficiencies(measured, args.seeds, args.budget, strategies)
+            finally:
+                measured.oracle.close()
+            target = measured.best_s * (1.0 + args.within)
             for eff in effs:
-                print(f"  {eff.strategy}: {[_count(t) for t in eff.trials]}", flush=True)
-            results.append((measured, effs))
+                print(f"  {eff.strategy}: {[_count(t) for t in eff.trials(target)]}", flush=True)
+            results.append((measured, effs, quality))
     text = report(results, device, args, time.perf_counter() - started)
     print(text)
     path = _report.write(RESULT_NAME, text, args.out)

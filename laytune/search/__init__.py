@@ -10,6 +10,7 @@ the best records pay for, each a workload of its own.
 from __future__ import annotations
 
 from laytune.search._conversions import conversions_of, tune_conversions
+from laytune.search._features import candidate_features
 from laytune.search._job import (
     Job,
     LogBatches,
@@ -19,6 +20,8 @@ from laytune.search._job import (
     TuneResult,
     speedup_text,
 )
+from laytune.search._model import CostModel, Observation, spearman
+from laytune.search._model_search import ModelSearch, transfer_observations
 from laytune.search._options import DEFAULT_MEASURE, TuneOptions
 from laytune.search._strategies import STRATEGIES, make_sampler, params_of
 from laytune.search._tune import (
@@ -32,20 +35,26 @@ from laytune.search._tune import (
 __all__ = [
     "DEFAULT_MEASURE",
     "STRATEGIES",
+    "CostModel",
     "Job",
     "LogBatches",
+    "ModelSearch",
+    "Observation",
     "Persist",
     "Progress",
     "TuneCallback",
     "TuneOptions",
     "TuneResult",
+    "candidate_features",
     "conversions_of",
     "layout_reference",
     "make_sampler",
     "params_of",
+    "spearman",
     "speedup_text",
     "standard_candidates",
     "study_name_for",
+    "transfer_observations",
     "tune",
     "tune_conversions",
     "warm_start_candidates",

@@ -30,8 +30,11 @@ class TuneOptions:
     - ``timeout``: seconds after which no new batch is proposed;
       ``patience``: stop after this many measured candidates without a new
       best (None: never).
-    - ``strategy``: ``"tpe"``, ``"random"``, ``"nsga2"`` or ``"exhaustive"``
-      (every valid candidate in order, for small spaces).
+    - ``strategy``: ``"tpe"``, ``"tpe-mv"`` (multivariate TPE grouped by
+      conditional sub-space), ``"model"`` (the best predicted of a
+      gradient-boosted cost model trained on the records, 1 in 8 explored
+      at random), ``"random"``, ``"nsga2"`` or ``"exhaustive"`` (every
+      valid candidate in order, for small spaces).
     - ``seed``: the sampler's seed; give strategies you compare different
       seeds, or their first random trials coincide (and come from records).
     - ``batch``: candidates proposed, built and measured together.

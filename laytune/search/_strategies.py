@@ -25,6 +25,21 @@ def _tpe(seed: int) -> Any:
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8)
 
 
+def _tpe_multivariate(seed: int) -> Any:
+    """TPE over the joint distribution of the parameters, grouped by the
+    conditional sub-spaces they appear in (optuna's ``group=True``): the
+    baseline the model strategy is measured against."""
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():  # multivariate and group are "experimental" in optuna
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=8, multivariate=True, group=True
+        )
+
+
 def _random(seed: int) -> Any:
     import optuna
 
@@ -38,10 +53,15 @@ def _nsga2(seed: int) -> Any:
 
 
 #: name -> sampler factory. ``exhaustive`` walks ``SearchSpace.enumerate()``
-#: in order (for small spaces), the others are optuna samplers that handle
-#: categorical, conditional spaces.
+#: in order (for small spaces); ``model`` proposes the best predicted of a
+#: cost model (:mod:`laytune.search._model_search`) as trials with fixed
+#: parameters, its random sampler only standing in when the model cannot be
+#: built; the others are optuna samplers that handle categorical,
+#: conditional spaces.
 STRATEGIES: dict[str, Callable[[int], Any]] = {
     "tpe": _tpe,
+    "tpe-mv": _tpe_multivariate,
+    "model": _random,
     "random": _random,
     "exhaustive": _random,  # unused: every trial has fixed parameters
     "nsga2": _nsga2,

@@ -9,6 +9,7 @@ persisting, progress and logging are callbacks on each batch.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,7 @@ from laytune.runners import (
     select_device,
 )
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
+from laytune.search._model_search import ModelProposals
 from laytune.search._options import TuneOptions, options_from_keywords
 from laytune.search._pricing import JobPricing, boundary_tag
 from laytune.search._starts import standard_candidates
@@ -387,6 +389,8 @@ def tune(
         forced += standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
     if strategy == "exhaustive":
         order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
+    elif strategy == "model" and not converting:
+        order = itertools.chain(forced, ModelProposals(job, opts.seed, batch))
     else:
         order = iter(forced)
     proposer = _Proposer(job, order, sampled=strategy != "exhaustive")

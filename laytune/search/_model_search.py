@@ -1,0 +1,266 @@
+"""The model strategy: each batch is the best predicted of a large pool.
+
+:class:`ModelSearch` keeps what was measured, trains a :class:`CostModel`
+on it (and on records of other shapes and operators, for a cold start),
+draws a pool of candidates (uniform draws from the space, as optuna's
+random sampler draws, and neighbours of the best measured: one parameter
+changed) and proposes the pool's best predicted, with one in eight
+(``explore``) drawn at random instead, as TVM's XGBoost cost model does.
+Before the model can be trained, every proposal is a uniform draw.
+
+:class:`ModelProposals` feeds those batches to ``tune`` as forced
+candidates (trials with fixed parameters, so the study sees them like any
+other); when the model cannot be built it warns and stops, and ``tune``
+goes on with the strategy's sampler, a random one.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from laytune.exceptions import LaytuneError
+from laytune.ops import from_key
+from laytune.search._features import candidate_features
+from laytune.search._model import OTHER_OPERATOR, OTHER_SHAPE, CostModel, Observation
+from laytune.search._strategies import params_of
+from laytune.space import Candidate, SearchSpace
+
+__all__ = ["ModelProposals", "ModelSearch", "transfer_observations"]
+
+_PARENTS = 8  # best measured candidates whose neighbours join the pool
+_TRANSFER_LIMIT = 3000  # most recent records of other workloads learned from
+
+
+class _Draw:
+    """A trial that answers each choice uniformly at random, or, given a
+    parent's params, keeps the parent's answer except at one position."""
+
+    def __init__(
+        self, rng: np.random.Generator, parent: dict[str, Any] | None = None, change: int = -1
+    ) -> None:
+        self.rng, self.parent, self.change = rng, parent or {}, change
+        self.asked = 0
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        choices = list(choices)
+        position, self.asked = self.asked, self.asked + 1
+        kept = self.parent.get(name, _Draw)
+        if position != self.change and kept is not _Draw and kept in choices:
+            return kept
+        return choices[int(self.rng.integers(len(choices)))]
+
+
+def work_of(workload: Any) -> float:
+    """The scale a time is learned on: operations plus compulsory bytes."""
+    return float(getattr(workload, "flops", 0) + getattr(workload, "bytes", 0))
+
+
+class ModelSearch:
+    """Proposes candidates of ``space`` from a cost model over what it was
+    told (:meth:`observe`) and the ``transfer`` observations. Deterministic
+    for a seed and a sequence of calls."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int = 0,
+        *,
+        pool: int = 512,
+        explore: float = 0.125,
+        transfer: Sequence[Observation] = (),
+    ) -> None:
+        self.space = space
+        self.rng = np.random.default_rng(seed)
+        self.model = CostModel(seed)
+        self.pool_size = pool
+        self.explore = explore
+        self.transfer = list(transfer)
+        self.work = work_of(space.workload)
+        self.observed: dict[str, tuple[Candidate, float | None]] = {}
+        self.explored: list[Candidate] = []  # the random picks of the last batch
+        self._features: dict[str, dict[str, float] | None] = {}
+        self._params: dict[str, dict[str, Any] | None] = {}
+        self._all: list[Candidate] | None = None  # the whole space, when it is small
+
+    def features(self, candidate: Candidate) -> dict[str, float] | None:
+        """``candidate``'s features (cached); None when its nest cannot be planned."""
+        key = candidate.key
+        if key not in self._features:
+            try:
+                found = candidate_features(self.space.workload, self.space.device, candidate)
+            except LaytuneError:
+                found = None
+            self._features[key] = found
+        return self._features[key]
+
+    def observe(self, candidate: Candidate, seconds: float | None) -> None:
+        """What ``candidate`` took (None: failed or rejected)."""
+        self.observed[candidate.key] = (candidate, seconds)
+
+    def observations(self) -> list[Observation]:
+        own = []
+        for candidate, seconds in self.observed.values():
+            found = self.features(candidate)
+            if found is not None:
+                own.append(Observation(found, seconds, self.work, "own"))
+        return own + self.transfer
+
+    def train(self) -> bool:
+        """Fit the model on everything observed; False when it cannot learn yet."""
+        return self.model.fit(self.observations())
+
+    def draw(self) -> Candidate:
+        """One candidate drawn uniformly per parameter, as a random sampler draws."""
+        return self.space.suggest(_Draw(self.rng))
+
+    def neighbour(self, parent: Candidate) -> Candidate:
+        """``parent`` with one of its parameters drawn again."""
+        key = parent.key
+        if key not in self._params:
+            found = params_of(self.space, parent)
+            self._params[key] = None if found is None else found[0]
+        params = self._params[key]
+        if not params:
+            return self.draw()
+        change = int(self.rng.integers(len(params)))
+        return self.space.suggest(_Draw(self.rng, params, change))
+
+    def pool(self, exclude: Collection[str]) -> list[Candidate]:
+        """Up to ``pool`` distinct candidates not in ``exclude`` nor observed:
+        a quarter neighbours of the best measured, the rest uniform draws; in
+        a space of at most four pools, every such candidate instead."""
+        if self._all is None:
+            small = self.space.size <= 4 * self.pool_size
+            self._all = list(self.space.enumerate()) if small else []
+        if self._all:
+            left = [c for c in self._all if c.key not in exclude and c.key not in self.observed]
+            if len(left) <= self.pool_size:
+                return left
+            return [left[k] for k in sorted(self.rng.choice(len(left), self.pool_size, False))]
+        measured = sorted(
+            (s, c.key, c) for c, s in self.observed.values() if s is not None and math.isfinite(s)
+        )
+        parents = [c for _, _, c in measured[:_PARENTS]]
+        found: dict[str, Candidate] = {}
+        for attempt in range(self.pool_size * 2):
+            if len(found) >= self.pool_size:
+                break
+            near = parents and attempt % 4 == 0
+            candidate = (
+                self.neighbour(parents[(attempt // 4) % len(parents)]) if near else self.draw()
+            )
+            key = candidate.key
+            if key not in exclude and key not in self.observed:
+                found.setdefault(key, candidate)
+        return list(found.values())
+
+    def propose(self, count: int, exclude: Collection[str] = ()) -> list[Candidate]:
+        """Up to ``count`` new candidates: the best predicted of a pool, and
+        ``explore`` of them (a share rounded at random) drawn from the pool
+        at random; all at random while the model cannot be trained."""
+        pool = self.pool(exclude)
+        self.explored = []
+        if not pool:
+            return []
+        order = self.rng.permutation(len(pool))
+        if not self.train():
+            picked = [pool[k] for k in order[:count]]
+            self.explored = list(picked)
+            return picked
+        share = count * self.explore
+        explore = int(share) + int(self.rng.random() < share - int(share))
+        explore = min(explore, max(0, len(pool) - 1), count)
+        rows = [self.features(c) for c in pool]
+        scored = [(i, r) for i, r in enumerate(rows) if r is not None]
+        predicted = self.model.predict([r for _, r in scored])
+        ranking = [scored[k][0] for k in np.argsort(predicted, kind="stable")]
+        best = ranking[: count - explore]
+        chosen = set(best)
+        rest = [k for k in order if k not in chosen]
+        self.explored = [pool[k] for k in rest[:explore]]
+        return [pool[k] for k in best] + self.explored
+
+
+def transfer_observations(
+    database: Any, workload: Any, device: Any, limit: int = _TRANSFER_LIMIT
+) -> list[Observation]:
+    """Records of other workloads on ``device`` (``device.info`` plans their
+    nests), the most recent ``limit``: other shapes of ``workload``'s
+    operator at weight 0.5, other operators at 0.2. Records whose workload
+    is not a registered operator (a conversion) are left out."""
+    records = [r for r in database.records(device=device) if r.workload_key != workload.key]
+    workloads: dict[str, Any] = {}
+    out = []
+    for record in records[-limit:]:
+        if record.workload_key not in workloads:
+            try:
+                workloads[record.workload_key] = from_key(record.workload_key)
+            except (LaytuneError, ValueError, TypeError):
+                workloads[record.workload_key] = None
+        other = workloads[record.workload_key]
+        if other is None:
+            continue
+        try:
+            found = candidate_features(other, device.info, record.candidate)
+        except (LaytuneError, KeyError):
+            continue
+        weight = OTHER_SHAPE if other.name == workload.name else OTHER_OPERATOR
+        seconds = record.value_s if record.ok else None
+        out.append(Observation(found, seconds, work_of(other), record.workload_key, weight))
+    return out
+
+
+class ModelProposals(Iterator[Candidate]):
+    """The model strategy's candidates for one ``tune`` job, a batch at a
+    time; each batch is proposed from the job's records as they stand. Ends
+    (with a :class:`UserWarning`) when the model cannot be built, so the job
+    goes on with its random sampler."""
+
+    def __init__(self, job: Any, seed: int, batch: int) -> None:
+        self.job = job
+        self.batch = batch
+        self.given: set[str] = set()
+        self.buffer: list[Candidate] = []
+        self.search: ModelSearch | None = None
+        try:
+            import sklearn  # noqa: F401
+
+            transfer = transfer_observations(job.database, job.workload, job.device)
+            self.search = ModelSearch(job.space, seed, transfer=transfer)
+        except Exception as err:  # anything that stops the model: the job goes on
+            self._give_up(err)
+
+    def _give_up(self, err: BaseException) -> None:
+        self.search = None
+        warnings.warn(
+            f"the cost model cannot be built ({type(err).__name__}: {err}); "
+            "the model strategy falls back to random sampling",
+            UserWarning,
+            stacklevel=2,
+        )
+
+    def __next__(self) -> Candidate:
+        if self.search is None:
+            raise StopIteration
+        if not self.buffer:
+            try:
+                known = self.job.pricing.known()
+                records = self.job.database.records(
+                    workload=self.job.workload, device=self.job.device
+                )
+                for record in records:
+                    self.search.observe(record.candidate, known.get(record.candidate.key))
+                self.buffer = self.search.propose(self.batch, exclude=set(known) | self.given)
+            except Exception as err:
+                self._give_up(err)
+                raise StopIteration from None
+            if not self.buffer:
+                raise StopIteration
+        candidate = self.buffer.pop(0)
+        self.given.add(candidate.key)
+        return candidate

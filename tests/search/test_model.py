@@ -1,0 +1,191 @@
+"""The model strategy: deterministic features, a cost model trained on real
+records, batches with exploration, transfer from other shapes, and the
+fallback to random sampling when the model cannot be built."""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import laytune
+from laytune import ops
+from laytune.exceptions import TuningError
+from laytune.records import open_database
+from laytune.runners import default_device
+from laytune.search import (
+    STRATEGIES,
+    CostModel,
+    ModelSearch,
+    Observation,
+    TuneOptions,
+    candidate_features,
+    spearman,
+    transfer_observations,
+)
+from laytune.search._model import OTHER_OPERATOR, OTHER_SHAPE
+from laytune.space import SearchSpace, SpaceOptions
+from tests.search import worker
+
+MATMUL = ops.matmul(32, 32, 32)
+SMALL = SpaceOptions(
+    families=("identity", "permute"),
+    families_per_buffer={"C": ("identity",)},
+    vectors=(1, 4),
+    blocks=(1, 2, 4),
+    groups=(0,),
+    splits=(1,),
+    unrolls=(1,),
+    local_families=("identity",),
+)
+
+
+@pytest.fixture(scope="module")
+def device():
+    return default_device()
+
+
+@pytest.fixture(scope="module")
+def space(device) -> SearchSpace:
+    return SearchSpace(MATMUL, device.info, SMALL)
+
+
+@pytest.fixture(scope="module")
+def measured_url(tmp_path_factory: pytest.TempPathFactory, device) -> str:
+    """A records database holding a dozen measured candidates of the 32^3 matmul."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('model') / 'r.db'}"
+    options = TuneOptions(trials=12, batch=6, strategy="random", space=SMALL, warm_start=0)
+    laytune.tune(MATMUL, device, options=options, database=url, progress=False)
+    return url
+
+
+def _synthetic(search: ModelSearch, count: int) -> None:
+    """``count`` observations whose time falls with the register tile."""
+    for _ in range(count):
+        candidate = search.draw()
+        features = search.features(candidate)
+        assert features is not None
+        search.observe(candidate, 1e-3 * 2.0 ** -features["tile"] * (1 + features["in0.padding"]))
+
+
+def test_features_are_deterministic_and_see_the_layouts(space: SearchSpace, device) -> None:
+    candidates = list(space.enumerate())
+    first = [candidate_features(MATMUL, device.info, c) for c in candidates[:40]]
+    again = [candidate_features(MATMUL, device.info, c) for c in candidates[:40]]
+    assert first == again
+    assert all(all(math.isfinite(v) for v in row.values()) for row in first)
+    identity = candidate_features(MATMUL, device.info, space.identity())
+    # matmul A[i, k]: along the reduce loop k, one element apart in row-major A
+    assert identity["in0.reduce_stride"] == 0.0  # log2(1)
+    assert identity["in0.reduce_contiguous"] == 1.0
+    transposed = next(
+        c
+        for c in candidates
+        if not c.layout("A").is_identity and c.knob_map == dict(space.identity().knobs)
+    )
+    moved = candidate_features(MATMUL, device.info, transposed)
+    assert moved["in0.reduce_stride"] == math.log2(32)  # [k, i]: a row of 32 apart
+    assert moved["in0.reduce_contiguous"] == 0.0
+
+
+def test_spearman_ranks_and_ties() -> None:
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 2, 3], [1, 2, 2, 3]) == pytest.approx(1.0)
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(TuningError):
+        spearman([1, 2], [1])
+
+
+def test_failures_teach_the_model_they_are_slow() -> None:
+    rows = [Observation({"x": float(k)}, 1e-3 * (k + 1), 1.0, "own") for k in range(8)]
+    rows.append(Observation({"x": 20.0}, None, 1.0, "own"))
+    model = CostModel()
+    assert model.fit(rows)
+    slowest_measured, failed = model.predict([{"x": 7.0}, {"x": 20.0}])
+    assert failed > slowest_measured - 0.1
+    assert not CostModel().fit(rows[:3])  # too few measured rows to learn from
+
+
+@pytest.mark.slow
+def test_the_model_trains_on_real_records(measured_url: str, space: SearchSpace, device) -> None:
+    database = open_database(measured_url)
+    records = database.records(workload=MATMUL, device=device)
+    assert len(records) >= 10
+    search = ModelSearch(space, seed=0, pool=64)
+    for record in records:
+        search.observe(record.candidate, record.value_s if record.ok else None)
+    assert search.train()
+    measured = [r for r in records if r.ok]
+    predicted = search.model.predict([search.features(r.candidate) for r in measured])
+    # on what it was trained on, it ranks the times right
+    assert spearman(predicted, [r.value_s for r in measured]) > 0.5
+    batch = search.propose(8, exclude=set())
+    assert len(batch) == 8
+    assert not {c.key for c in batch} & {r.candidate.key for r in records}
+
+
+def test_batches_are_the_best_predicted_plus_exploration(space: SearchSpace) -> None:
+    search = ModelSearch(space, seed=1, pool=96)
+    untrained = search.propose(8)
+    assert search.explored == untrained  # no model yet: every pick is a random draw
+    _synthetic(search, 24)
+    batch = search.propose(8)
+    assert len(batch) == 8 and len({c.key for c in batch}) == 8
+    assert len(search.explored) == 1 and search.explored[0] == batch[-1]
+    exploited = batch[:-1]
+    tiles = [search.features(c)["tile"] for c in exploited]
+    assert min(tiles) >= 2.0  # the model learned that larger register tiles are faster
+
+
+@pytest.mark.slow
+def test_transfer_learns_from_other_shapes_and_operators(measured_url: str, device) -> None:
+    database = open_database(measured_url)
+    other_shape = transfer_observations(database, ops.matmul(64, 64, 64), device)
+    assert other_shape and {o.weight for o in other_shape} == {OTHER_SHAPE}
+    assert {o.group for o in other_shape} == {MATMUL.key}
+    other_op = transfer_observations(database, ops.max_pool2d(1, 4, 8, 8, 2, 2), device)
+    assert {o.weight for o in other_op} == {OTHER_OPERATOR}
+    assert transfer_observations(database, MATMUL, device) == []  # its own records are not transfer
+    # a cold start on the new shape: the model is ready before anything of it is measured
+    cold = ModelSearch(
+        SearchSpace(ops.matmul(64, 64, 64), device.info, SMALL), transfer=other_shape
+    )
+    assert cold.train()
+
+
+@pytest.mark.slow
+def test_a_model_that_cannot_be_built_falls_back_to_random_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device
+) -> None:
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # the model's library cannot be imported
+    options = TuneOptions(
+        trials=4, batch=2, strategy="model", space=worker.OPTIONS, warm_start=0, starts=0
+    )
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    with pytest.warns(UserWarning, match="falls back to random sampling"):
+        result = laytune.tune(
+            worker.WORKLOAD, device, options=options, database=url, progress=False
+        )
+    assert result.measured == 4  # the random sampler went on
+    assert result.stop_reason == "trial budget (4) spent"
+
+
+@pytest.mark.slow
+def test_model_strategy_tunes_a_new_shape_from_the_model_of_another(
+    measured_url: str, device
+) -> None:
+    """Runs last: it adds the new shape's records to the module's database."""
+    assert {"model", "tpe-mv"} <= set(STRATEGIES)
+    options = TuneOptions(trials=8, batch=4, strategy="model", space=SMALL, warm_start=0, starts=2)
+    target = ops.matmul(32, 32, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the model is built: no fallback
+        result = laytune.tune(
+            target, device, options=options, database=measured_url, progress=False
+        )
+    assert result.measured == 8 and result.best is not None
+    assert set(result.trials["strategy"]) == {"model"}
