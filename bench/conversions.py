@@ -48,7 +48,7 @@ import laytune
 from bench import _report
 from laytune import layout as L
 from laytune.codegen import lower
-from laytune.runners import MeasureConfig, default_device
+from laytune.runners import MeasureConfig, build_source, default_device
 from laytune.search import TuneOptions
 from laytune.space import Candidate, ConversionWorkload
 
@@ -132,7 +132,7 @@ def tuned_copy(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = cl.Program(context, _copy_source(streaming)).build()
+        program = build_source(context, _copy_source(streaming))
     mf = cl.mem_flags
     src = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.ones(floats, "f4"))
     dst = cl.Buffer(context, mf.READ_WRITE, size=4 * floats)
@@ -188,7 +188,7 @@ def conversion_launch(context: Any, workload: ConversionWorkload, candidate: Can
     program = lower(workload, candidate, device.info)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        built = cl.Program(context, program.source).build(options=list(program.build_options))
+        built = build_source(context, program.source, program.build_options)
     launch = program.compute[0]
     mf = cl.mem_flags
     data = workload.make_inputs(0)["src"]

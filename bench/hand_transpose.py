@@ -33,7 +33,7 @@ import numpy as np
 
 from bench import _report
 from laytune.codegen._shuffle import transpose_lines
-from laytune.runners import default_device
+from laytune.runners import build_source, default_device
 
 _LANES = "0123456789abcdef"
 _GROUPS = (None, (8, 8), (16, 4), (4, 16))
@@ -97,7 +97,7 @@ def measure(size: int, repeats: int) -> list[tuple[str, float, float, str]]:
         source += _tile_kernel(_name(style, n, rows), n, style, rows)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = cl.Program(context, source).build()
+        program = build_source(context, source)
     data = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
     mf = cl.mem_flags
     src = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=data)

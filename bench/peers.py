@@ -92,6 +92,7 @@ from laytune.runners import (
     RunInput,
     Runner,
     RunResult,
+    build_source,
     default_device,
 )
 from laytune.search import TuneOptions, standard_candidates
@@ -274,7 +275,7 @@ def transpose_rows(
     (launch,) = program.pack
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pack = getattr(cl.Program(context, program.source).build(), launch.kernel)
+        pack = getattr(build_source(context, program.source), launch.kernel)
     timing = measure(
         lambda: pack(queue, launch.global_size, launch.local_size, src, dst),
         queue,

@@ -51,6 +51,7 @@ from laytune.runners import (
     RunInput,
     Runner,
     RunResult,
+    build_source,
     list_devices,
     select_device,
 )
@@ -177,7 +178,7 @@ def pick_device() -> Device:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                cl.Program(cl.Context([device.open()]), "__kernel void k() {}").build()
+                build_source(cl.Context([device.open()]), "__kernel void k() {}")
         except cl.Error:
             continue
         return device

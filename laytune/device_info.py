@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from laytune._cl_build import build_source
 from laytune.exceptions import DeviceInfoError
 
 __all__ = ["DeviceInfo"]
@@ -213,7 +214,7 @@ def probe_builtins(device: Any) -> tuple[str, ...]:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    cl.Program(context, source).build()
+                    build_source(context, source)
             except cl.Error:
                 continue
             names.append(name)

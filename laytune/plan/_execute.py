@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from laytune._cl_build import build_source
 from laytune.codegen import KernelProgram, Launch, lower, lower_conversion
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import ConfigError, LaytuneError
@@ -180,9 +181,7 @@ class CompiledPlan:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # pyopencl warns about any non-empty build log
                 try:
-                    built = cl.Program(self.context, program.source).build(
-                        options=list(program.build_options)
-                    )
+                    built = build_source(self.context, program.source, program.build_options)
                 except cl.Error as err:
                     raise PlanError(f"building {program.name} failed: {err}") from None
             self._programs[key] = built

@@ -13,6 +13,7 @@ implementations.
 
 from __future__ import annotations
 
+from laytune._cl_build import build_source
 from laytune.device_info import DeviceInfo
 from laytune.runners._base import BaseBuilder, BaseRunner
 from laytune.runners._builder import Builder
@@ -62,6 +63,7 @@ __all__ = [
     "VerifiableWorkload",
     "allocation_bytes",
     "as_context",
+    "build_source",
     "default_device",
     "device_builds",
     "image_format",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from laytune._cl_build import build_source
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import DeviceNotFoundError
 from laytune.runners._opencl_runtime import register_opencl_runtimes
@@ -163,7 +164,7 @@ def device_builds(device: Device) -> str | None:
         context = cl.Context([device.open()])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cl.CompilerWarning)
-            cl.Program(context, _PROBE).build()
+            build_source(context, _PROBE)
     except (cl.Error, DeviceNotFoundError) as exc:
         lines = [line for line in str(exc).splitlines() if "error" in line.lower()]
         return (lines[-1] if lines else str(exc).splitlines()[0]).strip()

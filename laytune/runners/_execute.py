@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from laytune._cl_build import build_source
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.exceptions import ExecutionError
 from laytune.space import IMAGE_DTYPES
@@ -72,12 +73,13 @@ class ProgramExecutor:
     # -- setup ----------------------------------------------------------------------
     def _build(self, binary: bytes | None) -> cl.Program:
         try:
-            if binary is not None:
-                built = cl.Program(self.context, [self.device], [binary])
-            else:
-                built = cl.Program(self.context, self.program.source)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", cl.CompilerWarning)
+                if binary is None:
+                    return build_source(
+                        self.context, self.program.source, self.program.build_options
+                    )
+                built = cl.Program(self.context, [self.device], [binary])
                 return built.build(options=list(self.program.build_options))
         except cl.Error as err:
             raise ExecutionError(

@@ -12,7 +12,7 @@ import pyopencl as cl
 
 from laytune.codegen import KernelProgram
 from laytune.device_info import DeviceInfo
-from laytune.runners import default_device
+from laytune.runners import build_source, default_device
 
 
 @dataclass
@@ -38,9 +38,7 @@ def build(env: Env, program: KernelProgram) -> cl.Program:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return cl.Program(env.context, program.source).build(
-                options=list(program.build_options)
-            )
+            return build_source(env.context, program.source, program.build_options)
         except cl.Error as err:
             raise AssertionError(f"build failed: {err}\n{program.source}") from None
 

@@ -12,6 +12,7 @@ from laytune import layout as L
 from laytune import ops
 from laytune.codegen import lower
 from laytune.codegen._shuffle import transpose_lines
+from laytune.runners import build_source
 from laytune.search._starts import standard_candidates
 from laytune.space import Candidate, SearchSpace, SpaceOptions, baseline_knobs, check_candidate
 from tests.codegen.harness import Env, RandomTrial, build, run
@@ -30,7 +31,7 @@ def test_the_shuffle_network_transposes(env: Env, n: int) -> None:
         + "\n".join(body)
         + "\n}"
     )
-    program = cl.Program(env.context, source).build()
+    program = build_source(env.context, source)
     data = np.arange(n * n, dtype=np.float32)
     mf = cl.mem_flags
     src = cl.Buffer(env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)

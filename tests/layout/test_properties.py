@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from laytune.exceptions import LayoutError
 from laytune.layout import IndexMap, Layout, compose, pack, unpack
 from laytune.layout import _expr as ex
+from laytune.runners import build_source
 
 from .strategies import family_layouts, maps_and_shapes, one_family
 
@@ -146,7 +147,7 @@ def test_opencl_expression_agrees_on_every_index(
         _index_kernel(f"map{k}", s, m.to_opencl(s, names[: len(s)], flat=False))
         for k, (m, s) in enumerate(cases)
     )
-    program = cl.Program(cl_context, source).build()
+    program = build_source(cl_context, source)
     for k, (m, shape) in enumerate(cases):
         n = int(np.prod(shape))
         out = _run_index_kernel(program, f"map{k}", n, m.ndim_out, cl_context, cl_queue)
@@ -175,7 +176,7 @@ def test_opencl_flat_offsets_of_families_on_device(
         )
         for k, layout in enumerate(layouts)
     )
-    program = cl.Program(cl_context, source).build()
+    program = build_source(cl_context, source)
     for k, layout in enumerate(layouts):
         shape = layout.shape
         groups = len(layout.flat_shape)

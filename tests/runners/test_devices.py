@@ -76,3 +76,25 @@ def test_the_probed_builtins_are_recorded_and_round_trip() -> None:
     assert DeviceInfo.from_json(info.to_json()) == info
     assert DeviceInfo.from_json({**info.to_json(), "builtins": []}).builtins == ()
     assert probe_builtins(device.open()) == info.builtins  # probed once, then remembered
+
+
+def test_source_builds_never_take_pyopencls_cache_lock(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyopencl guards its binary cache with a lock file that a killed process
+    leaves behind (every later cached build then waits a minute and fails):
+    laytune's builds of source do not go near it."""
+    import pyopencl as cl
+    import pyopencl.cache
+
+    from laytune.runners import build_source
+
+    def locked(*args: object) -> None:
+        raise AssertionError("took pyopencl's cache lock")
+
+    monkeypatch.setattr(pyopencl.cache.CacheLockManager, "__init__", locked)
+    context = cl.Context([device.open()])
+    program = build_source(context, "__kernel void k(__global float *a) { a[0] = 1.0f; }")
+    assert program.k.function_name == "k"
+    with pytest.raises(cl.Error, match="BUILD_PROGRAM_FAILURE"):
+        build_source(context, "__kernel void k( {")
