@@ -23,6 +23,7 @@ import argparse
 import atexit
 import contextlib
 import json
+import logging
 import math
 import os
 import shutil
@@ -728,6 +729,7 @@ class _StopSignals:
         self.first: int | None = None
         self.finishing = False
         self.lost = False  # the first signal's KeyboardInterrupt was swallowed
+        self.silenced: list[logging.Logger] = []
 
     def install(self) -> dict[int, Any]:
         """Install the handlers; returns the previous ones."""
@@ -738,6 +740,7 @@ class _StopSignals:
             self.first = self.first or signum
             self.lost = False
             if not self.finishing:
+                self.quiet_database_logs()
                 raise KeyboardInterrupt
         elif not self.finishing:
             _exit_now(self.status(EXIT_INTERRUPTED))
@@ -760,6 +763,25 @@ class _StopSignals:
 
     def status(self, code: int) -> int:
         return code if self.first is None else _EXIT_FOR_SIGNAL[self.first]
+
+    def quiet_database_logs(self) -> None:
+        """Silence SQLAlchemy's loggers: an interrupt in the middle of a query
+        makes it drop the connection and log, with a traceback, that closing
+        the cursor then failed. That is the interrupt's doing, which the
+        command reports itself; nothing committed is lost."""
+        for name in list(logging.root.manager.loggerDict):
+            if name.split(".")[0] != "sqlalchemy":
+                continue
+            logger = logging.getLogger(name)
+            if not logger.disabled:
+                logger.disabled = True
+                self.silenced.append(logger)
+
+    def restore_database_logs(self) -> None:
+        """Undo :meth:`quiet_database_logs` (a command run in-process)."""
+        for logger in self.silenced:
+            logger.disabled = False
+        self.silenced.clear()
 
 
 def _exit_now(status: int) -> None:
@@ -802,6 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not program:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            signals.restore_database_logs()
     return signals.status(status[0])
 
 

@@ -118,6 +118,34 @@ def test_an_interrupt_that_a_finalizer_swallows_is_delivered_again() -> None:
                 pass
         assert signals.first == signal.SIGINT and not signals.lost
     finally:
+        signals.restore_database_logs()
         sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def test_an_interrupt_in_a_query_leaves_no_sqlalchemy_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Interrupted while fetching rows, SQLAlchemy drops the connection and
+    logs, with a traceback, that closing the cursor failed. The interrupt
+    silences its loggers; a command run in-process gives them back."""
+    import logging
+
+    from laytune import cli
+    from laytune.records import open_database
+
+    database = open_database(f"sqlite:///{tmp_path / 'quiet.db'}")
+    pool = database._engine.pool.logger
+    signals = cli._StopSignals()
+    with pytest.raises(KeyboardInterrupt):
+        signals.handle(signal.SIGINT, None)
+    try:
+        pool.error("Error closing cursor")
+        assert caplog.records == []
+        assert pool in signals.silenced and logging.getLogger("sqlalchemy") in signals.silenced
+    finally:
+        signals.restore_database_logs()
+        database.close()
+    pool.error("Error closing cursor")
+    assert [r.getMessage() for r in caplog.records] == ["Error closing cursor"]
