@@ -26,6 +26,7 @@ __all__ = [
     "WORKLOAD_COLUMNS",
     "has_identity_layouts",
     "identity_twin",
+    "identity_twins",
     "is_baseline",
     "records_dataframe",
     "reference_records",
@@ -112,8 +113,23 @@ def identity_twin(candidate: Candidate) -> Candidate:
     return Candidate.make(layouts, _identity_knobs(candidate))
 
 
+def identity_twins(candidate: Candidate) -> list[Candidate]:
+    """:func:`identity_twin`, then (for a candidate that transposes vectors in
+    registers) the same without the transpose: identity layouts may serve the
+    vector directly, and a space then refuses a transpose. The first that a
+    space holds is the layout reference; the records match either."""
+    twins = [identity_twin(candidate)]
+    knobs = twins[0].knob_map
+    if knobs.get("vector_transpose"):
+        knobs["vector_transpose"] = ""
+        twins.append(Candidate.make(dict(twins[0].layouts), knobs))
+    return twins
+
+
 def _knob_signature(candidate: Candidate) -> str:
+    # vector_transpose follows from the layouts: whether identity layouts need it
     knobs = _identity_knobs(candidate)
+    knobs.pop("vector_transpose", None)
     return json.dumps(
         {k: list(v) if isinstance(v, tuple) else v for k, v in knobs.items()}, sort_keys=True
     )

@@ -26,7 +26,7 @@ from laytune.records import (
     Record,
     RecordStore,
     error_reason,
-    identity_twin,
+    identity_twins,
     is_baseline,
     open_database,
     owner_alive,
@@ -239,11 +239,14 @@ def warm_start_candidates(job: Job, limit: int) -> list[Candidate]:
 
 def layout_reference(space: SearchSpace, candidate: Candidate) -> Candidate | None:
     """The identity layouts with ``candidate``'s knobs, as ``space`` makes it
-    (:func:`laytune.records.identity_twin`): what ``candidate``'s layouts are
+    (:func:`laytune.records.identity_twins`): what ``candidate``'s layouts are
     measured against. None when the space does not hold it (knobs that
     identity layouts do not admit)."""
-    found = params_of(space, identity_twin(candidate))
-    return None if found is None else found[1]
+    for twin in identity_twins(candidate):
+        found = params_of(space, twin)
+        if found is not None:
+            return found[1]
+    return None
 
 
 def _fail_stale_trials(study: Any) -> None:

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from laytune.exceptions import DatabaseError, RecordError
-from laytune.layout import identity, pad_rows
+from laytune.layout import identity, pad_rows, permute
 from laytune.records import FRAME_COLUMNS, Record, open_database
 from laytune.records._database import _records
 from laytune.space import Candidate
@@ -255,3 +255,31 @@ def test_reading_a_postgresql_database_without_records_creates_nothing(postgres_
     probe.dispose()
     open_database(url).close()  # created to write, then readable
     open_database(url, create=False).close()
+
+
+def test_identity_twins_of_a_vector_transpose_include_the_direct_read(db) -> None:
+    """The transpose's input permuted and read along i, then transposed in
+    registers to store along j: identity layouts read along j directly, so
+    the layout reference has no transpose, and the records match it."""
+    from laytune.records import identity_twins, reference_times
+
+    vector = {"vector_axis": "j", "vector": 4}
+    chosen = Candidate.make(
+        {"X": permute((8, 8), (1, 0)), "Y": identity((8, 8))},
+        {**BASE_KNOBS, **vector, "vector_transpose": "i"},
+    )
+    direct = Candidate.make(
+        {"X": identity((8, 8)), "Y": identity((8, 8))},
+        {**BASE_KNOBS, **vector, "vector_transpose": ""},
+    )
+    twins = identity_twins(chosen)
+    assert [t.knob_map["vector_transpose"] for t in twins] == ["i", ""]
+    assert twins[1] == direct
+    assert identity_twins(direct) == [direct]
+    db.add(record(candidate("identity"), 8e-6))
+    db.add(record(direct, 2e-6))
+    db.add(record(chosen, 1e-6))
+    baseline, twin = reference_times(db.records(), chosen)
+    assert baseline is not None and baseline.value_s == 8e-6
+    assert twin is not None and twin.candidate == direct
+    assert db.to_dataframe()["layout_speedup"].iloc[2] == pytest.approx(2.0)
