@@ -1,11 +1,13 @@
 """A tuning job in its own process, for the resume and multi-worker tests.
 
-``python -m tests.search.worker URL STRATEGY TRIALS [BATCH]`` tunes the small
-copy workload of :data:`WORKLOAD` in :data:`OPTIONS` into the database at URL.
+``python -m tests.search.worker URL STRATEGY TRIALS [BATCH [SPACE]]`` tunes the
+small copy workload of :data:`WORKLOAD` in :data:`OPTIONS` (SPACE ``small``, 60
+candidates) or :data:`WIDE` (SPACE ``wide``, 198) into the database at URL.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from laytune import TuneOptions, ops, tune
@@ -20,15 +22,18 @@ OPTIONS = SpaceOptions(
     groups=(0, 4),
     unrolls=(1,),
 )
+#: More work-groups: a space that ten kills of a job on a fast machine do not exhaust.
+WIDE = dataclasses.replace(OPTIONS, groups=(0, 2, 4, 8))
+SPACES = {"small": OPTIONS, "wide": WIDE}
 STUDY = "shared-study"
 
 
-def main(url: str, strategy: str, trials: int, batch: int = 2) -> TuneResult:
+def main(url: str, strategy: str, trials: int, batch: int = 2, space: str = "small") -> TuneResult:
     options = TuneOptions(
         trials=trials,
         batch=batch,
         strategy=strategy,
-        space=OPTIONS,
+        space=SPACES[space],
         study_name=STUDY,
         warm_start=0,
     )
@@ -38,4 +43,5 @@ def main(url: str, strategy: str, trials: int, batch: int = 2) -> TuneResult:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *(int(a) for a in sys.argv[4:]))
+    url, strategy, trials, *rest = sys.argv[1:]
+    main(url, strategy, int(trials), *(int(a) for a in rest[:1]), *rest[1:])
