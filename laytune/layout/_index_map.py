@@ -20,6 +20,8 @@ one scatter into an occupancy array of the physical size.
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -92,8 +94,41 @@ def _check_shape(shape: Sequence[int], ndim: int, what: str = "shape") -> Shape:
     return shape
 
 
+#: Bytes of offsets and occupancy arrays that the shape facts of all maps
+#: keep at once. Those arrays are as large as the buffers, and caches of
+#: code generation keep many maps alive: past the budget, the least recently
+#: used facts drop their arrays, to be computed again if asked for.
+FACTS_BUDGET_BYTES = 1 << 28
+#: At most this many facts keep arrays at once (and are kept alive for them).
+FACTS_BUDGET_COUNT = 4096
+_HELD: OrderedDict[int, tuple[_ShapeFacts, int]] = OrderedDict()  # facts, bytes counted
+_HELD_BYTES = [0]
+_HELD_LOCK = threading.Lock()
+
+
+def _hold(facts: _ShapeFacts) -> None:
+    """Count ``facts``' arrays as the most recently used; drop the arrays of
+    the least recently used facts while over :data:`FACTS_BUDGET_BYTES` or
+    :data:`FACTS_BUDGET_COUNT`."""
+    with _HELD_LOCK:
+        key = id(facts)
+        held = _HELD.pop(key, None)
+        if held is not None:
+            _HELD_BYTES[0] -= held[1]
+        size = facts.nbytes
+        _HELD[key] = (facts, size)
+        _HELD_BYTES[0] += size
+        while len(_HELD) > 1 and (
+            _HELD_BYTES[0] > FACTS_BUDGET_BYTES or len(_HELD) > FACTS_BUDGET_COUNT
+        ):
+            _, (oldest, counted) = _HELD.popitem(last=False)
+            _HELD_BYTES[0] -= counted
+            oldest.forget()
+
+
 class _ShapeFacts:
-    """What one shape tells about a map, computed lazily and cached."""
+    """What one shape tells about a map, computed lazily and cached (the
+    arrays within a process-wide budget, see :func:`_hold`)."""
 
     def __init__(self, shape: Shape, physical_shape: Shape, index_map: IndexMap):
         self.shape = shape
@@ -103,11 +138,22 @@ class _ShapeFacts:
         self._occupancy: np.ndarray | None = None
         self._collision: tuple[Shape, Shape] | None = None
         self._checked = False
+        self._dense = False  # the check kept an occupancy array
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self._offsets, self._occupancy) if a is not None)
+
+    def forget(self) -> None:
+        """Drop the arrays (the collision found stays: it is small)."""
+        self._offsets = None
+        self._occupancy = None
 
     @property
     def offsets(self) -> np.ndarray:
         """Row-major flat physical offset of each logical element, in logical order."""
-        if self._offsets is None:
+        flat = self._offsets
+        if flat is None:
             pshape = self.physical_shape
             terms = []
             outputs = self._map._eval(self._map._grid(self.shape))
@@ -122,37 +168,42 @@ class _ShapeFacts:
             flat = np.broadcast_to(flat, self.shape).reshape(-1)
             flat.flags.writeable = False
             self._offsets = flat
-        return self._offsets
+        _hold(self)
+        return flat
 
     def check(self) -> None:
-        if self._checked:
+        if self._checked and (self._occupancy is not None or not self._dense):
             return
         offsets, shape = self.offsets, self.shape
         n = offsets.size
         size = _prod(self.physical_shape)
+        collision = None
         if size <= _DENSE_FACTOR * n + (1 << 20):
             owner = np.full(size, -1, dtype=np.int64)
             order = np.arange(n, dtype=np.int64)
             owner[offsets] = order
-            self._occupancy = owner >= 0
-            if int(np.count_nonzero(self._occupancy)) != n:
+            occupancy = owner >= 0
+            if int(np.count_nonzero(occupancy)) != n:
                 mine = owner[offsets]
                 k = int(np.flatnonzero(mine != order)[0])
-                self._collision = (_unravel(k, shape), _unravel(int(mine[k]), shape))
+                collision = (_unravel(k, shape), _unravel(int(mine[k]), shape))
+            self._occupancy, self._dense = occupancy, True
         else:
             order = np.argsort(offsets, kind="stable")
             ranked = offsets[order]
             dup = np.flatnonzero(ranked[1:] == ranked[:-1])
             if dup.size:
-                self._collision = (
+                collision = (
                     _unravel(int(order[dup[0]]), shape),
                     _unravel(int(order[dup[0] + 1]), shape),
                 )
-        self._checked = True
+        self._collision, self._checked = collision, True
+        _hold(self)
 
     @property
     def collision(self) -> tuple[Shape, Shape] | None:
-        self.check()
+        if not self._checked:
+            self.check()
         return self._collision
 
     @property

@@ -264,3 +264,41 @@ def test_inverse_refuses_maps_it_cannot_invert() -> None:
         IndexMap.parse("lambda i, j: [i * j, j, i]").inverse((3, 4))
     with pytest.raises(NonInjectiveLayoutError):
         IndexMap.parse("lambda i: [i // 2]").inverse((4,))
+
+
+def test_shape_facts_keep_their_arrays_within_a_process_wide_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Caches of code generation keep many layouts alive, each with offsets
+    as large as its buffer: past the budget the least recently used drop
+    their arrays, and answer as before when asked again."""
+    import gc
+
+    from laytune.layout import _index_map as im
+    from laytune.layout import block, pad_rows, permute
+
+    shape = (64, 256)
+    per_map = 8 * 64 * 256  # int64 offsets of one layout
+    monkeypatch.setattr(im, "FACTS_BUDGET_BYTES", 3 * per_map)
+    layouts = [pad_rows(shape, pad) for pad in range(1, 9)] + [
+        permute(shape, (1, 0)),
+        block(shape, 1, 4),
+    ]
+    for layout in layouts:
+        layout.index_map.flat_offsets(shape)
+    with im._HELD_LOCK:
+        held = sum(size for _, size in im._HELD.values())
+    assert held == im._HELD_BYTES[0]
+    # each pad_rows map also keeps its occupancy (1 byte per physical element)
+    assert held <= 3 * per_map + 2 * (64 * 264)
+    dropped = [
+        layout for layout in layouts if layout.index_map._shape_facts(shape)._offsets is None
+    ]
+    assert len(dropped) >= len(layouts) - 4
+    first = layouts[0]  # pad_rows(shape, 1): dropped, then computed again
+    assert first in dropped
+    rows, cols = np.meshgrid(np.arange(64), np.arange(256), indexing="ij")
+    assert np.array_equal(first.index_map.flat_offsets(shape), (rows * 257 + cols).reshape(-1))
+    assert first.index_map.padding_count(shape) == 63  # no pad after the last row
+    assert first.index_map.is_injective(shape)
+    gc.collect()
