@@ -1,6 +1,7 @@
 """Layout conversions against a tuned copy and CLBlast's omatcopy, on one device.
 
     python -m bench.conversions [--trials N] [--repeats N] [--db URL] [--out FILE] [--quick]
+                                [--nchw 1,64,448,448]
 
 The device is ``laytune.runners.default_device()`` (``LAYTUNE_DEVICE`` picks
 another), the one the report's header names; every row is measured on it.
@@ -242,8 +243,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="1024 x 1024 and (1, 16, 64, 64): a smoke test"
     )
+    parser.add_argument(
+        "--nchw",
+        type=lambda text: tuple(int(v) for v in text.split(",")),
+        help="the NCHW shape of the NCHW16c rows (default 1,64,224,224; 1,64,448,448 leaves "
+        "the last-level cache of most CPUs)",
+    )
     args = parser.parse_args(argv)
     transpose, nchw = ((1024, 1024), (1, 16, 64, 64)) if args.quick else ((4096, 4096), NCHW)
+    nchw = args.nchw or nchw
     device = default_device()
     context = cl.Context([device.open()])
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
