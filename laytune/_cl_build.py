@@ -6,8 +6,10 @@ holds the lock (SIGKILL, the OOM killer) leaves the file behind; every later
 build through the cache then waits a minute for it and fails. laytune's jobs
 are killed on purpose (Ctrl-C twice, a hung kernel's worker) and keep their
 own cache of binaries (:class:`laytune.runners.Builder`'s ``cache_dir``), so
-every build of source in laytune goes through :func:`build_source`, which
-asks the driver directly (drivers keep caches of their own).
+builds of source go through :func:`build_source`, which asks the driver
+directly (drivers keep caches of their own). The builder's workers
+(``runners/_compile.py``) bypass the cache their own way, by touching the
+program before building it, because they need its build log after a failure.
 """
 
 from __future__ import annotations

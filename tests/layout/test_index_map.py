@@ -272,8 +272,6 @@ def test_shape_facts_keep_their_arrays_within_a_process_wide_budget(
     """Caches of code generation keep many layouts alive, each with offsets
     as large as its buffer: past the budget the least recently used drop
     their arrays, and answer as before when asked again."""
-    import gc
-
     from laytune.layout import _index_map as im
     from laytune.layout import block, pad_rows, permute
 
@@ -301,4 +299,3 @@ def test_shape_facts_keep_their_arrays_within_a_process_wide_budget(
     assert np.array_equal(first.index_map.flat_offsets(shape), (rows * 257 + cols).reshape(-1))
     assert first.index_map.padding_count(shape) == 63  # no pad after the last row
     assert first.index_map.is_injective(shape)
-    gc.collect()
