@@ -23,8 +23,12 @@ from laytune.space import TRANSPOSE_WIDTHS
 __all__ = ["TRANSPOSE_WIDTHS", "transpose_lines"]
 
 
-def _mask(indices: Sequence[int], width: int) -> str:
-    return f"(uint{width})({', '.join(str(i) for i in indices)})"
+_MASK_TYPES = {"float": "uint", "half": "ushort", "ushort": "ushort"}
+"""shuffle2's mask: unsigned integers as wide as the elements."""
+
+
+def _mask(indices: Sequence[int], width: int, ctype: str) -> str:
+    return f"({_MASK_TYPES[ctype]}{width})({', '.join(str(i) for i in indices)})"
 
 
 def transpose_lines(rows: Sequence[str], ctype: str, prefix: str) -> tuple[list[str], list[str]]:
@@ -40,8 +44,8 @@ def transpose_lines(rows: Sequence[str], ctype: str, prefix: str) -> tuple[list[
     if n not in TRANSPOSE_WIDTHS:
         raise ValueError(f"an in-register transpose takes {TRANSPOSE_WIDTHS} rows, not {n}")
     half = n // 2
-    low = _mask([x for k in range(half) for x in (k, k + n)], n)
-    high = _mask([x for k in range(half, n) for x in (k, k + n)], n)
+    low = _mask([x for k in range(half) for x in (k, k + n)], n, ctype)
+    high = _mask([x for k in range(half, n) for x in (k, k + n)], n, ctype)
     vtype = f"{ctype}{n}"
     lines: list[str] = []
     current = list(rows)

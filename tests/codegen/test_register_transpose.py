@@ -17,22 +17,28 @@ from laytune.search._starts import standard_candidates
 from laytune.space import Candidate, SearchSpace, SpaceOptions, baseline_knobs, check_candidate
 from tests.codegen.harness import Env, RandomTrial, build, run
 
+_ELEMENTS = {"float": np.float32, "ushort": np.uint16, "half": np.float16}
 
+
+@pytest.mark.parametrize("ctype", sorted(_ELEMENTS))
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
-def test_the_shuffle_network_transposes(env: Env, n: int) -> None:
-    """For rows r[0..n): t[a].s[b] == r[b].s[a], on the device."""
+def test_the_shuffle_network_transposes(env: Env, n: int, ctype: str) -> None:
+    """For rows r[0..n): t[a].s[b] == r[b].s[a], on the device, for each
+    element type (the shuffles' masks are as wide as the elements)."""
+    if ctype == "half" and not env.info.supports_fp16:
+        pytest.skip(f"{env.info.name} has no cl_khr_fp16")
     rows = [f"r{b}" for b in range(n)]
-    lines, columns = transpose_lines(rows, "float", "t")
+    lines, columns = transpose_lines(rows, ctype, "t")
     assert len(lines) == n * (n.bit_length() - 1)  # log2(n) rounds of n shuffles
-    body = [f"const float{n} r{b} = vload{n}({b}, src);" for b in range(n)]
+    body = [f"const {ctype}{n} r{b} = vload{n}({b}, src);" for b in range(n)]
     body += lines + [f"vstore{n}({c}, {a}, dst);" for a, c in enumerate(columns)]
+    pragma = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" if ctype == "half" else ""
     source = (
-        "__kernel void t(__global const float* restrict src, __global float* restrict dst) {\n"
-        + "\n".join(body)
-        + "\n}"
+        f"{pragma}__kernel void t(__global const {ctype}* restrict src, "
+        f"__global {ctype}* restrict dst) {{\n" + "\n".join(body) + "\n}"
     )
     program = build_source(env.context, source)
-    data = np.arange(n * n, dtype=np.float32)
+    data = np.arange(n * n).astype(_ELEMENTS[ctype])
     mf = cl.mem_flags
     src = cl.Buffer(env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
     dst = cl.Buffer(env.context, mf.READ_WRITE, size=data.nbytes)
