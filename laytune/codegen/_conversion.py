@@ -30,7 +30,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from laytune.codegen._emit import BufferAccess, Scope, c_ident, ctype_of, pointer
+from laytune.codegen._emit import BufferAccess, Scope, c_ident, ctype_of, pointer, storage_ctype
 from laytune.codegen._gather import (
     as_values,
     condition_c,
@@ -96,7 +96,9 @@ def pack_kernel(
     four elements per work-item along the physical innermost axis; an integer
     forces the elementwise kernel with that many (1: naive).
     """
-    ctype = ctype_of(dtype)
+    image = memory == "image2d"
+    # a copy moves bits (halves as ushort: no cl_khr_fp16); an image write takes the type
+    ctype = ctype_of(dtype) if image else storage_ctype(dtype)
     kname = kernel_name or f"{c_ident(name)}_pack"
     pshape = layout.physical_shape
     inverse = layout.inverse()
@@ -109,8 +111,7 @@ def pack_kernel(
     itype = (
         "int" if scope.fits_int(row_major(phys, pshape)) and scope.fits_int(src_offset) else "long"
     )
-    pad = pad_text(pad_value, dtype)
-    image = memory == "image2d"
+    pad = pad_text(pad_value, dtype, storage=not image)
     dst_param = "__write_only image2d_t dst" if image else f"__global {ctype}* restrict dst"
     signature = f"__kernel void {kname}(__global const {ctype}* restrict src, {dst_param})"
 
@@ -186,7 +187,7 @@ def unpack_kernel(
     kernel_name: str | None = None,
 ) -> ConversionKernel:
     """Kernel ``<name>_unpack(src, dst)``: physical ``src`` -> logical ``dst``."""
-    ctype = ctype_of(dtype)
+    ctype = ctype_of(dtype) if memory == "image2d" else storage_ctype(dtype)
     kname = kernel_name or f"{c_ident(name)}_unpack"
     shape = layout.shape
     scope = Scope()

@@ -23,7 +23,7 @@ The program has two buffers, ``src`` and ``dst``, both flat physical arrays
 from __future__ import annotations
 
 from laytune.codegen._conversion import ConversionKernel, pack_kernel, unpack_kernel
-from laytune.codegen._emit import Scope, ctype_of, pointer, vector_store
+from laytune.codegen._emit import Scope, pointer, storage_ctype, vector_store
 from laytune.codegen._gather import (
     as_values,
     condition_c,
@@ -61,7 +61,7 @@ def _gather(
     nontemporal: bool = False,
 ) -> ConversionKernel:
     """``items`` runs of ``vector`` consecutive destination elements per work-item."""
-    ctype = ctype_of(workload.dtype)
+    ctype = storage_ctype(workload.dtype)
     domain, offset, conditions = source_offset(workload.src, workload.dst)
     scope = Scope()
     q = [scope.var(f"q{t}", 0, e - 1) for t, e in enumerate(domain)]
@@ -110,7 +110,7 @@ def _kernel(
     local_size: tuple[int, ...] | None,
     attributes: str = "",
 ) -> ConversionKernel:
-    ctype = ctype_of(workload.dtype)
+    ctype = storage_ctype(workload.dtype)
     head = [
         f"/* convert {workload.src.index_map} -> {workload.dst.index_map} on {workload.shape}",
         f"   {note} */",
@@ -140,7 +140,7 @@ def conversion_kernel(
             f"a {kind} kernel does not write padding; {workload.key} has some"
         )
     axis = int(knobs["axis"])
-    ctype = ctype_of(workload.dtype)
+    ctype = storage_ctype(workload.dtype)
     scope = Scope()
     q = [scope.var(f"q{t}", 0, e - 1) for t, e in enumerate(domain)]
     itype = "int" if scope.fits_int(row_major(q, domain)) and scope.fits_int(offset) else "long"
@@ -191,7 +191,7 @@ def lower_conversion_workload(
         )
     kernel = conversion_kernel(workload, candidate)
     source = Source(f"convert: {workload.describe()}")
-    source.add(kernel.source, workload.dtype)
+    source.add(kernel.source, workload.dtype, computes=False)
     pad = workload.pad_value
     src, dst = workload.buffers
     specs = (

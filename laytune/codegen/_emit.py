@@ -105,6 +105,23 @@ def ctype_of(dtype: str) -> str:
     raise ValueError(f"dtype {dtype!r} has no OpenCL type in this codegen (float32, float16)")
 
 
+def storage_ctype(dtype: str) -> str:
+    """The C type that moves ``dtype``'s bits without computing on them:
+    ``float`` for float32, ``ushort`` for float16, so that a copy of halves
+    (a conversion kernel, a padding fill) needs no ``cl_khr_fp16``."""
+    return "ushort" if dtype == "float16" else ctype_of(dtype)
+
+
+def c_bits(value: float, dtype: str) -> str:
+    """A literal of ``value`` in :func:`storage_ctype` of ``dtype``: the
+    float literal for float32, the half's bit pattern for float16 (NaN the
+    quiet NaN 0x7e00, as numpy's)."""
+    if dtype != "float16":
+        return c_float(value, dtype)
+    bits = int(np.array(value, dtype=np.float16).view(np.uint16))
+    return f"(ushort)0x{bits:04x}"
+
+
 def c_ident(name: str) -> str:
     """``name`` as a C identifier: other characters become ``_`` (``"A.local"``: ``A_local``)."""
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)

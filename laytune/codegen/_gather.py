@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from laytune.codegen._emit import Scope, c_float, contiguous_along, paren
+from laytune.codegen._emit import Scope, c_bits, c_float, contiguous_along, paren
 from laytune.codegen._source import decompose
 from laytune.layout import Const, Expr, Layout, Var, substitute
 from laytune.space import affine_terms
@@ -35,11 +35,13 @@ __all__ = [
 TILE_WIDTHS = (16, 8, 4, 2)
 
 
-def pad_text(pad_value: object, dtype: str) -> str:
+def pad_text(pad_value: object, dtype: str, storage: bool = True) -> str:
+    """The pad value as a literal: of :func:`storage_ctype` (``storage``,
+    the copies' type: a half's bits) or of the dtype's own C type."""
     # None (never read) and UNDEF get NaN, like laytune.layout.pack: a kernel
     # that forgets its guard reads NaN and fails verification.
     value = pad_value if isinstance(pad_value, (int, float)) else math.nan
-    return c_float(float(value), dtype)
+    return (c_bits if storage else c_float)(float(value), dtype)
 
 
 def widest(extent: int, limit: int) -> int:

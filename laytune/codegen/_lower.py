@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from laytune.codegen._conversion import pack_kernel, unpack_kernel
 from laytune.codegen._convert import lower_conversion_workload
-from laytune.codegen._emit import Scope, c_float, ctype_of
+from laytune.codegen._emit import Scope, c_bits, storage_ctype
 from laytune.codegen._grid import padding_tests
 from laytune.codegen._kernel import compute_kernel
 from laytune.codegen._matrix import matrix_kernel
@@ -35,7 +35,13 @@ from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF, Layout, Var
 from laytune.ops import BufferDecl, Workload
-from laytune.space import Candidate, ConversionWorkload, check_candidate, complete_knobs
+from laytune.space import (
+    STORAGE_HALF_VARIANTS,
+    Candidate,
+    ConversionWorkload,
+    check_candidate,
+    complete_knobs,
+)
 
 __all__ = ["GENERIC_DEVICE", "lower", "lower_conversion"]
 
@@ -106,7 +112,7 @@ def lower(
         kernel, launch = matrix_kernel(nest, compute_name)
     else:
         kernel, launch = compute_kernel(nest, compute_name)
-    source.add(kernel, workload.dtype)
+    source.add(kernel, workload.dtype, computes=knobs.get("matrix") not in STORAGE_HALF_VARIANTS)
     compute, specs, pack, unpack = [launch], [], [], []
     for decl in workload.buffers:
         layout, memory = layouts[decl.name], nest.memory[decl.name]
@@ -115,16 +121,16 @@ def lower(
         specs.append(_buffer_spec(decl.name, layout, decl.dtype, decl.role, memory, pad))
         if decl.role == "input":
             k = pack_kernel(decl.name, layout, decl.dtype, pad_value, memory)
-            source.add(k.source, decl.dtype)
+            source.add(k.source, decl.dtype, computes=memory == "image2d")
             views = (ArgRef(decl.name, "logical"), ArgRef(decl.name, "physical"))
             pack.append(Launch(k.name, views, (k.global_size,)))
             continue
         if layout.has_padding and pad is not None and nest.order != decl.name:
-            source.add(_fill_padding_kernel(decl, layout, pad), decl.dtype)
+            source.add(_fill_padding_kernel(decl, layout, pad), decl.dtype, computes=False)
             fill = (ArgRef(decl.name, "physical"),)
             compute.append(Launch(f"{decl.name}_fill_padding", fill, (layout.physical_size,)))
         k = unpack_kernel(decl.name, layout, decl.dtype, memory)
-        source.add(k.source, decl.dtype)
+        source.add(k.source, decl.dtype, computes=memory == "image2d")
         views = (ArgRef(decl.name, "physical"), ArgRef(decl.name, "logical"))
         unpack.append(Launch(k.name, views, (k.global_size,)))
     cand = Candidate.make(layouts, knobs, pads)
@@ -152,8 +158,8 @@ def lower_conversion(
     source = Source(f"conversions of {name}: {layout.index_map}")
     pack = pack_kernel(name, layout, dtype, pad_value, memory, elements_per_item)
     unpack = unpack_kernel(name, layout, dtype, memory, elements_per_item)
-    source.add(pack.source, dtype)
-    source.add(unpack.source, dtype)
+    source.add(pack.source, dtype, computes=memory == "image2d")
+    source.add(unpack.source, dtype, computes=memory == "image2d")
     spec = _buffer_spec(name, layout, dtype, "input", memory, _pad_float(pad_value))
     return KernelProgram(
         name=f"{name}_conversion",
@@ -185,9 +191,9 @@ def _fill_padding_kernel(decl: BufferDecl, layout: Layout, pad: float) -> str:
     tests = padding_tests(scope, layout.inverse().conditions, [Var(p.index) for p in phys])
     body = [f"const int {scope.name(gid)} = get_global_id(0);", *lines]
     body.append(
-        f"if ({' || '.join(tests)}) {decl.name}[{scope.name(gid)}] = {c_float(pad, decl.dtype)};"
+        f"if ({' || '.join(tests)}) {decl.name}[{scope.name(gid)}] = {c_bits(pad, decl.dtype)};"
     )
-    ctype = ctype_of(decl.dtype)
+    ctype = storage_ctype(decl.dtype)  # bits: no cl_khr_fp16 for a fill
     head = [
         f"/* pad value {pad} into the padding of {decl.name}: {layout.index_map} */",
         f"__kernel void {decl.name}_fill_padding(__global {ctype}* restrict {decl.name}) {{",

@@ -16,6 +16,12 @@ local tiles' layouts and the kernel parameters. The kernel, top to bottom::
       barrier
     store           each lane's accumulators into C (float32 -> half)
 
+The NVIDIA kernels move half only as storage: ``ushort`` tiles,
+``vload_half``/``vstore_half`` in the copies and the store, the instructions'
+own loads from the tiles, so they build without ``cl_khr_fp16`` (NVIDIA's
+OpenCL platform has none, and refuses a variable of type half). The
+Intel kernel needs the extension anyway and assigns halves.
+
 Each variant's fragment load is exactly the one ``MatrixTileLoad`` judged:
 the row pointers are the local layout's offsets of the rows, so a layout
 the space accepted (pad 8 every 2 rows, say) is what the kernel addresses.
@@ -37,7 +43,7 @@ from laytune.codegen._program import ArgRef, Launch
 from laytune.codegen._source import indent
 from laytune.codegen._stage import local_accesses
 from laytune.layout import Const, Expr, Var
-from laytune.space import MATRIX_FRAGMENT, MATRIX_TILE, matrix_operands
+from laytune.space import MATRIX_FRAGMENT, MATRIX_TILE, STORAGE_HALF_VARIANTS, matrix_operands
 
 __all__ = [
     "ldmatrix_x4",
@@ -119,10 +125,11 @@ def wmma_store(acc: Sequence[str], address: str, stride: int) -> str:
 class _Tiles:
     """What every variant reads: scope, lane, tile origins, accesses."""
 
-    def __init__(self, nest: Nest, lanes: int, lane_id: str) -> None:
+    def __init__(self, nest: Nest, lanes: int, lane_id: str, storage: bool) -> None:
         self.nest = nest
         self.lanes = lanes
         self.lane_id = lane_id
+        self.storage = storage  # half only through vload_half / vstore_half
         w = nest.workload
         (self.a, self.b), why = matrix_operands(w)
         if why:
@@ -158,24 +165,22 @@ class _Tiles:
             f"const int i0 = get_group_id(1) * {_T};  /* this work-group's 16 x 16 tile of C */",
             f"const int j0 = get_group_id(0) * {_T};",
         ]
+        # without cl_khr_fp16 no variable may have a half type: the tiles hold ushort bits
+        ctype = "ushort" if self.storage else "half"
         for buffer in (self.a, self.b):
             acc = self.tiles[buffer]
             lines.append(
-                f"__local half {acc.c_name}[{acc.layout.physical_size}] __attribute__((aligned(32)));"
+                f"__local {ctype} {acc.c_name}[{acc.layout.physical_size}] "
+                "__attribute__((aligned(32)));"
             )
         return lines
 
     def copy(self) -> list[str]:
         """Every lane copies its share of both tiles, element by element."""
-        s = self.scope
         r, c = Var(self.r.index), Var(self.col.index)
         i0, j0, k0 = (Var(v.index) for v in (self.i0, self.j0, self.k0))
-        a_store = self.tiles[self.a].store(
-            [r, c], self.globals[self.a].load([i0 + r, k0 + c], s), s
-        )
-        b_store = self.tiles[self.b].store(
-            [r, c], self.globals[self.b].load([k0 + r, j0 + c], s), s
-        )
+        a_store = self._copy_one(self.a, [i0 + r, k0 + c], [r, c])
+        b_store = self._copy_one(self.b, [k0 + r, j0 + c], [r, c])
         return [
             f"for (int e = lane; e < {_T * _T}; e += {self.lanes}) {{",
             f"    const int r = e / {_T};",
@@ -185,8 +190,20 @@ class _Tiles:
             "}",
         ]
 
+    def _copy_one(self, buffer: str, at: list[Expr], to: list[Expr]) -> str:
+        s, glob, tile = self.scope, self.globals[buffer], self.tiles[buffer]
+        if not self.storage:
+            return tile.store(to, glob.load(at, s), s)
+        src = f"vload_half({s.c(glob.flat_offset(at))}, {glob.c_name})"
+        at = s.c(tile.flat_offset(to))
+        return f"vstore_half({src}, {at}, (__local half*){tile.c_name});"
+
     def store(self, i: Expr, j: Expr, value: str) -> str:
-        return self.globals[self.c].store([i, j], f"(half)({value})", self.scope)
+        out = self.globals[self.c]
+        if self.storage:  # round to nearest even, as (half) does
+            offset = self.scope.c(out.flat_offset([i, j]))
+            return f"vstore_half_rte({value}, {offset}, {out.c_name});"
+        return out.store([i, j], f"(half)({value})", self.scope)
 
     def kernel(
         self, name: str, attributes: str, init: str, stages: list[str], stores: list[str]
@@ -327,5 +344,5 @@ def matrix_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
     """The matrix kernel of ``nest.knobs["matrix"]`` and its launch."""
     variant = nest.knobs["matrix"]
     lane_id = _LANE_IDS.get(variant, "get_sub_group_local_id()")
-    t = _Tiles(nest, MATRIX_FRAGMENT[variant], lane_id)
+    t = _Tiles(nest, MATRIX_FRAGMENT[variant], lane_id, variant in STORAGE_HALF_VARIANTS)
     return _VARIANTS[variant](t, name), t.launch(name)

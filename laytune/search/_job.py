@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laytune.records import Boundary, Record, is_baseline
-from laytune.space import SearchSpace
+from laytune.space import Candidate, SearchSpace
 
 __all__ = [
     "Job",
@@ -58,6 +58,7 @@ class Job:
     failures: Counter[str] = field(default_factory=Counter)
     best: Record | None = None
     baseline: Record | None = None
+    baseline_candidate: Candidate | None = None  # the space's identity(), set by tune
     boundary: Boundary = field(default_factory=lambda: Boundary(()))
     pricing: Any = None
     since_improvement: int = 0
@@ -100,6 +101,10 @@ class Job:
             return f"no improvement in {self.patience} trials"
         return None
 
+    def _is_baseline_candidate(self, record: Record) -> bool:
+        base = self.baseline_candidate
+        return base is not None and record.candidate.key == base.key
+
     def note(self, record: Record, *, reference: bool = False) -> None:
         """Update best, baseline, failures and patience with a new record
         (``reference``: a layout reference, outside the trial budget)."""
@@ -108,7 +113,7 @@ class Job:
         if not record.ok:
             self.failures[record.status] += 1
         priced = record.ok and record.objective is not None
-        if priced and is_baseline(record):
+        if priced and (is_baseline(record) or self._is_baseline_candidate(record)):
             self.baseline = record
         if priced and (self.best is None or record.value_s < self.best.value_s):  # type: ignore[operator]
             self.best = record

@@ -375,17 +375,20 @@ def tune(
     job.boundary = job_boundary
     job.pricing = JobPricing(db, device, workload, job_boundary)
     job.best = db.best(workload, device, boundary=job_boundary)
+    # the space's baseline: the plain kernel, or where the device runs only
+    # matrix kernels (float16 without cl_khr_fp16) the plainest of those
+    job.baseline_candidate = space.identity()
     job.baseline = job.pricing.priced(
         next(
             (
                 r
                 for r in db.records(workload=workload, device=device, status="ok")
-                if is_baseline(r)
+                if is_baseline(r) or r.candidate.key == job.baseline_candidate.key
             ),
             None,
         )
     )
-    forced: list[Candidate] = [space.identity()]
+    forced: list[Candidate] = [job.baseline_candidate]
     if opts.warm_start:
         forced += warm_start_candidates(job, opts.warm_start)
     if strategy != "exhaustive" and not converting:

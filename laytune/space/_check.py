@@ -45,6 +45,7 @@ from laytune.space._facts import (
 )
 from laytune.space._generate import SpaceOptions
 from laytune.space._knobs import axis_by_name, grid_dims, knob_names
+from laytune.space._matrix import half_storage_only
 from laytune.space._rules import Rules, Setting, build_steps, facts_state
 from laytune.space._staging import StagingPlan, local_vector_dims, staging_plan
 from laytune.space._workload import VECTOR_WIDTHS, WorkloadLike, local_buffer_name
@@ -84,6 +85,8 @@ def dtype_reasons(workload: WorkloadLike, device: DeviceInfo) -> list[str]:
     """Why ``device`` cannot compute in the workload's dtypes (empty: it can)."""
     dtypes = sorted({b.dtype for b in workload.buffers})
     if "float16" in dtypes and not device.supports_fp16:
+        if half_storage_only(workload, device):
+            return []  # the matrix kernels; the matrix step refuses every other candidate
         return [f"dtype float16 needs cl_khr_fp16, which {device.name} lacks"]
     return []
 

@@ -31,7 +31,11 @@ holds one candidate per matrix kernel). The rule step is
 
 The workload model has one dtype per workload: the inputs are float16, the
 accumulators float32 (the instructions' ``.f32`` accumulation), and C is
-stored as float16. bfloat16 has no numpy dtype here, so no workload offers
+stored as float16. The NVIDIA kernels move half only through storage
+(``vload_half``, ``vstore_half`` and the instructions' own loads), so they run
+where ``cl_khr_fp16`` is missing, as on NVIDIA's OpenCL platform: there a
+float16 matmul's space holds only its matrix kernels
+(:func:`half_storage_only`). bfloat16 has no numpy dtype here, so no workload offers
 the bf16 forms of the instructions.
 """
 
@@ -49,6 +53,8 @@ __all__ = [
     "MATRIX_LOADS",
     "MATRIX_TILE",
     "MATRIX_VARIANTS",
+    "STORAGE_HALF_VARIANTS",
+    "half_storage_only",
     "matrix_capability",
     "matrix_checks",
     "matrix_fact",
@@ -113,6 +119,22 @@ def matrix_capability(device: DeviceInfo) -> tuple[frozenset[str], str]:
         f"{device.name} has neither {INTEL_MATRIX_EXTENSIONS[0]} nor an NVIDIA compute "
         f"capability >= 8.0"
     )
+
+
+STORAGE_HALF_VARIANTS = frozenset({"nv_wmma", "nv_mma"})
+"""The matrix variants whose kernels compute nothing in half: they need no
+``cl_khr_fp16``."""
+
+
+def half_storage_only(workload: WorkloadLike, device: DeviceInfo) -> bool:
+    """Whether ``device`` runs the float16 ``workload`` only through the
+    kernels that keep half as storage: it lacks ``cl_khr_fp16`` (so no
+    kernel may compute in half) but has a matrix variant of
+    :data:`STORAGE_HALF_VARIANTS`, and the workload offers the knob."""
+    if device.supports_fp16 or "float16" not in {b.dtype for b in workload.buffers}:
+        return False
+    available, _ = matrix_capability(device)
+    return bool(available & STORAGE_HALF_VARIANTS) and offers_matrix(workload)
 
 
 def _product_of_loads(workload: WorkloadLike) -> bool:

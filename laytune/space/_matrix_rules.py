@@ -8,6 +8,7 @@ from typing import Any
 from laytune.space._knobs import block_knob, grid_dims, group_knob, spatial_axes
 from laytune.space._matrix import (
     MATRIX_TILE,
+    half_storage_only,
     matrix_capability,
     matrix_fact,
     matrix_operands,
@@ -58,6 +59,7 @@ class MatrixStep(Step):
         self.schedule = matrix_schedule(setting.workload)
         self.operands, _ = matrix_operands(setting.workload)
         self.available, self.why_none = matrix_capability(setting.device)
+        self.storage_only = half_storage_only(setting.workload, setting.device)
         self.reads = frozenset({*self.schedule, "@local_copies"})
 
     def values(self, state: State) -> Sequence[Any]:
@@ -65,6 +67,15 @@ class MatrixStep(Step):
 
     def check(self, state: State, value: Any) -> list[Broken]:
         if value == "none":
+            if self.storage_only:  # structural: no layout or knob gives the device half arithmetic
+                return [
+                    (
+                        None,
+                        f"matrix 'none' computes in float16, which needs cl_khr_fp16; "
+                        f"{self.s.device.name} lacks it and runs float16 only in its matrix "
+                        f"kernels (half as storage)",
+                    )
+                ]
             return []
         out: list[Broken] = []
         for knob, want in self.schedule.items():

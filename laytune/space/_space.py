@@ -53,6 +53,8 @@ from laytune.space._copies import TileCopyFacts, local_copy_facts, subgroup_size
 from laytune.space._facts import LayoutFacts, buffer_facts, facts_of, neutral_facts
 from laytune.space._generate import SpaceOptions, global_layouts, local_layouts
 from laytune.space._knobs import baseline_knobs, spatial_axes
+from laytune.space._matrix import STORAGE_HALF_VARIANTS, half_storage_only, matrix_capability
+from laytune.space._matrix_rules import matrix_schedule
 from laytune.space._rules import (
     JOINT_RULES,
     Rules,
@@ -418,7 +420,12 @@ class SearchSpace:
     def identity(self) -> Candidate:
         """The baseline: identity layouts and the baseline knobs
         (:func:`~laytune.space._knobs.baseline_knobs`). Raises
-        LayoutRejectedError if a buffer's extra constraints refuse it."""
+        LayoutRejectedError if a buffer's extra constraints refuse it.
+
+        Where the device runs the workload only in its matrix kernels
+        (:func:`~laytune.space._matrix.half_storage_only`: float16 without
+        ``cl_khr_fp16``), the baseline is the first of those kernels on
+        identity layouts, global and local: the plainest kernel that runs."""
         layouts = {p.name: p.layouts[0] for p in self._plans}
         for plan in self._plans:
             if not plan.layouts[0].is_identity:
@@ -426,7 +433,20 @@ class SearchSpace:
                     f"identity layout of buffer {plan.name!r} is rejected by this space's "
                     f"constraints; see space.rejections()"
                 )
-        return Candidate.make(layouts, baseline_knobs(self.workload))
+        knobs = baseline_knobs(self.workload)
+        if half_storage_only(self.workload, self.device):
+            available, _ = matrix_capability(self.device)
+            knobs.update(matrix_schedule(self.workload))
+            knobs["matrix"] = min(available & STORAGE_HALF_VARIANTS)
+            for local in self._local:
+                identity = next((lay for lay in local.layouts if lay.is_identity), None)
+                if identity is None:
+                    raise LayoutRejectedError(
+                        f"identity layout of local tile {local.name!r} is rejected by this "
+                        f"space's constraints; see space.rejections()"
+                    )
+                layouts[local.name] = identity
+        return Candidate.make(layouts, knobs)
 
     def _candidate(self, choice: Sequence[int], state: State) -> Candidate:
         layouts = {p.name: p.layouts[k] for p, k in zip(self._plans, choice, strict=True)}

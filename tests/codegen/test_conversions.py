@@ -63,6 +63,27 @@ def test_pack_then_unpack_round_trips(env: Env, case: tuple, naive: bool) -> Non
         assert (got[mask] == pad).all()
 
 
+@pytest.mark.parametrize("case", [c for c in LAYOUTS if c[3] == "global"], ids=lambda c: c[0])
+def test_float16_conversions_copy_bits_without_fp16(env: Env, case: tuple) -> None:
+    """Halves move as ushort bits: the program needs no cl_khr_fp16 (which
+    NVIDIA's OpenCL platform lacks), the round trip is exact, and the
+    padding holds the pad value's half bits."""
+    _, layout, pad, memory = case
+    program = lower_conversion("X", layout, "float16", pad, memory)
+    assert "cl_khr_fp16" not in program.source and "half" not in program.source
+    x = np.random.default_rng(3).standard_normal(layout.shape).astype(np.float16)
+    outputs, physical = _round_trip(env, program, build(env, program), x)
+    np.testing.assert_array_equal(outputs.view(np.uint16), x.view(np.uint16))
+    want = L.pack(x, layout.index_map, pad).reshape(-1)
+    mask = layout.index_map.padding_mask(layout.shape).reshape(-1)
+    got = physical.view(np.float16)
+    np.testing.assert_array_equal(got[~mask].view(np.uint16), want[~mask].view(np.uint16))
+    if pad is None:
+        assert np.isnan(got[mask]).all()
+    else:
+        assert (got[mask] == np.float16(pad)).all()
+
+
 def _round_trip(env: Env, program, prg, x):
     import pyopencl as cl
 
@@ -74,7 +95,9 @@ def _round_trip(env: Env, program, prg, x):
         fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
         phys = cl.create_image(env.context, mf.READ_WRITE, fmt, shape=spec.image_shape)
     else:
-        phys = cl.Buffer(env.context, mf.READ_WRITE, size=int(np.prod(spec.physical_shape)) * 4)
+        phys = cl.Buffer(
+            env.context, mf.READ_WRITE, size=int(np.prod(spec.physical_shape)) * x.itemsize
+        )
     (pack,), (unpack,) = program.pack, program.unpack
     getattr(prg, pack.kernel)(env.queue, pack.global_size, None, src, phys)
     getattr(prg, unpack.kernel)(env.queue, unpack.global_size, None, phys, dst)

@@ -105,7 +105,12 @@ def test_nv_mma_source() -> None:
     assert kernel.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
     # per lane: 4 + 4 fragment registers, 2 x 4 accumulators, 8 stores of C
     assert stage.count('"=r"(') == 8 and stage.count('"+f"(') == 8
-    assert kernel.count("] = (half)(acc") == 8
+    assert kernel.count("vstore_half_rte(acc") == 8
+    # half only as storage: no cl_khr_fp16, which NVIDIA's OpenCL platform lacks
+    assert "cl_khr_fp16" not in program.source
+    assert stage.count("vstore_half(vload_half(") == 2  # one element of each tile per lane
+    assert "(half)" not in kernel and "__local half " not in kernel
+    assert "__local ushort A_local[" in kernel
     # the row pointer follows the layout: lane % 16 rows, 8 halves of pad every 2
     assert "(((lane & 15) >> 1) << 3)" in kernel
     assert program.compute[0].global_size == (3 * 32, 2)
@@ -121,6 +126,7 @@ def test_nv_wmma_source_passes_the_constant_stride() -> None:
     assert stage.count('"r"(24)') == 2  # pad_rows(8): rows 24 halves apart
     assert "wmma.store.d.sync.aligned.row.m16n16k16.shared.f32" in kernel
     assert kernel.count("barrier(CLK_LOCAL_MEM_FENCE);") == 3  # + before reading c_tile
+    assert "vstore_half_rte(c_tile[e]," in kernel and "(half)" not in kernel
 
 
 def test_intel_dpas_source() -> None:

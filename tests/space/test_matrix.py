@@ -9,16 +9,19 @@ from typing import Any
 import pytest
 
 from laytune.device_info import DeviceInfo
+from laytune.exceptions import LayoutRejectedError
 from laytune.layout import identity, pad_every, pad_rows
 from laytune.ops import matmul
 from laytune.space import (
     JOINT_RULES,
+    STORAGE_HALF_VARIANTS,
     Candidate,
     MatrixTileLoad,
     SearchSpace,
     SpaceOptions,
     baseline_knobs,
     check_candidate,
+    half_storage_only,
     knob_names,
     matrix_capability,
     matrix_operands,
@@ -38,6 +41,13 @@ NVIDIA = make_device(
     platform_name="NVIDIA CUDA", vendor="NVIDIA Corporation", compute_capability=(8, 6)
 )
 PLAIN = make_device()
+# as NVIDIA's OpenCL platform reports an H200: compute capability 9.0, no cl_khr_fp16
+NVIDIA_NO_FP16 = make_device(
+    platform_name="NVIDIA CUDA",
+    vendor="NVIDIA Corporation",
+    compute_capability=(9, 0),
+    extensions=("cl_nv_device_attribute_query",),
+)
 
 # a small space: identity global layouts, the staged schedule, the seed's tiles
 OPTIONS = SpaceOptions(
@@ -77,6 +87,8 @@ def test_capability_per_device() -> None:
 
 def test_the_cpu_device_says_why_it_offers_none(laytune_device: Any) -> None:
     info: DeviceInfo = laytune_device.info
+    if "CPU" not in info.device_type:
+        pytest.skip(f"{info.name} is a {info.device_type}; this test is about CPU devices")
     variants, why = matrix_capability(info)
     assert not variants, f"{info.name} unexpectedly has a matrix instruction"
     assert info.name in why
@@ -86,6 +98,36 @@ def test_the_cpu_device_says_why_it_offers_none(laytune_device: Any) -> None:
     rejection = next(r for r in space.rejections() if r.constraint == "matrix_capability")
     assert rejection.removed > 0
     assert "device has no matrix intrinsic: " + why in rejection.example
+
+
+def test_half_as_storage_where_the_device_lacks_fp16() -> None:
+    """NVIDIA's OpenCL platform has no cl_khr_fp16, so no kernel there may
+    compute in half; the NVIDIA matrix kernels keep half as storage, so a
+    float16 matmul's space there is its matrix kernels and nothing else,
+    and its baseline is the plainest of them."""
+    workload = _half_matmul()
+    assert half_storage_only(workload, NVIDIA_NO_FP16)
+    assert not half_storage_only(workload, NVIDIA)  # has cl_khr_fp16: every kernel runs
+    no_fp16 = make_device(extensions=())
+    assert not half_storage_only(workload, no_fp16)  # no matrix kernel to fall back on
+    with pytest.raises(LayoutRejectedError, match="dtype float16 needs cl_khr_fp16"):
+        SearchSpace(workload, no_fp16, OPTIONS)
+    with pytest.raises(LayoutRejectedError, match="dtype float16 needs cl_khr_fp16"):
+        SearchSpace(matmul(24, 24, 24, dtype="float16"), NVIDIA_NO_FP16, OPTIONS)  # no 16x16
+
+    space = SearchSpace(workload, NVIDIA_NO_FP16, OPTIONS)
+    offered = list(space.enumerate())
+    assert len(offered) == len(space) > 0
+    assert {c.knob("matrix") for c in offered} == STORAGE_HALF_VARIANTS
+    base = space.identity()
+    assert base.knob("matrix") == "nv_mma"
+    assert all(layout.is_identity for layout in base.layout_map.values())
+    assert set(base.layout_map) == {"A", "B", "C", "A.local", "B.local"}
+    assert check_candidate(workload, base, NVIDIA_NO_FP16).ok
+    plain = Candidate.make(base.layout_map, {**base.knob_map, "matrix": "none"})
+    verdict = check_candidate(workload, plain, NVIDIA_NO_FP16)
+    assert not verdict.ok
+    assert "matrix 'none' computes in float16, which needs cl_khr_fp16" in verdict.reasons[0]
 
 
 # -- which workloads have the knob --------------------------------------------------
