@@ -39,6 +39,7 @@ __all__ = [
     "UnknownNameError",
     "UnknownWorkloadError",
     "WorkerError",
+    "WorkerStartError",
 ]
 
 
@@ -189,6 +190,12 @@ class FrozenFileNotFoundError(FrozenFileError, NotFoundError):
 
 class TuningError(LaytuneError):
     """A tuning job that cannot start (bad strategy, budget, or workload)."""
+
+
+class WorkerStartError(TuningError):
+    """The measuring worker process died while Python started it, before it
+    opened the device: every later start would die the same way (typically
+    a script that calls laytune without ``if __name__ == "__main__":``)."""
 
 
 class GraphError(LaytuneError, ValueError):

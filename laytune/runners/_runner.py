@@ -9,13 +9,13 @@ from dataclasses import replace
 import cloudpickle
 
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import ConfigError, WorkerError
+from laytune.exceptions import ConfigError, WorkerError, WorkerStartError
 from laytune.runners._base import BaseRunner
 from laytune.runners._config import MeasureConfig
 from laytune.runners._devices import Device, select_device
 from laytune.runners._memory import allocation_bytes, memory_refusal
 from laytune.runners._results import ErrorKind, RunInput, RunResult
-from laytune.runners._worker import WorkerDied, WorkerProcess, WorkerTimeout
+from laytune.runners._worker import WorkerDied, WorkerProcess, WorkerTimeout, main_module_hint
 
 __all__ = ["Runner"]
 
@@ -72,6 +72,7 @@ class Runner(BaseRunner):
         self._startup_time_limit_s = startup_time_limit_s
         self._worker: WorkerProcess | None = None
         self.worker_starts = 0
+        self._ever_ready = False  # a worker of this runner has opened the device
         # Tests only: program name -> the completion status the worker
         # reports for that program's launches (provokes a lost device).
         self._injected_statuses: dict[str, int] = {}
@@ -267,10 +268,17 @@ class Runner(BaseRunner):
             worker.wait_ready(self._startup_time_limit_s)
         except (WorkerTimeout, WorkerDied) as exc:
             self._worker = None
-            raise WorkerError(f"the measuring worker did not start: {exc}") from exc
+            message = f"the measuring worker did not start: {exc}"
+            hint = main_module_hint()
+            if isinstance(exc, WorkerDied) and exc.exitcode == 1 and hint:
+                message += f"; {hint}"
+                if not self._ever_ready:  # it never started: every later start dies the same
+                    raise WorkerStartError(message) from exc
+            raise WorkerError(message) from exc
         except RuntimeError:
             self._worker = None
             raise
+        self._ever_ready = True
         return worker
 
     def _start_worker(self) -> WorkerProcess:

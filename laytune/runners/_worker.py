@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import time
 import traceback
 from collections import OrderedDict
@@ -57,6 +58,22 @@ class WorkerDied(Exception):
     def __init__(self, exitcode: int | None) -> None:
         self.exitcode = exitcode
         super().__init__(describe_exit(exitcode))
+
+
+def main_module_hint() -> str:
+    """Why a worker may die while it starts, from the parent's main module:
+    multiprocessing's ``spawn`` runs the main script again in the child."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path:  # an interactive session or ``python -c``: nothing is run again
+        return ""
+    spawn = "workers start with multiprocessing's 'spawn', which runs the main script again"
+    if not os.path.isfile(path):
+        return f"{spawn}, and {path!r} is not a file: run laytune from a script file"
+    return (
+        f"{spawn} ({path}): a script must call laytune under "
+        f'`if __name__ == "__main__":` (the worker\'s traceback is above)'
+    )
 
 
 def describe_exit(exitcode: int | None) -> str:
