@@ -60,3 +60,13 @@ def shown(path: Path) -> str:
     """``path`` relative to the working directory when it is below it."""
     cwd = Path.cwd()
     return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
+
+
+def tune(*args: Any, **kwargs: Any) -> Any:
+    """``laytune.tune``, but Ctrl-C stops the benchmark too: ``tune`` returns on
+    an interrupt (its records kept, ``stop_reason`` "interrupted; ..."), and a
+    benchmark that goes on to its next tune would ignore the user."""
+    result = laytune.tune(*args, **kwargs)
+    if result.stop_reason.startswith("interrupted"):
+        raise KeyboardInterrupt(f"{result.workload_key}: {result.stop_reason}")
+    return result

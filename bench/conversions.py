@@ -45,7 +45,6 @@ from typing import Any
 
 import numpy as np
 
-import laytune
 from bench import _report
 from laytune import layout as L
 from laytune.codegen import lower
@@ -177,7 +176,7 @@ def tune_case(workload: ConversionWorkload, device: Any, trials: int, database: 
     options = TuneOptions(
         trials=trials, batch=4, warm_start=0, measure=MeasureConfig(warmup=1, repeats=5)
     )
-    result = laytune.tune(workload, device, options=options, database=database, progress=False)
+    result = _report.tune(workload, device, options=options, database=database, progress=False)
     return result.best
 
 

@@ -73,7 +73,6 @@ from typing import Any
 
 import numpy as np
 
-import laytune
 from bench import _report
 from bench._clblast import CLBlast
 from bench._convolution import OnnxRuntimeConv, im2col_conv, reference_conv
@@ -366,7 +365,7 @@ def tune_case(case: Case, device: Device, budget: Budget, database: str) -> Sear
     sampler measured (read from the job's trials, as tune tried them)."""
     started = time.perf_counter()
     options = TuneOptions(trials=budget.trials, timeout=budget.timeout_s, batch=BATCH)
-    result = laytune.tune(case.workload, device, options=options, database=database, progress=False)
+    result = _report.tune(case.workload, device, options=options, database=database, progress=False)
     seconds = time.perf_counter() - started
     trials = result.trials
     times = {

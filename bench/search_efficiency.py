@@ -207,7 +207,7 @@ def measure_exhaustively(space: Space, device: Device, scratch: Path) -> Measure
             # the kernels alone are compared (conversions are not measured): every buffer free
             boundary={b.name: "free" for b in space.workload.buffers},
         )
-        result = laytune.tune(space.workload, device, options=options, database=url, progress=False)
+        result = _report.tune(space.workload, device, options=options, database=url, progress=False)
         failures = dict(result.failures)
         recorded = open_database(url).measured(space.workload, device)
         values = {c.key: recorded.get(c.key) for c in candidates}

@@ -286,9 +286,9 @@ def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url
         warm_start=0,
         measure=CONFIG,
     )
-    result = laytune.tune(workload, device, options=options, database=db_url, progress=False)
+    result = _report.tune(workload, device, options=options, database=db_url, progress=False)
     free_boundary = {b.name: "free" for b in workload.buffers}
-    free = laytune.tune(
+    free = _report.tune(
         workload,
         device,
         options=options.replace(boundary=free_boundary, seed=1),
