@@ -30,6 +30,11 @@
    what lets a crop and a pad cancel; a producer that writes another
    constant keeps a rewrite.
 
+5. **Knobs.** A planned operator runs the fastest record of its workload
+   with the layouts it got, else a vector along an axis all its layouts keep
+   contiguous, else the plain kernel (:mod:`laytune.plan._knobs`); its
+   layouts and pad values stay as planned.
+
 With ``minimize=False`` the plan stops after step 1 and routes every rewrite
 through the logical layout: each frozen operator in its own best layouts with
 conversions around it (constants still packed on the host).
@@ -59,10 +64,12 @@ from laytune.layout import Layout, identity
 from laytune.ops import Workload
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._graph import Graph
+from laytune.plan._knobs import planned_kernel
 from laytune.plan._price import (
     Option,
     PlanPricer,
     Prediction,
+    is_store,
     lookup_options,
     measured_option,
 )
@@ -689,6 +696,7 @@ def plan_layouts(
         state = minimizer.run()
         notes.update({k: f"planned: flowed {v}" for k, v in minimizer.notes.items()})
     final = _resolve(graph, state, via_identity=not minimize)
+    store = records if records is not None else (source if is_store(source) else None)
     placements = []
     for op in graph.ops:
         cand = state[op.name]
@@ -703,6 +711,9 @@ def plan_layouts(
                 f"{pad_text(was)}) for {', '.join(_readers(final, op.output))}"
             )
         note = notes.get(op.name, "planned: identity layouts")
+        if op.name not in frozen:
+            cand, kernel = planned_kernel(op.workload, cand, device, store)
+            note += f"; {kernel}" if kernel else ""
         placements.append(Placement(op.name, cand, op.name in frozen, note))
     predictions = [pricer.operator(p.op, graph.op(p.op).workload, p.candidate) for p in placements]
     for i, v in enumerate(final.versions):

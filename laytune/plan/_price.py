@@ -33,6 +33,7 @@ __all__ = [
     "Option",
     "PlanPricer",
     "Prediction",
+    "is_store",
     "lookup_options",
     "measured_option",
 ]
@@ -65,7 +66,8 @@ class Prediction:
     source: str
 
 
-def _is_store(source: Any) -> bool:
+def is_store(source: Any) -> bool:
+    """Whether ``source`` is a records store (records and lookup), not a mapping."""
     return (
         hasattr(source, "records") and hasattr(source, "lookup") and not isinstance(source, Mapping)
     )
@@ -89,7 +91,7 @@ def lookup_options(
     time, one per candidate) and the fastest whose non-weight buffers are in
     their logical layouts, the best end-to-end record (what
     ``best_candidate`` freezes) first; any other source its one candidate."""
-    if not _is_store(source):
+    if not is_store(source):
         found = lookup_candidate(source, workload_key, device_key)
         return [] if found is None else [Option(found)]
     records = [
@@ -143,7 +145,7 @@ class PlanPricer:
         self.source = source
         self.device_key = device_key
         self.options = dict(options)
-        self.conversions = RecordedConversions(source, device_key) if _is_store(source) else None
+        self.conversions = RecordedConversions(source, device_key) if is_store(source) else None
         self.bandwidth, self.bandwidth_source = self._bandwidth()
 
     def _bandwidth(self) -> tuple[float, str]:
@@ -171,7 +173,7 @@ class PlanPricer:
         option = self.options.get(name)
         if option is not None and option.candidate == candidate and option.compute_s is not None:
             return Prediction(name, "operator", option.compute_s, option.origin)
-        if _is_store(self.source):
+        if is_store(self.source):
             record = self.source.lookup(workload.key, self.device_key, candidate.key)
             if record is not None and record.ok:
                 return Prediction(name, "operator", record.compute_s, f"record {record.id}")

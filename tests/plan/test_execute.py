@@ -139,3 +139,15 @@ def test_profiling_times_every_launch(cl_context: cl.Context) -> None:
             compiled.profile({"x": weights((1, 8, 6, 6), 0)}, repeats=0)
     assert len(timing.device_seconds) == len(timing.wall_seconds) == 3
     assert timing.device_median > 0 and timing.wall_median > 0
+
+
+def test_planned_operators_with_vectors_equal_numpy(cl_context: cl.Context) -> None:
+    """bias and relu run 16-wide vectors (see test_planner); the result is exact."""
+    g = Graph("bias relu")
+    x = g.input("x", (1, 8, 12, 16))
+    b = g.constant("b", np.linspace(-1, 1, 8).astype(np.float32))
+    t = g.apply(ops.bias_add((1, 8, 12, 16), axis=1), "bias", X=x, B=b)
+    g.output(g.apply(ops.relu((1, 8, 12, 16)), "relu", X=t))
+    plan = plan_layouts(g)
+    assert plan.candidate("relu").knob("vector") == 16
+    assert _check(plan, cl_context) == [("bias", "compute"), ("relu", "compute")]

@@ -52,7 +52,7 @@ def test_the_seed_example_keeps_one_rewrite_at_the_input_and_one_at_the_output()
     assert f"flowed {NCHW4C} back from conv2.X through add" in log
     assert f"add.X <- conv1: cancelled: {NCHW4C} -> {IDENTITY4} -> {NCHW4C}" in log
     assert "add.B: folded into constant bias as lambda i: [i // 4, i % 4]" in log
-    assert plan.placement("add").note == "planned: flowed back from conv2.X"
+    assert plan.placement("add").note == "planned: flowed back from conv2.X; 4-wide vectors along j"
     assert plan.placement("conv1").frozen and not plan.placement("add").frozen
 
 
@@ -145,7 +145,9 @@ def test_a_rewrite_moves_forward_past_a_pooling_where_the_tensor_is_smaller() ->
         ("x", ("conv.X",)),
         ("pool", ("output",)),
     ]
-    assert plan.placement("pool").note == "planned: flowed forward from relu (X)"
+    assert plan.placement("pool").note == (
+        "planned: flowed forward from relu (X); 4-wide vectors along c"
+    )
     assert str(plan.layout_of("pool").index_map) == NCHW4C
 
 
@@ -231,3 +233,63 @@ def test_a_plan_does_not_change_when_the_graph_grows_later() -> None:
     graph.apply(ops.relu((1, 4, 6, 6)), "late", X="conv2")
     assert "late" not in plan.graph.tensors
     assert np.isfinite(plan.rewrite_bytes)
+
+
+# -- the kernels of planned operators ---------------------------------------------
+
+
+def _bias_relu() -> Graph:
+    g = Graph("bias relu")
+    x = g.input("x", (1, 8, 12, 16))
+    b = g.constant("b", np.linspace(-1, 1, 8).astype(np.float32))
+    t = g.apply(ops.bias_add((1, 8, 12, 16), axis=1), "bias", X=x, B=b)
+    g.output(g.apply(ops.relu((1, 8, 12, 16)), "relu", X=t))
+    return g
+
+
+def test_a_planned_operator_runs_vectors_along_its_contiguous_axis() -> None:
+    """Not the one-scalar-per-work-item baseline: 16 floats along l, the axis
+    every buffer keeps contiguous (B broadcasts along it)."""
+    plan = plan_layouts(_bias_relu())
+    for name in ("bias", "relu"):
+        candidate = plan.candidate(name)
+        assert candidate.knob("vector_axis") == "l" and candidate.knob("vector") == 16
+        assert candidate.knob("block.l") == 16
+        assert all(layout.is_identity for layout in candidate.layout_map.values())
+        assert plan.placement(name).note == "planned: identity layouts; 16-wide vectors along l"
+
+
+def test_the_vector_follows_a_blocked_layout() -> None:
+    """In the seed graph the add computes in NCHW4c: its contiguous axis is
+    the channels' (j % 4), so the vector runs along j, 4 wide."""
+    graph, source = seed_graph()
+    plan = plan_layouts(graph, source)
+    add = plan.candidate("add")
+    assert str(add.layout("X").index_map) == NCHW4C
+    assert (add.knob("vector_axis"), add.knob("vector")) == ("j", 4)
+    assert plan.placement("add").note == "planned: flowed back from conv2.X; 4-wide vectors along j"
+
+
+def test_a_record_with_the_planned_layouts_gives_its_knobs(tmp_path) -> None:
+    from laytune.records import Record, open_database
+
+    graph = _bias_relu()
+    relu = graph.op("relu").workload
+    layouts = {b.name: L.identity(b.shape) for b in relu.buffers}
+    db = open_database(f"sqlite:///{tmp_path / 'r.db'}")
+    tuned = Candidate.make(layouts, {"block.k": 2, "block.l": 8, "vector_axis": "l", "vector": 8})
+    slower = Candidate.make(layouts, {"block.l": 4})
+    other = Candidate.make({**layouts, "Y": L.block(relu.buffer("Y").shape, 1, 4)}, {})
+    for candidate, seconds in ((tuned, 2e-6), (slower, 3e-6), (other, 1e-6)):
+        db.add(Record(relu.key, GENERIC_DEVICE.key, candidate, "ok", value_s=seconds))
+    plan = plan_layouts(graph, {}, GENERIC_DEVICE, records=db)
+    assert plan.candidate("relu").knob_map == {
+        **plan.candidate("relu").knob_map,
+        "block.k": 2,
+        "block.l": 8,
+        "vector": 8,
+    }
+    record = db.lookup(relu.key, GENERIC_DEVICE.key, tuned.key)
+    assert plan.placement("relu").note == f"planned: identity layouts; knobs of record {record.id}"
+    assert plan.candidate("bias").knob("vector") == 16  # no record: vectorized
+    db.close()
