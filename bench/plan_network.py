@@ -1,6 +1,7 @@
 """Graph-level layout planning end to end: two small networks, four plans, side by side.
 
-    python -m bench.plan_network [--repeats N] [--db URL] [--only NAME] [--out FILE]
+    python -m bench.plan_network [--tune TRIALS] [--repeats N] [--db URL] [--only NAME]
+        [--out FILE]
 
 The networks, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another),
 float32, weights and biases constant:
@@ -12,12 +13,16 @@ float32, weights and biases constant:
   a -> conv2d 3 x 3 (16 -> 16, padding 1) + bias + relu = b; output a + b
   (an element-wise add).
 
-**Records.** Each conv2d gets a few measured candidates, written to a records
-database (``--db``; default a temporary file, a file given is reused): the
-identity layouts and NCHW4c / NCHW8c (input and output ``block(axis=1)``,
-weights OIHW[x]i[x]o) with ``block.ow=8``; each measured with its pack and
-unpack kernels, priced under the default boundary (inputs and outputs fixed
-to their logical layouts, weights constant).
+**Records.** Each conv2d gets measured candidates, written to a records
+database (``--db``; default a temporary file, a file given is reused): three
+fixed ones, the identity layouts and NCHW4c / NCHW8c (input and output
+``block(axis=1)``, weights OIHW[x]i[x]o) with ``block.ow=8``, each measured
+with its pack and unpack kernels and priced under the default boundary
+(inputs and outputs fixed to their logical layouts, weights constant); then
+two tunes of ``--tune`` trials each (default 48; 0: none), one with that
+default boundary and one with X and Y ``free`` (the kernels alone ranked:
+the candidates a graph could adopt, whose conversions the planner must
+weigh).
 
 **Plans.**
 
@@ -52,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+import laytune
 from bench import _report
 from laytune import layout as L
 from laytune import ops
@@ -175,9 +181,29 @@ def plans(graph: Graph, convs: list[ops.Workload], db: Any, device: Any) -> dict
     }
 
 
-def run_network(name: str, db: Any, device: Any, context: Any, repeats: int) -> list[str]:
+BOUNDARIES = {"fixed": None, "free": {"X": "free", "Y": "free"}}
+"""The two tunes of each conv2d: the default boundary, and X and Y free."""
+
+
+def tune(url: str, device: Any, convs: list[ops.Workload], trials: int) -> None:
+    """``trials`` candidates per conv2d and boundary, into ``url`` (a tune
+    that finds its records there measures nothing twice)."""
+    for conv in {c.key: c for c in convs}.values():
+        for label, boundary in BOUNDARIES.items():
+            options = laytune.TuneOptions(trials=trials, boundary=boundary)
+            result = _report.tune(conv, device, options=options, database=url, progress=False)
+            best = result.best
+            shown = "-" if best is None else f"{best.value_s * 1e3:.3f} ms"
+            print(f"  tuned {conv.key} ({label}): {result.measured} measured, best {shown}")
+
+
+def run_network(
+    name: str, url: str, db: Any, device: Any, context: Any, repeats: int, trials: int
+) -> list[str]:
     graph, convs = NETWORKS[name]()
     record(db, device, convs)
+    if trials:
+        tune(url, device, convs, trials)
     planned = plans(graph, convs, db, device)
     x = np.random.default_rng(1).uniform(-1, 1, graph.tensors["x"].shape).astype(np.float32)
     want = graph.reference({"x": x})
@@ -254,6 +280,9 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument(
+        "--tune", type=int, default=48, metavar="TRIALS", help="trials per conv2d and boundary"
+    )
     parser.add_argument("--db", help="records database to measure into and reuse (default: temp)")
     parser.add_argument("--only", choices=sorted(NETWORKS), help="one network")
     parser.add_argument("--out", type=Path, help="report file (default bench/results/...)")
@@ -262,11 +291,12 @@ def main(argv: list[str] | None = None) -> None:
     context = cl.Context([device.open()])
     print(f"device: {device.name}", flush=True)
     with tempfile.TemporaryDirectory(prefix="laytune-bench-") as scratch:
-        db = open_database(args.db or f"sqlite:///{Path(scratch) / 'plan_network.db'}")
+        url = args.db or f"sqlite:///{Path(scratch) / 'plan_network.db'}"
+        db = open_database(url)
         sections = []
         for name in [args.only] if args.only else list(NETWORKS):
             print(f"{name} ...", flush=True)
-            sections += run_network(name, db, device, context, args.repeats)
+            sections += run_network(name, url, db, device, context, args.repeats, args.tune)
         db.close()
     text = "\n".join(
         [
@@ -277,7 +307,13 @@ def main(argv: list[str] | None = None) -> None:
             "over one run's launches (device; rewrite: the rewrite launches alone) and of first "
             "enqueue to queue end (wall); outputs checked against numpy",
             "- records: identity, NCHW4c and NCHW8c candidates of each conv2d with block.ow=8, "
-            "measured with their pack and unpack kernels (not a tune)",
+            "measured with their pack and unpack kernels"
+            + (
+                f"; then two tunes of each conv2d, {args.tune} trials each (TPE): X and Y fixed "
+                "to NCHW (kernel plus conversions ranked), and X and Y free (kernels alone)"
+                if args.tune
+                else " (no tune)"
+            ),
             "",
             *sections,
         ]
