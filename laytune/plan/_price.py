@@ -138,6 +138,29 @@ def _weights(workload_key: str) -> tuple[str, ...]:
         return ()
 
 
+def own_conversion_rates(store: Any, device_key: str, limit: int = 2000) -> list[float]:
+    """Bytes per second of the pack and unpack kernels that operators' records
+    measured with their candidates on the device (each the logical and the
+    physical buffer, read and written), for a device with no conversion
+    records: a measured rate beats a nominal one."""
+    rates = []
+    for record in store.records(device=device_key, status="ok", limit=limit):
+        if record.candidate.layouts and record.program and record.result:
+            buffers = {b["name"]: b for b in record.program.get("buffers", ())}
+            for timing in (
+                *record.result.get("pack_times", ()),
+                *record.result.get("unpack_times", ()),
+            ):
+                buffer, seconds = buffers.get(timing.get("buffer")), timing.get("value_s")
+                if buffer is None or not seconds:
+                    continue
+                itemsize = np.dtype(buffer["dtype"]).itemsize
+                physical = buffer.get("physical_shape", buffer["shape"])
+                elements = int(np.prod(buffer["shape"])) + int(np.prod(physical))
+                rates.append(elements * itemsize / seconds)
+    return rates
+
+
 class PlanPricer:
     """Predicts the time of a plan's steps on one device (see the module docstring)."""
 
@@ -161,6 +184,13 @@ class PlanPricer:
                     rates.append(nbytes / record.value_s)
         if rates:
             return statistics.median(rates), f"{len(rates)} conversion records"
+        if is_store(self.source):
+            rates = own_conversion_rates(self.source, self.device_key)
+            if rates:
+                return statistics.median(rates), (
+                    f"the median of {len(rates)} pack and unpack kernels the operators' "
+                    "records measured on the device"
+                )
         return NOMINAL_BANDWIDTH, f"a nominal {NOMINAL_BANDWIDTH / 1e9:.0f} GB/s"
 
     def choosing(self, options: Mapping[str, Option]) -> PlanPricer:
