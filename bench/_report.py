@@ -32,8 +32,31 @@ def environment(device: Any) -> list[str]:
         f"- laytune {laytune.__version__}, pyopencl {cl.VERSION_TEXT}, numpy {np.__version__}, "
         f"optuna {optuna.__version__}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs on the host",
+        *([f"- host CPU: {host}"] if (host := host_cpu()) else []),
         f"- run {time.strftime('%Y-%m-%d %H:%M:%S')}",
     ]
+
+
+def host_cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The host's processor as Linux lists it: model name, family and model
+    (one vendor's "AMD EPYC" spans Zen 3 and Zen 5) and its widest vector
+    extension; empty where there is no ``/proc/cpuinfo``."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    widest = next((f for f in ("avx512f", "avx2", "sse4_2", "neon", "asimd") if f in flags), "")
+    parts = [fields.get("model name", "")]
+    if "cpu family" in fields:
+        parts.append(f"family {fields['cpu family']} model {fields.get('model', '?')}")
+    if widest:
+        parts.append(widest)
+    return ", ".join(p for p in parts if p)
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> list[str]:

@@ -20,3 +20,14 @@ def test_an_interrupted_tune_stops_the_benchmark(monkeypatch: pytest.MonkeyPatch
     assert _report.tune("w").stop_reason.startswith("trial budget")
     with pytest.raises(KeyboardInterrupt, match=r"copy.*interrupted"):
         _report.tune("w")
+
+
+def test_the_host_cpu_line_names_family_and_vector_width(tmp_path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+        "model name\t: AMD EPYC\nflags\t\t: fpu avx2 fma avx512f avx512vl\n\n"
+        "processor\t: 1\ncpu family\t: 26\nmodel\t\t: 2\n"
+    )
+    assert _report.host_cpu(cpuinfo) == "AMD EPYC, family 26 model 2, avx512f"
+    assert _report.host_cpu(tmp_path / "missing") == ""
