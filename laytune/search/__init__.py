@@ -25,6 +25,7 @@ from laytune.search._model_search import ModelSearch, transfer_observations
 from laytune.search._options import DEFAULT_MEASURE, TuneOptions
 from laytune.search._strategies import STRATEGIES, make_sampler, params_of
 from laytune.search._tune import (
+    conversion_starts,
     layout_reference,
     standard_candidates,
     study_name_for,
@@ -46,6 +47,7 @@ __all__ = [
     "TuneOptions",
     "TuneResult",
     "candidate_features",
+    "conversion_starts",
     "conversions_of",
     "layout_reference",
     "make_sampler",

@@ -47,7 +47,7 @@ from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback
 from laytune.search._model_search import ModelProposals
 from laytune.search._options import TuneOptions, options_from_keywords
 from laytune.search._pricing import JobPricing, boundary_tag
-from laytune.search._starts import standard_candidates
+from laytune.search._starts import conversion_starts, standard_candidates
 from laytune.search._strategies import make_sampler, params_of
 from laytune.space import Candidate, ConversionSpace, ConversionWorkload, SearchSpace, SpaceOptions
 
@@ -391,8 +391,11 @@ def tune(
     forced: list[Candidate] = [job.baseline_candidate]
     if opts.warm_start:
         forced += warm_start_candidates(job, opts.warm_start)
-    if strategy != "exhaustive" and not converting:
-        forced += standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
+    starts = trials // 4 if opts.starts is None else opts.starts
+    if strategy != "exhaustive":
+        forced += (
+            conversion_starts(space, starts) if converting else standard_candidates(space, starts)
+        )
     if strategy == "exhaustive":
         order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
     elif strategy == "model" and not converting:

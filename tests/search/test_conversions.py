@@ -11,7 +11,7 @@ import pytest
 import laytune
 from laytune import ops
 from laytune.codegen import lower
-from laytune.layout import identity, permute
+from laytune.layout import block, identity, permute
 from laytune.records import (
     Boundary,
     Record,
@@ -22,7 +22,7 @@ from laytune.records import (
     price_record,
 )
 from laytune.runners import MeasureConfig
-from laytune.search import TuneOptions, conversions_of, tune_conversions
+from laytune.search import TuneOptions, conversion_starts, conversions_of, tune_conversions
 from laytune.space import ConversionWorkload, SearchSpace
 
 pytestmark = pytest.mark.xdist_group("opencl")
@@ -86,3 +86,28 @@ def test_a_tuned_conversion_kernel_prices_and_runs_in_frozen_programs(
     more = TuneOptions(trials=1, measure=MeasureConfig(warmup=1, repeats=3))
     (again,) = tune_conversions(db, device, workloads=[WORKLOAD.key], options=more)
     assert again.workload_key == conversion.key and again.study_name == result.study_name
+
+
+def test_a_conversion_tune_starts_from_the_kernels_people_write(laytune_device) -> None:
+    """Square register tiles widest first, then a __local tile, gathers;
+    nontemporal stores before plain where the device has them; each start a
+    candidate of the space (``tune`` measures them after the generic baseline)."""
+    from laytune.space import ConversionSpace
+
+    shape = (1, 32, 16, 16)
+    conversion = ConversionWorkload(block(shape, 1, 16), identity(shape))
+    space = ConversionSpace(conversion, laytune_device.info)
+    starts = conversion_starts(space, 6)
+    assert len(starts) == 6 and len({c.key for c in starts}) == 6
+    assert all(space.check(c) for c in starts)
+    first = starts[0].knob_map
+    assert first["kernel"] == "tile" and first["vector"] == first["items"] == 16
+    streaming = laytune_device.info.has_builtin("nontemporal_store")
+    assert (first.get("store") == "nontemporal") == streaming
+    kinds = [c.knob("kernel") for c in starts]
+    if streaming:  # the kinds take turns: nontemporal tile, local, then plain tile, ...
+        assert kinds == ["tile", "local", "tile", "gather", "local", "gather"]
+        assert [c.knob("store") for c in starts[:2]] == ["nontemporal", "nontemporal"]
+    else:
+        assert kinds == ["tile", "local", "gather", "tile", "local", "gather"]
+    assert conversion_starts(space, 2) == starts[:2]

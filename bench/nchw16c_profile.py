@@ -1,0 +1,129 @@
+"""Where the NCHW16c -> NCHW unpack's time goes: the kernel against itself without
+its shuffles, and against a tuned copy of the same bytes, in one run.
+
+    python -m bench.nchw16c_profile [--shapes 1,64,224,224;1,64,448,448] [--repeats N]
+        [--rounds N] [--out FILE]
+
+On the default device (``LAYTUNE_DEVICE`` picks another). For each NCHW shape,
+each row taking turns with the tuned copy (``bench.conversions.tuned_copy``):
+
+* ``generic``: the kernel codegen emits without knobs;
+* ``tile 16x16``: the conversion knob ``kernel=tile`` (16 vector loads of
+  16 channels, a 64-shuffle network, 16 stores of 16 columns), with plain
+  and nontemporal stores (where the device has the built-in);
+* ``tile 16x16, no shuffles``: the same source with the shuffle network cut
+  out (each loaded vector stored where the transposed one went): the same
+  loads, stores and addresses, no transpose. Its output is wrong on purpose;
+  it says what the memory traffic alone costs, so that the gap to the full
+  tile is what the shuffles cost.
+
+Every kept variant's output is checked against numpy first (the ablation's
+is not: it is not a conversion). Written to ``bench/results/nchw16c_profile.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import _report
+from bench.conversions import _check, _time_pair, conversion_launch, tuned_copy
+from laytune import layout as L
+from laytune.codegen._convert import conversion_kernel
+from laytune.runners import build_source, default_device
+from laytune.space import Candidate, ConversionWorkload
+
+TILE = {"kernel": "tile", "axis": 1, "items": 16, "vector": 16, "group": 0}
+
+
+def without_shuffles(source: str) -> str:
+    """The tile kernel's source with its shuffle network cut out: each store
+    writes the loaded vector of the same index (``r<k>``) instead of the
+    transposed one (``t<last>_<k>``)."""
+    lines = [line for line in source.splitlines() if "shuffle2(" not in line]
+    text = "\n".join(lines)
+    return re.sub(r"\bt\d+_(\d+)\b", lambda m: f"r{m.group(1)}", text)
+
+
+def _ablation_launch(context: Any, workload: ConversionWorkload, knobs: dict, like: tuple):
+    import pyopencl as cl
+
+    kernel = conversion_kernel(workload, Candidate.make({}, knobs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = build_source(context, without_shuffles(kernel.source))
+    _, global_size, local_size, args = like
+    return (cl.Kernel(built, kernel.name), global_size, local_size, args)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import pyopencl as cl
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--shapes",
+        default="1,64,224,224;1,64,448,448",
+        type=lambda text: [tuple(int(v) for v in s.split(",")) for s in text.split(";")],
+    )
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="report file (default bench/results/...)")
+    args = parser.parse_args(argv)
+    device = default_device()
+    context = cl.Context([device.open()])
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    streaming = device.info.has_builtin("nontemporal_store")
+    print(f"device: {device.name}")
+    rows, notes = [], []
+    for shape in args.shapes:
+        workload = ConversionWorkload(L.block(shape, 1, 16), L.identity(shape))
+        floats = int(np.prod(shape))
+        ceiling, what = tuned_copy(context, queue, floats, args.repeats, streaming)
+        notes.append(f"copy of {floats} floats ({shape}): {what}")
+        variants = [("generic", {}), ("tile 16x16", TILE)]
+        if streaming:
+            variants.append(("tile 16x16, nontemporal stores", {**TILE, "store": "nontemporal"}))
+        launches = []
+        for title, knobs in variants:
+            launch = conversion_launch(context, workload, Candidate.make({}, knobs), device)
+            _check(queue, workload, launch)
+            launches.append((title, launch))
+            if knobs:
+                ablated = _ablation_launch(context, workload, knobs, launch)
+                launches.append((f"{title}, no shuffles (wrong output: timing only)", ablated))
+        for title, launch in launches:
+            copy_s, seconds = _time_pair(queue, ceiling, launch, args.repeats, args.rounds)
+            gbs = 2 * floats * 4 / seconds / 1e9
+            row = (
+                f"{','.join(map(str, shape))}: {title}",
+                f"{seconds * 1e3:.3f}",
+                f"{gbs:.1f}",
+                f"{100 * copy_s / seconds:.1f} %",
+                f"{2 * floats * 4 / copy_s / 1e9:.1f}",
+            )
+            rows.append(row)
+            print("  ".join(row), flush=True)
+    text = "\n".join(
+        [
+            "# NCHW16c -> NCHW: where the unpack's time goes",
+            "",
+            *_report.environment(device),
+            f"- best event time over {args.rounds} rounds of {args.repeats} launches, each row "
+            "taking turns with the tuned copy of the same size",
+            *(f"- {note}" for note in notes),
+            "",
+            *_report.table(("case", "ms", "GB/s", "of copy", "copy GB/s"), rows, "lrrrr"),
+            "",
+        ]
+    )
+    written = _report.write("nchw16c_profile.md", text, args.out)
+    print(f"written to {_report.shown(written)}")
+
+
+if __name__ == "__main__":
+    main()
