@@ -161,15 +161,16 @@ _CONVERSION_KINDS = (
 
 
 def _conversion_rank(candidate: Candidate) -> tuple[int, ...]:
-    """Within a kind: square register tiles, then larger ``__local`` tiles,
-    then wider vectors and more items per work-item, the driver's
+    """Within a kind: as many items per work-item as vector lanes (square
+    register tiles; the ``__local`` tiles the transposes' tunes found), then
+    larger ``__local`` tiles, wider vectors, more items, the driver's
     work-group first (ties keep the space's order: identity local tiles first)."""
     knobs = candidate.knob_map
     vector, items = int(knobs.get("vector", 1)), int(knobs.get("items", 1))
     area = 1
     for extent in str(knobs.get("tile", "1")).split("x"):
         area *= int(extent)
-    square = knobs.get("kernel") != "tile" or vector == items
+    square = knobs.get("kernel") == "gather" or vector == items
     return (0 if square else 1, -area, -vector, -items, int(knobs.get("group", 0)))
 
 

@@ -391,11 +391,10 @@ def tune(
     forced: list[Candidate] = [job.baseline_candidate]
     if opts.warm_start:
         forced += warm_start_candidates(job, opts.warm_start)
-    starts = trials // 4 if opts.starts is None else opts.starts
-    if strategy != "exhaustive":
-        forced += (
-            conversion_starts(space, starts) if converting else standard_candidates(space, starts)
-        )
+    if strategy != "exhaustive" and converting:  # a few: the sampler finds the rest
+        forced += conversion_starts(space, trials // 8 if opts.starts is None else opts.starts)
+    elif strategy != "exhaustive":
+        forced += standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
     if strategy == "exhaustive":
         order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
     elif strategy == "model" and not converting:
