@@ -229,6 +229,8 @@ def run_network(
             for t in timings[label]
         )
         predicted = plan.predicted_s
+        rewrites = [p.seconds for p in plan.predictions if p.kind == "rewrite"]
+        predicted_rewrites = None if None in rewrites else sum(rewrites)  # type: ignore[arg-type]
         rows.append(
             [
                 label,
@@ -237,6 +239,7 @@ def run_network(
                 f"{plan.rewrite_bytes / 2**20:.2f}",
                 "-" if predicted is None else f"{predicted * 1e3:.3f}",
                 f"{device_s * 1e3:.3f}",
+                "-" if predicted_rewrites is None else f"{predicted_rewrites * 1e3:.3f}",
                 f"{rewrite_s * 1e3:.3f}",
                 f"{wall_s * 1e3:.3f}",
                 f"{base / device_s:.2f}x",
@@ -258,12 +261,13 @@ def run_network(
                 "rewrite MiB per run",
                 "predicted ms",
                 "device ms",
+                "rewrites predicted ms",
                 "rewrite ms",
                 "wall ms",
                 "device vs identity",
             ),
             rows,
-            "lrrrrrrrr",
+            "lrrrrrrrrr",
         ),
         "",
         "The weighed plan, predicted and measured per step:",
