@@ -1,7 +1,7 @@
 """Graph-level layout planning end to end: two small networks, four plans, side by side.
 
-    python -m bench.plan_network [--tune TRIALS] [--repeats N] [--db URL] [--only NAME]
-        [--out FILE]
+    python -m bench.plan_network [--tune TRIALS] [--tune-conversions TRIALS] [--repeats N]
+        [--db URL] [--only NAME] [--out FILE]
 
 The networks, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another),
 float32, weights and biases constant:
@@ -22,7 +22,10 @@ with its pack and unpack kernels and priced under the default boundary
 two tunes of ``--tune`` trials each (default 48; 0: none), one with that
 default boundary and one with X and Y ``free`` (the kernels alone ranked:
 the candidates a graph could adopt, whose conversions the planner must
-weigh).
+weigh); then ``laytune.search.tune_conversions`` over the conv2d records
+(``--tune-conversions`` trials each, default 24; 0: none), so that the
+rewrites a plan shares with the records run, and are priced by, tuned
+conversion kernels.
 
 **Plans.**
 
@@ -197,13 +200,36 @@ def tune(url: str, device: Any, convs: list[ops.Workload], trials: int) -> None:
             print(f"  tuned {conv.key} ({label}): {result.measured} measured, best {shown}")
 
 
+def tune_rewrites(url: str, device: Any, convs: list[ops.Workload], trials: int) -> None:
+    """Tune the conversions the conv2d's best records pay for."""
+    from laytune.search import tune_conversions
+
+    keys = sorted({c.key for c in convs})
+    options = laytune.TuneOptions(trials=trials)
+    for result in tune_conversions(url, device, workloads=keys, options=options, progress=False):
+        if result.stop_reason.startswith("interrupted"):
+            raise KeyboardInterrupt(result.stop_reason)
+        best = result.best
+        shown = "-" if best is None else f"{best.value_s * 1e3:.3f} ms"
+        print(f"  tuned conversion {result.workload_key}: best {shown}")
+
+
 def run_network(
-    name: str, url: str, db: Any, device: Any, context: Any, repeats: int, trials: int
+    name: str,
+    url: str,
+    db: Any,
+    device: Any,
+    context: Any,
+    repeats: int,
+    trials: int,
+    conversion_trials: int,
 ) -> list[str]:
     graph, convs = NETWORKS[name]()
     record(db, device, convs)
     if trials:
         tune(url, device, convs, trials)
+    if conversion_trials:
+        tune_rewrites(url, device, convs, conversion_trials)
     planned = plans(graph, convs, db, device)
     x = np.random.default_rng(1).uniform(-1, 1, graph.tensors["x"].shape).astype(np.float32)
     want = graph.reference({"x": x})
@@ -287,6 +313,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--tune", type=int, default=48, metavar="TRIALS", help="trials per conv2d and boundary"
     )
+    parser.add_argument(
+        "--tune-conversions",
+        type=int,
+        default=24,
+        metavar="TRIALS",
+        help="trials per conversion the conv2d records pay for (0: none)",
+    )
     parser.add_argument("--db", help="records database to measure into and reuse (default: temp)")
     parser.add_argument("--only", choices=sorted(NETWORKS), help="one network")
     parser.add_argument("--out", type=Path, help="report file (default bench/results/...)")
@@ -300,7 +333,9 @@ def main(argv: list[str] | None = None) -> None:
         sections = []
         for name in [args.only] if args.only else list(NETWORKS):
             print(f"{name} ...", flush=True)
-            sections += run_network(name, url, db, device, context, args.repeats, args.tune)
+            sections += run_network(
+                name, url, db, device, context, args.repeats, args.tune, args.tune_conversions
+            )
         db.close()
     text = "\n".join(
         [
@@ -317,6 +352,12 @@ def main(argv: list[str] | None = None) -> None:
                 "to NCHW (kernel plus conversions ranked), and X and Y free (kernels alone)"
                 if args.tune
                 else " (no tune)"
+            )
+            + (
+                f"; then the conversions the conv2d records pay for, {args.tune_conversions} "
+                "trials each (`tune_conversions`)"
+                if args.tune_conversions
+                else ""
             ),
             "",
             *sections,
