@@ -89,7 +89,11 @@ def tune(*args: Any, **kwargs: Any) -> Any:
     """``laytune.tune``, but Ctrl-C stops the benchmark too: ``tune`` returns on
     an interrupt (its records kept, ``stop_reason`` "interrupted; ..."), and a
     benchmark that goes on to its next tune would ignore the user."""
-    result = laytune.tune(*args, **kwargs)
+    return stop_if_interrupted(laytune.tune(*args, **kwargs))
+
+
+def stop_if_interrupted(result: Any) -> Any:
+    """``result`` (a ``TuneResult``), or KeyboardInterrupt when its job was interrupted."""
     if result.stop_reason.startswith("interrupted"):
         raise KeyboardInterrupt(f"{result.workload_key}: {result.stop_reason}")
     return result

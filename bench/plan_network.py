@@ -207,9 +207,7 @@ def tune_rewrites(url: str, device: Any, convs: list[ops.Workload], trials: int)
     keys = sorted({c.key for c in convs})
     options = laytune.TuneOptions(trials=trials)
     for result in tune_conversions(url, device, workloads=keys, options=options, progress=False):
-        if result.stop_reason.startswith("interrupted"):
-            raise KeyboardInterrupt(result.stop_reason)
-        best = result.best
+        best = _report.stop_if_interrupted(result).best
         shown = "-" if best is None else f"{best.value_s * 1e3:.3f} ms"
         print(f"  tuned conversion {result.workload_key}: best {shown}")
 

@@ -55,6 +55,9 @@ def _kernel_s(record: Any) -> float:
 
 def _vectorized(workload: Any, candidate: Candidate, device: DeviceInfo) -> Candidate | None:
     layouts = candidate.layout_map
+    pads = dict(candidate.pad_values)
+    outputs = {b.name for b in workload.buffers if b.role == "output"}
+    inputs_pads = {k: v for k, v in pads.items() if k not in outputs}  # as lower() checks
     spatial = [k for k, axis in enumerate(workload.axes) if axis.kind == "spatial"]
     for axis in reversed(spatial):
         extent = workload.axes[axis].extent
@@ -68,9 +71,6 @@ def _vectorized(workload: Any, candidate: Candidate, device: DeviceInfo) -> Cand
                 "vector": width,
                 block_knob(workload, axis): width,
             }
-            pads = dict(candidate.pad_values)
-            outputs = {b.name for b in workload.buffers if b.role == "output"}
-            inputs_pads = {k: v for k, v in pads.items() if k not in outputs}  # as lower() checks
             checked = Candidate.make(layouts, complete_knobs(workload, knobs), inputs_pads)
             if check_candidate(workload, checked, device).ok:
                 return Candidate.make(layouts, knobs, pads)

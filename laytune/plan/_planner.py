@@ -681,7 +681,7 @@ def plan_layouts(
             return cache[key]
 
         chosen = weigh(options, predict, log)
-        pricer = PlanPricer(source if records is None else records, device.key, chosen)
+        pricer = pricer.choosing(chosen)
     frozen = {name: option.candidate for name, option in chosen.items()}
     state = {op.name: frozen.get(op.name) or _identity_candidate(op.workload) for op in graph.ops}
     initial = _resolve(graph, state, via_identity=True)

@@ -101,9 +101,12 @@ class Job:
             return f"no improvement in {self.patience} trials"
         return None
 
-    def _is_baseline_candidate(self, record: Record) -> bool:
+    def is_baseline(self, record: Record) -> bool:
+        """Whether ``record`` is this job's baseline: identity layouts with the
+        baseline knobs, or the space's own baseline candidate (where the
+        device runs only matrix kernels)."""
         base = self.baseline_candidate
-        return base is not None and record.candidate.key == base.key
+        return is_baseline(record) or (base is not None and record.candidate.key == base.key)
 
     def note(self, record: Record, *, reference: bool = False) -> None:
         """Update best, baseline, failures and patience with a new record
@@ -113,7 +116,7 @@ class Job:
         if not record.ok:
             self.failures[record.status] += 1
         priced = record.ok and record.objective is not None
-        if priced and (is_baseline(record) or self._is_baseline_candidate(record)):
+        if priced and self.is_baseline(record):
             self.baseline = record
         if priced and (self.best is None or record.value_s < self.best.value_s):  # type: ignore[operator]
             self.best = record

@@ -16,9 +16,10 @@ for them:
   along the innermost axis, and square blocks whose inputs that are not
   contiguous along it are transposed in registers (``vector_transpose``).
 
-A conversion's space (a few hundred kernels) starts from the square register
-tiles, widest first, with nontemporal stores before plain ones, then the
-widest ``__local`` tile and gather (:func:`conversion_starts`): on Intel's
+A conversion's space (a few hundred kernels) starts from a few kernels of
+each kind taking turns: a square register tile, a ``__local`` tile with as
+many items per work-item as vector lanes, a gather, nontemporal stores before
+plain ones, widest vectors first (:func:`conversion_starts`): on Intel's
 CPU runtime the 16 x 16 tile with nontemporal stores is the fastest NCHW16c
 unpack out of cache (``bench.nchw16c_profile``), and 24 TPE trials over 394
 candidates missed it.
@@ -179,14 +180,12 @@ def conversion_starts(space: Any, limit: int) -> list[Candidate]:
     docstring): the kinds of :data:`_CONVERSION_KINDS` take turns, each
     giving its next candidate in :func:`_conversion_rank`'s order at a vector
     width it has not given yet."""
-    queues: list[list[Candidate]] = []
-    for kernel, store in _CONVERSION_KINDS:
-        kind = [
-            c
-            for c in space.enumerate()
-            if c.knob("kernel") == kernel and (c.knob("store") or "plain") == store
-        ]
-        queues.append(sorted(kind, key=_conversion_rank))
+    by_kind: dict[tuple[Any, str], list[Candidate]] = {kind: [] for kind in _CONVERSION_KINDS}
+    for candidate in space.enumerate():
+        kind = (candidate.knob("kernel"), candidate.knob("store") or "plain")
+        if kind in by_kind:
+            by_kind[kind].append(candidate)
+    queues = [sorted(by_kind[kind], key=_conversion_rank) for kind in _CONVERSION_KINDS]
     found: list[Candidate] = []
     widths: list[set[Any]] = [set() for _ in queues]
     while len(found) < limit and any(queues):

@@ -27,7 +27,6 @@ from laytune.records import (
     RecordStore,
     error_reason,
     identity_twins,
-    is_baseline,
     open_database,
     owner_alive,
     process_owner,
@@ -383,7 +382,7 @@ def tune(
             (
                 r
                 for r in db.records(workload=workload, device=device, status="ok")
-                if is_baseline(r) or r.candidate.key == job.baseline_candidate.key
+                if job.is_baseline(r)
             ),
             None,
         )
