@@ -38,6 +38,8 @@ from laytune.records._price import (
     Price,
     RecordedConversions,
     best_priced,
+    conversion_seconds,
+    measured_cold,
     price_record,
 )
 from laytune.records._record import SCHEMA_VERSION, STATUSES, Record
@@ -64,6 +66,7 @@ __all__ = [
     "RecordStore",
     "RecordedConversions",
     "best_priced",
+    "conversion_seconds",
     "default_boundary",
     "error_reason",
     "export",
@@ -75,6 +78,7 @@ __all__ = [
     "is_baseline",
     "load_frozen",
     "match_workloads",
+    "measured_cold",
     "open_database",
     "owner_alive",
     "price_record",

@@ -27,6 +27,8 @@ __all__ = [
     "Price",
     "RecordedConversions",
     "best_priced",
+    "conversion_seconds",
+    "measured_cold",
     "price_record",
 ]
 
@@ -169,10 +171,32 @@ def price_record(
     return Price(float(record.compute_s), tuple(charges), boundary)
 
 
+def measured_cold(record: Any) -> bool:
+    """Whether ``record`` was timed with a cache flush before every timed run
+    (``MeasureConfig.flush_cache``): on data no earlier launch left in the
+    caches, as a conversion between other kernels finds it."""
+    launches = (record.result or {}).get("launches") or {}
+    return bool(launches.get("flush"))
+
+
+def conversion_seconds(record: Any, warm: bool = False) -> float:
+    """A conversion record's time: timed cold (``value_s``, see
+    :func:`measured_cold`), or with ``warm`` its time on warm caches where the
+    record has one (``warm_value_s``; a record timed warm only has that)."""
+    if warm:
+        seconds = (record.result or {}).get("warm_value_s")
+        if seconds:
+            return float(seconds)
+    return float(record.value_s)
+
+
 class RecordedConversions:
     """:class:`ConversionTimes` from the conversion records of one device in
-    a records store (the best verified record of each conversion workload,
-    :func:`laytune.space.conversion_key`)."""
+    a records store: the best verified record of each conversion workload
+    (:func:`laytune.space.conversion_key`) among those timed cold
+    (:func:`measured_cold`: every conversion workload is, see
+    ``ConversionWorkload.timed_cold``), or among all when none was (records
+    written before conversions were timed cold)."""
 
     def __init__(self, store: Any, device_key: str) -> None:
         self.store = store
@@ -185,10 +209,9 @@ class RecordedConversions:
             return None
         key = conversion_key(src, dst, dtype, pad)
         if key not in self._best:
-            self._best[key] = best_priced(
-                self.store.records(workload=key, device=self.device_key, status="ok"),
-                Boundary(()),
-            )
+            records = list(self.store.records(workload=key, device=self.device_key, status="ok"))
+            cold = [r for r in records if measured_cold(r)]
+            self._best[key] = best_priced(cold or records, Boundary(()))
         return self._best[key]
 
     def conversion_s(

@@ -42,14 +42,22 @@ class MeasureConfig:
        ``n = R`` when ``min_total_time_s`` is 0; otherwise ``n`` is the
        smallest count from ``R`` to ``max_repeats`` whose repeat times (of
        ``clock``) add up to at least ``min_total_time_s``, or ``max_repeats``.
-    4. With ``flush_cache``, one buffer fill of ``flush_bytes`` (default:
+    4. With ``flush_cache`` (or a workload whose ``timed_cold`` is true, as
+       conversion workloads', whatever the config says), one buffer fill of
+       ``flush_bytes`` (default:
        twice the device's global memory cache, at least 64 MiB, at most the
        largest allocation) before every timed repeat of steps 2 and 3:
        ``n + R * (P + U)`` fills (``n`` without conversions). Fills are not
        kernel launches and are never timed.
 
+    5. For a workload timed cold by its own say (``timed_cold``) while
+       ``flush_cache`` is off: step 3 once more, ``R`` timed repeats without
+       fills (the warm times, ``RunResult.warm_value_s``), unless abandoned:
+       ``(W + R) * C`` more launches.
+
     So a successful candidate costs ``P + C + U + (W + R) * (P + U) + (W + n) * C``
-    kernel launches, or ``P + C + U + (W + n) * C`` without conversions.
+    kernel launches, or ``P + C + U + (W + n) * C`` without conversions (plus
+    step 5's).
 
     Early stop: when the candidate's :class:`~laytune.runners.RunInput` sets
     ``abandon_above_s``, step 3 looks once at the first
@@ -120,17 +128,31 @@ class MeasureConfig:
                 f"clock tolerances must be >= 0, got {self.clock_rtol}, {self.clock_atol_s}"
             )
 
-    def launch_count(self, pack: int, compute: int, unpack: int, timed_repeats: int) -> int:
+    def launch_count(
+        self,
+        pack: int,
+        compute: int,
+        unpack: int,
+        timed_repeats: int,
+        timed_cold: bool = False,
+        abandoned: bool = False,
+    ) -> int:
         """Kernel launches of one successful candidate with ``timed_repeats`` = n
-        (``early_stop_after`` for an abandoned one)."""
+        (``early_stop_after`` for an abandoned one); ``timed_cold``: the
+        workload's (step 5)."""
         count = pack + compute + unpack + (self.warmup + timed_repeats) * compute
+        if timed_cold and not self.flush_cache and not abandoned:
+            count += (self.warmup + self.repeats) * compute
         if self.measure_conversions:
             count += (self.warmup + self.repeats) * (pack + unpack)
         return count
 
-    def flush_count(self, pack: int, unpack: int, timed_repeats: int) -> int:
-        """Cache-flush fills of one successful candidate with ``timed_repeats`` = n."""
-        if not self.flush_cache:
+    def flush_count(
+        self, pack: int, unpack: int, timed_repeats: int, timed_cold: bool = False
+    ) -> int:
+        """Cache-flush fills of one successful candidate with ``timed_repeats`` = n
+        (``timed_cold``: the workload's, see step 4)."""
+        if not (self.flush_cache or timed_cold):
             return 0
         conversions = self.repeats * (pack + unpack) if self.measure_conversions else 0
         return timed_repeats + conversions

@@ -93,6 +93,7 @@ class PreparedWorkload:
     inputs: dict[str, np.ndarray]
     references: dict[str, np.ndarray]
     reduction_length: int = 1
+    timed_cold: bool = False
     _expected: dict[tuple[str, str], _Expected] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -509,7 +510,8 @@ def measure_candidate(
                 ErrorKind.WRONG_RESULT, f"outputs differ from the reference: {described}"
             )
 
-        flush = session.flush_buffer(config.flush_bytes) if config.flush_cache else None
+        cold = config.flush_cache or workload.timed_cold
+        flush = session.flush_buffer(config.flush_bytes) if cold else None
         pack_times: list[ConversionTiming] = []
         unpack_times: list[ConversionTiming] = []
         if config.measure_conversions:
@@ -537,6 +539,12 @@ def measure_candidate(
             extend=True,
             abandon_above_s=abandon_above_s,
         )
+        warm_ev: list[float] = []
+        warm_wall: list[float] = []
+        if workload.timed_cold and not config.flush_cache and not abandoned:
+            warm_ev, warm_wall, _ = _timed_repeats(
+                enqueuer, "compute", stages["compute"], config, None, extend=False
+            )
     except _Failure as failure:
         return RunResult(
             **base,
@@ -577,6 +585,13 @@ def measure_candidate(
         abandoned=abandoned,
         started_at=started_at,
         finished_at=time.time(),
+        warm_value_s=(
+            _STATISTICS[config.statistic](warm_ev if config.clock == "event" else warm_wall)
+            if warm_ev
+            else None
+        ),
+        warm_event_times_s=tuple(warm_ev),
+        warm_wall_times_s=tuple(warm_wall),
     )
 
 

@@ -154,7 +154,10 @@ class RunResult:
     repeats it had, and ``error_kind`` is still ``none``. ``started_at`` and
     ``finished_at`` (``time.time()``) date the measurement; for a candidate
     whose build failed they are the build's, and either is ``None`` when
-    unknown.
+    unknown. ``warm_value_s`` (with ``warm_event_times_s`` and
+    ``warm_wall_times_s``): for a workload timed cold by its own say
+    (``timed_cold``, as conversion workloads are), the same repeats timed
+    again without the flushes, on warm caches; None otherwise.
     """
 
     program_name: str
@@ -180,6 +183,9 @@ class RunResult:
     abandoned: bool = False
     started_at: float | None = None
     finished_at: float | None = None
+    warm_value_s: float | None = None
+    warm_event_times_s: tuple[float, ...] = ()
+    warm_wall_times_s: tuple[float, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -225,6 +231,9 @@ class RunResult:
             "abandoned": self.abandoned,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            "warm_value_s": self.warm_value_s,
+            "warm_event_times_s": list(self.warm_event_times_s),
+            "warm_wall_times_s": list(self.warm_wall_times_s),
         }
 
 

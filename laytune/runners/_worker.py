@@ -195,9 +195,10 @@ def worker_main(
             inputs = dict(workload.make_inputs(input_seed(base_seed, key)))
             references = dict(workload.reference(inputs))
             reduction_length = int(getattr(workload, "reduction_length", 1))
+            timed_cold = bool(getattr(workload, "timed_cold", False))
         except Exception:
             return f"preparing workload {key!r} raised:\n{traceback.format_exc()}"
-        workloads[key] = PreparedWorkload(key, inputs, references, reduction_length)
+        workloads[key] = PreparedWorkload(key, inputs, references, reduction_length, timed_cold)
         while len(workloads) > _WORKLOAD_CACHE_SIZE:
             workloads.popitem(last=False)
         return None

@@ -22,7 +22,10 @@ class VerifiableWorkload(Protocol):
 
     A workload may also carry ``reduction_length: int``, the number of terms
     summed into each output element (1 when absent); it widens the float
-    tolerance (see :meth:`laytune.runners.Tolerance.for_dtype`).
+    tolerance (see :meth:`laytune.runners.Tolerance.for_dtype`), and
+    ``timed_cold: bool``, true to be timed with a cache flush before every
+    timed run whatever ``MeasureConfig.flush_cache`` says (conversion
+    workloads are).
 
     Workloads are sent to the worker process with cloudpickle, so a class
     defined in a notebook or a script works as well as an importable one.

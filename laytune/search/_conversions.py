@@ -7,6 +7,11 @@ tunes the conversions that the best records of a database charge per call
 (packing each fixed input from its logical layout, unpacking each fixed
 output into it), so that prices, frozen kernels, exports and plans use tuned
 kernels instead of the generated ones.
+
+Like every conversion workload they are timed cold (a buffer larger than the
+device's caches is written before every timed run, see
+``ConversionWorkload.timed_cold``), because that is how a conversion meets
+its data between other kernels.
 """
 
 from __future__ import annotations

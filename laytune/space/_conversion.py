@@ -120,6 +120,12 @@ class ConversionWorkload:
                 )
 
     name = CONVERSION_OP
+    #: Timed with a cache flush before every timed run, whatever the runner's
+    #: ``MeasureConfig.flush_cache``: a conversion meets its data between other
+    #: kernels, which evicted it. Timed warm (repeated on buffers left in the
+    #: last-level cache), rewrites of a few MiB predicted a quarter to a third
+    #: of what they took in a plan; timed cold, four fifths.
+    timed_cold = True
 
     @cached_property
     def key(self) -> str:

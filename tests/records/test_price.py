@@ -15,6 +15,7 @@ from laytune.records import (
     Record,
     RecordedConversions,
     best_priced,
+    measured_cold,
     open_database,
     price_record,
 )
@@ -122,6 +123,28 @@ def test_a_layout_the_caller_holds_is_priced_by_recorded_conversions(tmp_path: P
         assert price.charges[0].source.startswith("conversion record ")
         # another device's records say nothing about this one
         assert price_record(plain, held, RecordedConversions(db, "elsewhere")) is None
+
+
+def test_recorded_conversions_timed_cold_come_before_faster_warm_ones(tmp_path: Path) -> None:
+    """A conversion runs between other kernels, on data they evicted: a
+    record timed with a cache flush prices it, though a warm one was faster."""
+    key = conversion_key(TRANSPOSED, identity((8, 8)), "float32")
+    with open_database(f"sqlite:///{tmp_path / 'p.db'}") as db:
+        conversions = RecordedConversions(db, DEVICE)
+        warm = Record(key, DEVICE, Candidate.make({}, {"vector": 4}), "ok", value_s=2e-4)
+        db.add(warm)
+        # only warm records: the fastest of them
+        assert conversions.best(TRANSPOSED, identity((8, 8)), "float32", None).value_s == 2e-4
+        for vector, seconds in ((1, 7e-4), (8, 5e-4)):
+            launches = {"pack": 0, "compute": 4, "unpack": 0, "flush": 3}
+            kernel = Candidate.make({}, {"vector": vector})
+            db.add(
+                Record(key, DEVICE, kernel, "ok", value_s=seconds, result={"launches": launches})
+            )
+        assert measured_cold(db.records(workload=key)[-1])
+        assert not measured_cold(warm)
+        found = RecordedConversions(db, DEVICE).best(TRANSPOSED, identity((8, 8)), "float32", None)
+        assert found.value_s == 5e-4 and found.candidate.knob("vector") == 8
 
 
 def test_the_best_record_depends_on_the_boundary() -> None:

@@ -18,6 +18,7 @@ from laytune.records import (
     RecordedConversions,
     freeze,
     load_frozen,
+    measured_cold,
     open_database,
     price_record,
 )
@@ -86,6 +87,16 @@ def test_a_tuned_conversion_kernel_prices_and_runs_in_frozen_programs(
     more = TuneOptions(trials=1, measure=MeasureConfig(warmup=1, repeats=3))
     (again,) = tune_conversions(db, device, workloads=[WORKLOAD.key], options=more)
     assert again.workload_key == conversion.key and again.study_name == result.study_name
+    # every conversion record was timed cold, whatever the options said: one
+    # flush before each timed run; then timed warm too, without the flushes
+    config = more.measure
+    for record in db.records(workload=conversion.key, status="ok"):
+        assert measured_cold(record) and record.result["launches"]["flush"] == config.repeats
+        launches = record.result["launches"]
+        assert launches["compute"] == config.launch_count(0, 1, 0, config.repeats, timed_cold=True)
+        assert launches["compute"] == 1 + 2 * (config.warmup + config.repeats)
+        assert len(record.result["warm_event_times_s"]) == config.repeats
+        assert record.result["warm_value_s"] > 0
 
 
 def test_a_conversion_tune_starts_from_the_kernels_people_write(laytune_device) -> None:
