@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             + (
                 f"; then the conversions the conv2d records pay for, {args.tune_conversions} "
-                "trials each (`tune_conversions`)"
+                "trials each (`tune_conversions`: timed cold, then warm)"
                 if args.tune_conversions
                 else ""
             ),

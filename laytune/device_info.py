@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from laytune._cl_build import build_source
@@ -32,7 +33,11 @@ class DeviceInfo:
     ``builtins``: the compiler built-ins outside the OpenCL C standard that a
     probe build found (:data:`PROBED_BUILTINS`): ``"nontemporal_store"``
     (clang's ``__builtin_nontemporal_store``, a store that bypasses the
-    caches, on compilers built on clang).
+    caches, on compilers built on clang). ``last_level_cache_size``: bytes of
+    the largest cache between the compute units and global memory: the
+    device's ``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE``, or on a CPU device the
+    host's largest cache when that is larger (CPU runtimes report one core's:
+    Intel's 1 MiB on a host with a 32 MiB L3); 0 when unknown.
 
     ``key`` is stable: the same platform, device, vendor, driver and OpenCL
     version give the same key in every process and run, and nothing else
@@ -59,6 +64,7 @@ class DeviceInfo:
     sub_group_sizes: tuple[int, ...] = ()
     compute_capability: tuple[int, int] | None = None
     builtins: tuple[str, ...] = ()
+    last_level_cache_size: int = 0
 
     # -- identity -----------------------------------------------------------
     @property
@@ -147,6 +153,10 @@ class DeviceInfo:
             sub_group_sizes=sub_group_sizes_intel(device),
             compute_capability=capability,
             builtins=probe_builtins(device),
+            last_level_cache_size=max(
+                int(device.global_mem_cache_size),
+                _host_cache_size() if device.type & cl.device_type.CPU else 0,
+            ),
         )
 
     def has_builtin(self, name: str) -> bool:
@@ -185,6 +195,21 @@ class DeviceInfo:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)
+
+
+def _host_cache_size() -> int:
+    """Bytes of this host's largest CPU cache (Linux sysfs; 0 elsewhere)."""
+    sizes = [0]
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = path.read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes)
 
 
 PROBED_BUILTINS: dict[str, str] = {

@@ -57,6 +57,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 from laytune.codegen import GENERIC_DEVICE, lower
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError, LaytuneError, PlanError, UnknownNameError
@@ -669,7 +671,20 @@ def plan_layouts(
             + (f" ({found[0].origin})" if found[0].origin != "the layout source" else "")
         )
     chosen = {name: found[0] for name, found in options.items()}
-    pricer = PlanPricer(source if records is None else records, device.key, chosen)
+    footprint = sum(
+        int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in graph.tensors.values()
+    )
+    cache = device.last_level_cache_size
+    # half: a working set near a cache's size does not stay in it (its ways
+    # and its other tenants); thin, 24 MiB, ran at the cold rates on a 32 MiB L3
+    warm = 0 < 2 * footprint <= cache
+    pricer = PlanPricer(source if records is None else records, device.key, chosen, warm=warm)
+    if cache:
+        fits = "fit in half" if warm else "exceed half"
+        log.append(
+            f"the graph's tensors ({_size(footprint)}) {fits} of the device's "
+            f"{_size(cache)} last-level cache: conversions priced {'warm' if warm else 'cold'}"
+        )
     if minimize and alternatives > 0 and any(len(found) > 1 for found in options.values()):
         derived: dict[tuple[str, Any], Candidate | LaytuneError] = {}
         cache: dict[tuple[str, ...], float] = {}

@@ -8,8 +8,18 @@ was measured: each operator's compute time (its record; an operator without
 one is estimated from the bytes it moves), and each rewrite's time: the
 device's best recorded conversion kernel for those layouts, else the time
 the operator's own pack or unpack kernel took when its record was measured,
-else the bytes it moves at the conversion bandwidth measured on the device
-(an estimate, and said so).
+else the bytes it moves at the rate of the generated conversion kernels
+measured on the device (an estimate, and said so: with no record the plan
+runs a generated kernel). An operator with no record (a planned bias or
+relu) is estimated the same way: at the tuned conversions' rate when its
+planned kernel has vectors, at the generated ones' when it has none.
+
+A conversion record carries two times (see ``ConversionWorkload.timed_cold``):
+cold (a cache flush before each run) and warm (repeated on the same
+buffers). Which one a plan meets depends on the plan: when all its tensors
+fit in half the device's last-level cache they stay there from run to run, and
+the pricer takes the warm times (``warm=True``); otherwise each rewrite
+finds its data evicted by the kernels between, and the cold times hold.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import numpy as np
 from laytune.layout import identity
 from laytune.plan._rewrite import Rewrite, is_identity_layout, same_layout
 from laytune.plan._source import SourceLike, lookup_candidate
-from laytune.records import RecordedConversions
+from laytune.records import RecordedConversions, conversion_seconds, measured_cold
 from laytune.space import Candidate
 
 __all__ = [
@@ -164,34 +174,63 @@ def own_conversion_rates(store: Any, device_key: str, limit: int = 2000) -> list
 class PlanPricer:
     """Predicts the time of a plan's steps on one device (see the module docstring)."""
 
-    def __init__(self, source: SourceLike, device_key: str, options: Mapping[str, Option]) -> None:
+    def __init__(
+        self,
+        source: SourceLike,
+        device_key: str,
+        options: Mapping[str, Option],
+        warm: bool = False,
+    ) -> None:
         self.source = source
         self.device_key = device_key
         self.options = dict(options)
+        self.warm = warm
         self.conversions = RecordedConversions(source, device_key) if is_store(source) else None
-        self.bandwidth, self.bandwidth_source = self._bandwidth()
+        tuned, generated = self._tuned_rate(), self._generated_rate()
+        nominal = (NOMINAL_BANDWIDTH, f"a nominal {NOMINAL_BANDWIDTH / 1e9:.0f} GB/s")
+        #: bytes per second (and where from) of a tuned conversion kernel ...
+        self.bandwidth, self.bandwidth_source = tuned or generated or nominal
+        #: ... and of a generated one (what a rewrite with no record runs)
+        self.generated_bandwidth, self.generated_source = generated or tuned or nominal
 
-    def _bandwidth(self) -> tuple[float, str]:
-        """Bytes per second of the conversions measured on the device."""
+    def _tuned_rate(self) -> tuple[float, str] | None:
+        """Bytes per second of the device's tuned conversion kernels: the
+        median over conversions of the best record of each, at the plan's
+        cache state (cold records first, as :class:`RecordedConversions`)."""
+        if self.conversions is None:
+            return None
+        by_workload: dict[str, list[Any]] = {}
+        for record in self.source.records(device=self.device_key, op="convert", status="ok"):
+            if record.value_s:
+                by_workload.setdefault(record.workload_key, []).append(record)
         rates = []
-        if self.conversions is not None:
-            for record in self.source.records(device=self.device_key, op="convert", status="ok"):
-                nbytes = sum(
-                    int(np.prod(b["shape"])) * np.dtype(b["dtype"]).itemsize
-                    for b in record.program.get("buffers", ())
-                )
-                if nbytes and record.value_s:
-                    rates.append(nbytes / record.value_s)
-        if rates:
-            return statistics.median(rates), f"{len(rates)} conversion records"
-        if is_store(self.source):
-            rates = own_conversion_rates(self.source, self.device_key)
-            if rates:
-                return statistics.median(rates), (
-                    f"the median of {len(rates)} pack and unpack kernels the operators' "
-                    "records measured on the device"
-                )
-        return NOMINAL_BANDWIDTH, f"a nominal {NOMINAL_BANDWIDTH / 1e9:.0f} GB/s"
+        for records in by_workload.values():
+            best = min(
+                [r for r in records if measured_cold(r)] or records,
+                key=lambda r: (r.value_s, r.id or 0),
+            )
+            nbytes = sum(
+                int(np.prod(b["shape"])) * np.dtype(b["dtype"]).itemsize
+                for b in (best.program or {}).get("buffers", ())
+            )
+            if nbytes:
+                rates.append(nbytes / conversion_seconds(best, self.warm))
+        if not rates:
+            return None
+        state = "warm" if self.warm else "cold"
+        return statistics.median(rates), f"the best of {len(rates)} tuned conversions ({state})"
+
+    def _generated_rate(self) -> tuple[float, str] | None:
+        """Bytes per second of generated (untuned) conversion kernels on the
+        device: the median of the pack and unpack kernels that operators'
+        records measured with their candidates."""
+        own = own_conversion_rates(self.source, self.device_key) if is_store(self.source) else []
+        if not own:
+            return None
+        return statistics.median(own), (
+            f"the median of {len(own)} pack and unpack kernels the operators' "
+            "records measured on the device"
+        )
 
     def choosing(self, options: Mapping[str, Option]) -> PlanPricer:
         """This pricer with the critical operators running ``options``."""
@@ -207,9 +246,16 @@ class PlanPricer:
             record = self.source.lookup(workload.key, self.device_key, candidate.key)
             if record is not None and record.ok:
                 return Prediction(name, "operator", record.compute_s, f"record {record.id}")
-        seconds = workload.bytes / self.bandwidth
+        # a planned kernel with vectors streams like a tuned conversion; one
+        # without runs element by element, like a generated one
+        vector = candidate.knob_map.get("vector") or 1
+        rate, words = (
+            (self.bandwidth, self.bandwidth_source)
+            if vector > 1
+            else (self.generated_bandwidth, self.generated_source)
+        )
         return Prediction(
-            name, "operator", seconds, f"estimated: its bytes at {self.bandwidth_source}"
+            name, "operator", workload.bytes / rate, f"estimated: its bytes at {words}"
         )
 
     def rewrite(self, label: str, rewrite: Rewrite, ports: Sequence[tuple[str, str]]) -> Prediction:
@@ -218,7 +264,12 @@ class PlanPricer:
         if self.conversions is not None:
             found = self.conversions.best(rewrite.src, rewrite.dst, rewrite.dtype, rewrite.dst_pad)
             if found is not None:
-                return Prediction(label, "rewrite", found.value_s, f"conversion record {found.id}")
+                seconds = conversion_seconds(found, self.warm)
+                cold = measured_cold(found) and seconds == found.value_s
+                state = "cold" if cold else "warm"
+                return Prediction(
+                    label, "rewrite", seconds, f"conversion record {found.id}, {state}"
+                )
         logical = identity(rewrite.shape)
         for op_name, port in ports:
             option = self.options.get(op_name)
@@ -237,7 +288,8 @@ class PlanPricer:
                 return Prediction(
                     label, "rewrite", seconds, f"{op_name}'s own kernel, {option.origin}"
                 )
-        seconds = rewrite.nbytes / self.bandwidth
+        # no record: the plan runs a generated kernel
+        seconds = rewrite.nbytes / self.generated_bandwidth
         return Prediction(
-            label, "rewrite", seconds, f"estimated: its bytes at {self.bandwidth_source}"
+            label, "rewrite", seconds, f"estimated: its bytes at {self.generated_source}"
         )
