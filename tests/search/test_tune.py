@@ -334,6 +334,23 @@ def test_the_next_batch_builds_while_this_one_is_measured(overlap: bool, tmp_pat
     assert events.count("measure") == 3 + result.references
 
 
+#: Steps of the spin below: ~50k dependent integer multiply-adds per work-item.
+SPIN_STEPS = 50_000
+
+
+def _lcg(value: int, steps: int = SPIN_STEPS) -> int:
+    for _ in range(steps):
+        value = (value * 1664525 + 1013904223) & 0xFFFFFFFF
+    return value
+
+
+#: What the spin ends on from 0xFFFFFFFF, and from no other start (the step is
+#: a bijection of 32-bit words): no work-item's id reaches it, but no compiler
+#: can know that, so the loop stays. (With a ``volatile`` float accumulator
+#: instead, the identity kernel still won on an H200 with NVIDIA's OpenCL.)
+SPIN_NEVER = _lcg(0xFFFFFFFF)
+
+
 def _slow_when_identity(lowered):
     """``lower`` whose kernels of all-identity layouts spin first: a layout
     that is not the identity is then the best, whatever the device."""
@@ -344,7 +361,11 @@ def _slow_when_identity(lowered):
             return program
         kernel = program.compute[0].kernel
         body = program.source.index("{", program.source.index(f"void {kernel}(")) + 1
-        spin = " { volatile float s = 0.0f; for (int k = 0; k < 20000; k++) s += k; } "
+        spin = (
+            " { uint h = (uint)get_global_id(0);"
+            f" for (int k = 0; k < {SPIN_STEPS}; k++) h = h * 1664525u + 1013904223u;"
+            f" if (h == {SPIN_NEVER}u) return; }} "
+        )
         source = program.source[:body] + spin + program.source[body:]
         return type(program)(**{**program.__dict__, "source": source})
 
