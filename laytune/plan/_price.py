@@ -204,11 +204,10 @@ class PlanPricer:
             if record.value_s:
                 by_workload.setdefault(record.workload_key, []).append(record)
         rates = []
-        for records in by_workload.values():
-            best = min(
-                [r for r in records if measured_cold(r)] or records,
-                key=lambda r: (r.value_s, r.id or 0),
-            )
+        for key, records in by_workload.items():
+            best = self.conversions.best_of(key, records)
+            if best is None:
+                continue
             nbytes = sum(
                 int(np.prod(b["shape"])) * np.dtype(b["dtype"]).itemsize
                 for b in (best.program or {}).get("buffers", ())

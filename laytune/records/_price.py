@@ -207,9 +207,15 @@ class RecordedConversions:
         """The fastest verified record converting ``src`` to ``dst``, or None."""
         if src.image_rank != 1 or dst.image_rank != 1 or src.shape != dst.shape:
             return None
-        key = conversion_key(src, dst, dtype, pad)
+        return self.best_of(conversion_key(src, dst, dtype, pad))
+
+    def best_of(self, key: str, records: Iterable[Any] | None = None) -> Any:
+        """The record :meth:`best` picks for conversion workload ``key``, from
+        ``records`` when given (that workload's on this device, read once)."""
         if key not in self._best:
-            records = list(self.store.records(workload=key, device=self.device_key, status="ok"))
+            if records is None:
+                records = self.store.records(workload=key, device=self.device_key, status="ok")
+            records = list(records)
             cold = [r for r in records if measured_cold(r)]
             self._best[key] = best_priced(cold or records, Boundary(()))
         return self._best[key]
