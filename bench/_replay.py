@@ -136,16 +136,24 @@ class Oracle:
 
 
 def replay_sampler(
-    space: SearchSpace, oracle: Oracle, strategy: str, seed: int, budget: int
+    space: SearchSpace,
+    oracle: Oracle,
+    strategy: str,
+    seed: int,
+    budget: int,
+    starts: Sequence[Candidate] = (),
 ) -> list[float]:
     """The times of the distinct candidates ``strategy`` evaluates, in order,
-    at most ``budget`` of them (fewer when it runs out)."""
+    at most ``budget`` of them (fewer when it runs out): the identity, then
+    ``starts`` (as ``laytune.tune`` forces its standard candidates), then the
+    sampler's."""
     import optuna
 
     study = optuna.create_study(sampler=make_sampler(strategy, seed), direction="minimize")
-    found = params_of(space, space.identity())
-    assert found is not None, "the identity is in every space"
-    study.enqueue_trial(found[0])
+    for candidate in (space.identity(), *starts):
+        found = params_of(space, candidate)
+        assert found is not None, f"{candidate.describe()} is not in the space"
+        study.enqueue_trial(found[0])
     seen: set[str] = set()
     out: list[float] = []
     misses = 0
@@ -166,13 +174,19 @@ def replay_sampler(
 
 
 def replay_model(
-    space: SearchSpace, oracle: Oracle, seed: int, budget: int, pool: int = 256
+    space: SearchSpace,
+    oracle: Oracle,
+    seed: int,
+    budget: int,
+    pool: int = 256,
+    starts: Sequence[Candidate] = (),
 ) -> list[float]:
     """As :func:`replay_sampler`, for the model strategy."""
     search = ModelSearch(space, seed, pool=pool)
-    identity = space.identity()
-    out = [oracle(identity)]
-    search.observe(identity, None if math.isinf(out[0]) else out[0])
+    forced = list({c.key: c for c in (space.identity(), *starts)}.values())[:budget]
+    out = oracle.many(forced)
+    for candidate, value in zip(forced, out, strict=True):
+        search.observe(candidate, None if math.isinf(value) else value)
     while len(out) < budget:
         batch = search.propose(min(MODEL_BATCH, budget - len(out)))
         if not batch:

@@ -65,7 +65,7 @@ from bench._replay import (
 from laytune import ops
 from laytune.records import open_database
 from laytune.runners import Device, MeasureConfig, default_device
-from laytune.search import STRATEGIES, ModelSearch
+from laytune.search import STRATEGIES, ModelSearch, standard_candidates
 from laytune.space import SearchSpace, SpaceOptions
 
 RESULT_NAME = "search_efficiency.md"
@@ -300,19 +300,21 @@ class Efficiency:
 
 
 def efficiencies(
-    measured: Measured, seeds: int, budget: int, strategies: Sequence[str]
+    measured: Measured, seeds: int, budget: int, strategies: Sequence[str], starts: int = 0
 ) -> list[Efficiency]:
+    """Each strategy replayed once per seed; ``starts``: how many of
+    ``laytune.tune``'s standard candidates come right after the identity."""
+    forced = standard_candidates(measured.search, starts) if starts else []
     out = []
     for strategy in strategies:
         started = time.perf_counter()
         runs = []
         for seed in range(seeds):
+            search, oracle = measured.search, measured.oracle
             if strategy == "model":
-                runs.append(replay_model(measured.search, measured.oracle, seed, budget))
+                runs.append(replay_model(search, oracle, seed, budget, starts=forced))
             else:
-                runs.append(
-                    replay_sampler(measured.search, measured.oracle, strategy, seed, budget)
-                )
+                runs.append(replay_sampler(search, oracle, strategy, seed, budget, forced))
         out.append(Efficiency(strategy, runs, time.perf_counter() - started))
     return out
 
@@ -431,7 +433,13 @@ def report(
         *_report.environment(device),
         f"- {'quick run; ' if args.quick else ''}each strategy replayed on recorded times "
         f"with seeds 0-{args.seeds - 1}, budget {args.budget} distinct candidates, the identity "
-        f"candidate first (small spaces: measured exhaustively, warmup {CONFIG.warmup}, "
+        "candidate first"
+        + (
+            f", then {args.starts} of tune's standard candidates (as a job forces them)"
+            if args.starts
+            else ""
+        )
+        + f" (small spaces: measured exhaustively, warmup {CONFIG.warmup}, "
         f"repeats {CONFIG.repeats}; compute kernels only, results checked against numpy); "
         f"{wall:.0f} s in all",
         f"- trials: distinct candidates evaluated up to and including the first within "
@@ -493,6 +501,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default="",
         help="comma-separated: the spaces whose title holds one of these texts (all)",
     )
+    parser.add_argument(
+        "--starts",
+        type=int,
+        default=0,
+        help="tune's standard candidates replayed right after the identity, as a job forces "
+        "them (0: the strategies alone; a job of N trials forces N // 4)",
+    )
     parser.add_argument("--within", type=float, default=0.10, help="how close to the best (0.10)")
     parser.add_argument("--out", type=Path, default=None, help="markdown file to write")
     args = parser.parse_args(argv)
@@ -528,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             quality = held_out_spearman(measured.search, measured.values, measured.candidates)
             print(f"  model's Spearman on held-out records: {quality[0]:.2f}", flush=True)
             try:
-                effs = efficiencies(measured, args.seeds, args.budget, strategies)
+                effs = efficiencies(measured, args.seeds, args.budget, strategies, args.starts)
             finally:
                 measured.oracle.close()
             target = measured.best_s * (1.0 + args.within)

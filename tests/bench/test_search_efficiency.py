@@ -68,6 +68,21 @@ def test_replays_evaluate_distinct_candidates_up_to_the_budget(synthetic, strate
     assert set(oracle.values) == set(values)  # every answer came from the records
 
 
+@pytest.mark.parametrize("strategy", ["random", "model"])
+def test_replays_take_tunes_standard_starts_right_after_the_identity(
+    synthetic, strategy: str
+) -> None:
+    space, candidates, values = synthetic
+    starts = [c for c in candidates if c.key != space.identity().key][-3:]
+    oracle = Oracle(values)
+    if strategy == "model":
+        run = replay_model(space, oracle, seed=1, budget=12, pool=64, starts=starts)
+    else:
+        run = replay_sampler(space, oracle, strategy, seed=1, budget=12, starts=starts)
+    assert len(run) == 12
+    assert run[:4] == [values[c.key] for c in (space.identity(), *starts)]
+
+
 def test_the_model_predicts_held_out_synthetic_times(synthetic) -> None:
     space, candidates, values = synthetic
     rho, trained, tested = held_out_spearman(space, values, candidates)
