@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from bench._report import host_cpu
 from laytune.codegen import lower
 from laytune.exceptions import LayoutRejectedError
 from laytune.runners import Builder, Device, MeasureConfig, RunInput, Runner
@@ -45,8 +46,11 @@ MODEL_BATCH = 8
 
 class Oracle:
     """Candidate key -> seconds (inf: failed or refused). With a ``device``,
-    a candidate without a recorded time is measured and appended to ``path``;
-    without one it counts as failed."""
+    a candidate without a recorded time is measured and appended to ``path``
+    (each row names the device's key and the host's processor), and only rows
+    of that device on this host are read back: "AMD EPYC" names Zen 3 and
+    Zen 5 hosts alike, whose times differ 2-5x. Without a device, every row
+    is read and a candidate without one counts as failed."""
 
     def __init__(
         self,
@@ -61,20 +65,33 @@ class Oracle:
         self.workload, self.device, self.config, self.path = workload, device, config, path
         self.candidates: dict[str, Candidate] = {}  # those read back or measured
         self.measured = 0  # candidates this oracle measured itself
+        self.skipped = 0  # rows of another device or host, not read back
         self._tools: tuple[Builder, Runner] | None = None
 
     @classmethod
     def load(cls, path: Path, **kwargs: Any) -> Oracle:
         values = {}
         candidates = {}
+        oracle = cls({}, path=path, **kwargs)
         if path.exists():
             for line in path.read_text().splitlines():
                 row = json.loads(line)
+                if oracle.device is not None and oracle._origin() != {
+                    "device": row.get("device"),
+                    "host": row.get("host"),
+                }:
+                    oracle.skipped += 1
+                    continue
                 values[row["key"]] = math.inf if row["value_s"] is None else row["value_s"]
                 candidates[row["key"]] = Candidate.from_json(row["candidate"])
-        oracle = cls(values, path=path, **kwargs)
+        oracle.values = values
         oracle.candidates = candidates
         return oracle
+
+    def _origin(self) -> dict[str, str]:
+        """What each row this oracle writes says of where it was measured."""
+        assert self.device is not None
+        return {"device": self.device.key, "host": host_cpu()}
 
     def __call__(self, candidate: Candidate) -> float:
         return self.many([candidate])[0]
@@ -125,6 +142,7 @@ class Oracle:
                         "key": candidate.key,
                         "value_s": None if math.isinf(value) else value,
                         "candidate": candidate.canonical_json(),
+                        **self._origin(),
                     }
                     out.write(json.dumps(row, sort_keys=True) + "\n")
 

@@ -409,7 +409,13 @@ def report(
                 f"reference run of {measured.reference} candidates (half uniform draws, half "
                 f"local search; warmup {LARGE_CONFIG.warmup}, repeats {LARGE_CONFIG.repeats}); "
                 f"{known} candidates measured after the replays ({measured.oracle.measured} "
-                f"in this run)"
+                f"in this run"
+                + (
+                    f"; {measured.oracle.skipped} rows of another device or host not read"
+                    if measured.oracle.skipped
+                    else ""
+                )
+                + ")"
             )
         elif measured.read_back and measured.oracle.path is not None:
             how = (

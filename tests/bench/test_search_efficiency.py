@@ -88,3 +88,33 @@ def test_the_model_predicts_held_out_synthetic_times(synthetic) -> None:
     rho, trained, tested = held_out_spearman(space, values, candidates)
     assert trained == len(candidates) // 2 and tested > 10
     assert rho > 0.8
+
+
+def test_an_oracle_reads_back_only_its_device_and_hosts_rows(tmp_path, synthetic) -> None:
+    """ "AMD EPYC" names Zen 3 and Zen 5 hosts alike: a reference file's rows
+    of another host (or of none named) are not replayed as this one's."""
+    import json
+    from types import SimpleNamespace
+
+    from bench._report import host_cpu
+
+    candidates = synthetic[1]
+    device = SimpleNamespace(key="dev-1")
+    rows = [
+        {"device": "dev-1", "host": host_cpu()},  # this device on this host
+        {"device": "dev-1", "host": "AMD EPYC, family 25 model 1, avx2"},  # another host
+        {},  # written before rows named their origin
+        {"device": "dev-2", "host": host_cpu()},  # another device
+    ]
+    path = tmp_path / "ref.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"key": c.key, "value_s": 1e-3 * k, "candidate": c.canonical_json(), **o})
+            + "\n"
+            for k, (c, o) in enumerate(zip(candidates[: len(rows)], rows, strict=True), 1)
+        )
+    )
+    oracle = Oracle.load(path, device=device)
+    assert oracle.values == {candidates[0].key: 1e-3} and oracle.skipped == 3
+    assert list(oracle.candidates) == [candidates[0].key]
+    assert len(Oracle.load(path).values) == 4  # without a device: every row
