@@ -66,32 +66,23 @@ class Oracle:
         self.candidates: dict[str, Candidate] = {}  # those read back or measured
         self.measured = 0  # candidates this oracle measured itself
         self.skipped = 0  # rows of another device or host, not read back
+        #: what each row this oracle writes says of where it was measured
+        self.origin = None if device is None else {"device": device.key, "host": host_cpu()}
         self._tools: tuple[Builder, Runner] | None = None
 
     @classmethod
     def load(cls, path: Path, **kwargs: Any) -> Oracle:
-        values = {}
-        candidates = {}
         oracle = cls({}, path=path, **kwargs)
         if path.exists():
             for line in path.read_text().splitlines():
                 row = json.loads(line)
-                if oracle.device is not None and oracle._origin() != {
-                    "device": row.get("device"),
-                    "host": row.get("host"),
-                }:
+                origin = {"device": row.get("device"), "host": row.get("host")}
+                if oracle.origin is not None and origin != oracle.origin:
                     oracle.skipped += 1
                     continue
-                values[row["key"]] = math.inf if row["value_s"] is None else row["value_s"]
-                candidates[row["key"]] = Candidate.from_json(row["candidate"])
-        oracle.values = values
-        oracle.candidates = candidates
+                oracle.values[row["key"]] = math.inf if row["value_s"] is None else row["value_s"]
+                oracle.candidates[row["key"]] = Candidate.from_json(row["candidate"])
         return oracle
-
-    def _origin(self) -> dict[str, str]:
-        """What each row this oracle writes says of where it was measured."""
-        assert self.device is not None
-        return {"device": self.device.key, "host": host_cpu()}
 
     def __call__(self, candidate: Candidate) -> float:
         return self.many([candidate])[0]
@@ -142,7 +133,7 @@ class Oracle:
                         "key": candidate.key,
                         "value_s": None if math.isinf(value) else value,
                         "candidate": candidate.canonical_json(),
-                        **self._origin(),
+                        **(self.origin or {}),
                     }
                     out.write(json.dumps(row, sort_keys=True) + "\n")
 

@@ -60,10 +60,12 @@ def without_shuffles(source: str) -> str:
     return re.sub(r"\bt\d+_(\d+)\b", lambda m: f"r{m.group(1)}", text)
 
 
-def _ablation_launch(context: Any, workload: ConversionWorkload, knobs: dict, like: tuple):
+def _ablation_launch(
+    context: Any, workload: ConversionWorkload, candidate: Candidate, like: tuple
+) -> tuple:
     import pyopencl as cl
 
-    kernel = conversion_kernel(workload, Candidate.make({}, knobs))
+    kernel = conversion_kernel(workload, candidate)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         built = build_source(context, without_shuffles(kernel.source))
@@ -111,26 +113,25 @@ def main(argv: list[str] | None = None) -> None:
         floats = int(np.prod(shape))
         ceiling, what = tuned_copy(context, queue, floats, args.repeats, streaming)
         notes.append(f"copy of {floats} floats ({shape}): {what}")
-        # (title, candidate, knobs of a register tile to ablate as well)
-        variants: list[tuple[str, Candidate | None, dict | None]] = [
-            ("generic", Candidate.make({}), None),
-            ("tile 16x16", None, tile),
+        # (title, candidate, whether to time it without its shuffles as well)
+        variants = [
+            ("generic", Candidate.make({}), False),
+            ("tile 16x16", Candidate.make({}, tile), True),
         ]
         if streaming:
-            nontemporal = {**tile, "store": "nontemporal"}
-            variants.append(("tile 16x16, nontemporal stores", None, nontemporal))
+            nontemporal = Candidate.make({}, {**tile, "store": "nontemporal"})
+            variants.append(("tile 16x16, nontemporal stores", nontemporal, True))
         if args.transpose:
             local = _first_local(workload, device)
             store = local.knob("store", "plain")
-            variants.append((f"local {local.knob('tile')}, {store} stores", local, None))
+            variants.append((f"local {local.knob('tile')}, {store} stores", local, False))
         launches = []
-        for title, given, ablate in variants:
-            candidate = given if given is not None else Candidate.make({}, ablate)
+        for title, candidate, ablate in variants:
             launch = conversion_launch(context, workload, candidate, device)
             _check(queue, workload, launch)
             launches.append((title, launch))
-            if ablate is not None:
-                ablated = _ablation_launch(context, workload, ablate, launch)
+            if ablate:
+                ablated = _ablation_launch(context, workload, candidate, launch)
                 launches.append((f"{title}, no shuffles (wrong output: timing only)", ablated))
         for title, launch in launches:
             copy_s, seconds = _time_pair(queue, ceiling, launch, args.repeats, args.rounds)

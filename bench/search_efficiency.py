@@ -304,13 +304,13 @@ def efficiencies(
 ) -> list[Efficiency]:
     """Each strategy replayed once per seed; ``starts``: how many of
     ``laytune.tune``'s standard candidates come right after the identity."""
-    forced = standard_candidates(measured.search, starts) if starts else []
+    search, oracle = measured.search, measured.oracle
+    forced = standard_candidates(search, starts) if starts else []
     out = []
     for strategy in strategies:
         started = time.perf_counter()
         runs = []
         for seed in range(seeds):
-            search, oracle = measured.search, measured.oracle
             if strategy == "model":
                 runs.append(replay_model(search, oracle, seed, budget, starts=forced))
             else:

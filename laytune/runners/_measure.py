@@ -454,6 +454,11 @@ def _timed_repeats(
     return event_times, wall_times, False
 
 
+def _ranked(config: MeasureConfig, event: Sequence[float], wall: Sequence[float]) -> float:
+    """The value that ranks a set of repeats: ``config.statistic`` of its ``config.clock`` times."""
+    return _STATISTICS[config.statistic](event if config.clock == "event" else wall)
+
+
 def measure_candidate(
     session: DeviceSession,
     program: KernelProgram,
@@ -520,14 +525,13 @@ def measure_candidate(
                     ev, wall, _ = _timed_repeats(
                         enqueuer, stage, [(kernel, launch)], config, flush, extend=False
                     )
-                    chosen = ev if config.clock == "event" else wall
                     sink.append(
                         ConversionTiming(
                             buffer=_conversion_buffer(launch),
                             kernel=launch.kernel,
                             event_times_s=tuple(ev),
                             wall_times_s=tuple(wall),
-                            value_s=_STATISTICS[config.statistic](chosen),
+                            value_s=_ranked(config, ev, wall),
                         )
                     )
         event_times, wall_times, abandoned = _timed_repeats(
@@ -563,7 +567,6 @@ def measure_candidate(
         if buffers is not None:
             buffers.release()
 
-    chosen = event_times if config.clock == "event" else wall_times
     event_median = float(np.median(event_times))
     wall_median = float(np.median(wall_times))
     disagreement = abs(wall_median - event_median) > (
@@ -571,7 +574,7 @@ def measure_candidate(
     )
     return RunResult(
         **base,
-        value_s=_STATISTICS[config.statistic](chosen),
+        value_s=_ranked(config, event_times, wall_times),
         event_times_s=tuple(event_times),
         wall_times_s=tuple(wall_times),
         clock_disagreement=disagreement,
@@ -585,11 +588,7 @@ def measure_candidate(
         abandoned=abandoned,
         started_at=started_at,
         finished_at=time.time(),
-        warm_value_s=(
-            _STATISTICS[config.statistic](warm_ev if config.clock == "event" else warm_wall)
-            if warm_ev
-            else None
-        ),
+        warm_value_s=_ranked(config, warm_ev, warm_wall) if warm_ev else None,
         warm_event_times_s=tuple(warm_ev),
         warm_wall_times_s=tuple(warm_wall),
     )
