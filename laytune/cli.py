@@ -22,6 +22,7 @@ import _thread
 import argparse
 import atexit
 import contextlib
+import faulthandler
 import json
 import logging
 import math
@@ -43,6 +44,9 @@ __all__ = ["main"]
 EXIT_OK, EXIT_NO_RESULT, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 _EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+#: Seconds the clean-up after a stop signal may take before the program
+#: exits anyway (see :class:`_StopSignals`).
+STOP_GRACE_S = 15.0
 
 
 def _default_db() -> str:
@@ -723,19 +727,31 @@ class _StopSignals:
     reference's callback included, and ignores what those raise: a
     KeyboardInterrupt lost there reaches ``sys.unraisablehook``
     (:meth:`unraisable`), which delivers it again.
+
+    With ``grace_s``, a program that is still running that long after the
+    first signal (a clean-up stuck in a driver or a lock, or an exit that
+    waits on a thread) writes where each of its threads is to stderr and
+    exits with the signal's status: the database holds what was committed,
+    and the workers die with the process.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, grace_s: float | None = None) -> None:
         self.first: int | None = None
         self.finishing = False
         self.lost = False  # the first signal's KeyboardInterrupt was swallowed
         self.silenced: list[logging.Logger] = []
+        self.grace_s = grace_s
+        self.watchdog: threading.Timer | None = None
 
     def install(self) -> dict[int, Any]:
         """Install the handlers; returns the previous ones."""
         return {signum: signal.signal(signum, self.handle) for signum in _EXIT_FOR_SIGNAL}
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.first is None and self.grace_s is not None:
+            self.watchdog = threading.Timer(self.grace_s, self.overdue, (signum,))
+            self.watchdog.daemon = True
+            self.watchdog.start()
         if self.first is None or self.lost:
             self.first = self.first or signum
             self.lost = False
@@ -744,6 +760,23 @@ class _StopSignals:
                 raise KeyboardInterrupt
         elif not self.finishing:
             _exit_now(self.status(EXIT_INTERRUPTED))
+
+    def overdue(self, signum: int) -> None:
+        """The clean-up outlived ``grace_s``: say where it waits, and exit."""
+        name = signal.Signals(signum).name
+        with contextlib.suppress(Exception):  # a closed or replaced stderr
+            sys.stderr.write(
+                f"laytune: still stopping {self.grace_s:g} s after {name}; exiting now "
+                "(every committed record is kept). Where each thread was:\n"
+            )
+            sys.stderr.flush()
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        _exit_now(self.status(EXIT_INTERRUPTED))
+
+    def cancel(self) -> None:
+        """Stop the watchdog (a command run in-process is over)."""
+        if self.watchdog is not None:
+            self.watchdog.cancel()
 
     def unraisable(self, unraisable: Any, previous: Any) -> None:
         """Deliver again a KeyboardInterrupt of ours that a finalizer or a
@@ -803,8 +836,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     if threading.current_thread() is not threading.main_thread():
         return _run(argv, None)  # signal handlers can only be set in the main thread
-    signals = _StopSignals()
     program = argv is None
+    signals = _StopSignals(STOP_GRACE_S if program else None)
     # What the process exits with unless a signal decides: an exception that
     # escapes (a bug) exits 1, as Python would; SystemExit its own code.
     status = [1]
@@ -822,6 +855,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signals.finishing = True
         sys.unraisablehook = previous_hook
         if not program:
+            signals.cancel()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             signals.restore_database_logs()

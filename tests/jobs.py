@@ -135,9 +135,29 @@ def bodies(db: Path) -> dict[int, str]:
         return dict(conn.execute("SELECT id, body FROM laytune_records").fetchall())
 
 
-def stop_group(job: subprocess.Popen[str], signum: int) -> tuple[str, str]:
+def stop_group(
+    job: subprocess.Popen[str], signum: int, patience_s: float = 30.0
+) -> tuple[str, str]:
+    """Send ``signum`` to the job's process group; its (stdout, stderr).
+
+    Past ``patience_s`` (longer than the program's own grace, past which it
+    writes where its threads wait and exits), what the test saw is added to
+    stderr: a job still running is killed; a job that exited while something
+    of its session kept its pipes open names those processes.
+    """
     os.killpg(job.pid, signum)
-    return job.communicate(timeout=120)
+    try:
+        return job.communicate(timeout=patience_s)
+    except subprocess.TimeoutExpired:
+        pass
+    if job.poll() is None:
+        note = f"[test] the job still ran {patience_s:g} s after the signal"
+    else:
+        note = f"[test] the job exited ({job.returncode}), but its pipes stayed open, held by:"
+        note += "".join(f"\n  {describe(p)}" for p in session_processes(job.pid))
+    kill_all([job])
+    out, err = job.communicate(timeout=30)
+    return out, f"{err}\n{note}"
 
 
 def kill_all(jobs: Sequence[subprocess.Popen[str]]) -> None:

@@ -11,9 +11,11 @@ still starting and the signal ends it the way it ends any Python program.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -51,7 +53,10 @@ def _stop_at_random_moments(tmp_path: Path, signum: int, times: int) -> None:
         where = f"attempt {attempt}, {signal.Signals(signum).name} at {moment:.2f} s"
         assert job.returncode == 128 + signum, f"{where}: exit {job.returncode}\n{err}"
         assert "Traceback" not in err and "Traceback" not in out, f"{where}:\n{err}"
-        assert stopped_s < 30, f"{where}: stopping took {stopped_s:.1f} s"
+        # The clean-up itself ends in time: the program's watchdog, which
+        # exits anyway past cli.STOP_GRACE_S, must not be what ended it.
+        assert "still stopping" not in err, f"{where}: the clean-up hung:\n{err}"
+        assert stopped_s < 30, f"{where}: stopping took {stopped_s:.1f} s\n{err}"
         assert jobs.wait_for_session_end(job.pid, 10) == [], f"{where}: processes left"
         if not db.exists():  # stopped before it opened the database
             continue
@@ -95,8 +100,6 @@ def test_an_interrupt_that_a_finalizer_swallows_is_delivered_again() -> None:
     """Python runs a signal handler wherever the main thread is; in a
     ``__del__`` (or a weak reference's callback) the KeyboardInterrupt it
     raises is ignored. The program's handlers deliver it again."""
-    import os
-
     from laytune import cli
 
     signals = cli._StopSignals()
@@ -149,3 +152,44 @@ def test_an_interrupt_in_a_query_leaves_no_sqlalchemy_traceback(
         database.close()
     pool.error("Error closing cursor")
     assert [r.getMessage() for r in caplog.records] == ["Error closing cursor"]
+
+
+def test_a_clean_up_that_hangs_ends_past_the_grace_with_the_signals_status(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Past its grace after the first signal, the program says where each
+    thread waits and exits with that signal's status, whatever still runs."""
+    from laytune import cli
+
+    exits: list[int] = []
+    monkeypatch.setattr(cli, "_exit_now", exits.append)
+    signals = cli._StopSignals(grace_s=0.2)
+    with pytest.raises(KeyboardInterrupt):
+        signals.handle(signal.SIGTERM, None)
+    try:
+        hung = threading.Event()
+        hung.wait(2)  # the clean-up that never ends; the watchdog fires meanwhile
+        assert exits == [cli.EXIT_TERMINATED]
+        err = capfd.readouterr().err
+        assert "still stopping 0.2 s after SIGTERM; exiting now" in err
+        assert "test_a_clean_up_that_hangs" in err  # the main thread's stack, at hung.wait
+    finally:
+        signals.cancel()
+        signals.restore_database_logs()
+
+
+def test_a_command_run_in_process_has_no_watchdog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the program exits on its own past the grace: a command run
+    in-process (tests, embedding) is never ended by a timer."""
+    from laytune import cli
+
+    made: list[cli._StopSignals] = []
+
+    class Recorded(cli._StopSignals):
+        def __init__(self, grace_s: float | None = None) -> None:
+            super().__init__(grace_s)
+            made.append(self)
+
+    monkeypatch.setattr(cli, "_StopSignals", Recorded)
+    assert cli.main(["workloads"]) == 0
+    assert [m.grace_s for m in made] == [None]
