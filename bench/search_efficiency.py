@@ -55,6 +55,7 @@ from typing import Any
 import laytune
 from bench import _report
 from bench._replay import (
+    MODEL_BATCH,
     Oracle,
     best_at,
     held_out_spearman,
@@ -454,7 +455,8 @@ def report(
         "time among the first N, over the best known ('-': the space holds fewer)",
         "- strategies: random, tpe (optuna TPE, 8 random starts), tpe-mv (multivariate TPE "
         "grouped by conditional sub-space), nsga2, model (gradient-boosted cost model, "
-        "batches of 8, the best predicted of 256 pooled candidates, 1 in 8 explored)",
+        f"batches of {MODEL_BATCH}, the best predicted of {ModelSearch.DEFAULT_POOL} pooled "
+        "candidates, as tune runs it; 1 in 8 explored)",
         "",
         *_report.table(
             [

@@ -65,12 +65,15 @@ class ModelSearch:
     told (:meth:`observe`) and the ``transfer`` observations. Deterministic
     for a seed and a sequence of calls."""
 
+    #: Candidates pooled per batch, as ``tune`` runs it.
+    DEFAULT_POOL = 512
+
     def __init__(
         self,
         space: SearchSpace,
         seed: int = 0,
         *,
-        pool: int = 512,
+        pool: int = DEFAULT_POOL,
         explore: float = 0.125,
         transfer: Sequence[Observation] = (),
     ) -> None:
