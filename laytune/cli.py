@@ -32,6 +32,7 @@ import signal
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -741,25 +742,38 @@ class _StopSignals:
         self.lost = False  # the first signal's KeyboardInterrupt was swallowed
         self.silenced: list[logging.Logger] = []
         self.grace_s = grace_s
-        self.watchdog: threading.Timer | None = None
+        # The watchdog thread starts now, not in the handler: a handler runs
+        # between any two bytecodes of the main thread, maybe inside
+        # threading's own locks, where starting a thread would deadlock.
+        self.signalled = threading.Event()
+        self.cancelled = False
+        if grace_s is not None:
+            threading.Thread(target=self._watch, name="laytune-stop-watch", daemon=True).start()
 
     def install(self) -> dict[int, Any]:
         """Install the handlers; returns the previous ones."""
         return {signum: signal.signal(signum, self.handle) for signum in _EXIT_FOR_SIGNAL}
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.first is None and self.grace_s is not None:
-            self.watchdog = threading.Timer(self.grace_s, self.overdue, (signum,))
-            self.watchdog.daemon = True
-            self.watchdog.start()
         if self.first is None or self.lost:
+            first = self.first is None
             self.first = self.first or signum
             self.lost = False
+            if first:  # a signal during set() is a second one: it exits below
+                self.signalled.set()
             if not self.finishing:
                 self.quiet_database_logs()
                 raise KeyboardInterrupt
         elif not self.finishing:
             _exit_now(self.status(EXIT_INTERRUPTED))
+
+    def _watch(self) -> None:
+        self.signalled.wait()
+        if self.cancelled or self.grace_s is None or self.first is None:
+            return
+        time.sleep(self.grace_s)
+        if not self.cancelled:
+            self.overdue(self.first)
 
     def overdue(self, signum: int) -> None:
         """The clean-up outlived ``grace_s``: say where it waits, and exit."""
@@ -775,8 +789,8 @@ class _StopSignals:
 
     def cancel(self) -> None:
         """Stop the watchdog (a command run in-process is over)."""
-        if self.watchdog is not None:
-            self.watchdog.cancel()
+        self.cancelled = True
+        self.signalled.set()
 
     def unraisable(self, unraisable: Any, previous: Any) -> None:
         """Deliver again a KeyboardInterrupt of ours that a finalizer or a
