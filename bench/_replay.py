@@ -187,12 +187,12 @@ def replay_model(
     oracle: Oracle,
     seed: int,
     budget: int,
-    pool: int | None = None,
+    pool: int = ModelSearch.DEFAULT_POOL,
     starts: Sequence[Candidate] = (),
 ) -> list[float]:
     """As :func:`replay_sampler`, for the model strategy (with the pool
     ``tune`` draws unless ``pool`` says otherwise)."""
-    search = ModelSearch(space, seed) if pool is None else ModelSearch(space, seed, pool=pool)
+    search = ModelSearch(space, seed, pool=pool)
     forced = list({c.key: c for c in (space.identity(), *starts)}.values())[:budget]
     out = oracle.many(forced)
     for candidate, value in zip(forced, out, strict=True):
