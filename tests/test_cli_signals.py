@@ -178,10 +178,15 @@ def test_a_clean_up_that_hangs_ends_past_the_grace_with_the_signals_status(
         signals.restore_database_logs()
 
 
-def test_a_command_run_in_process_has_no_watchdog(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_command_run_in_process_has_no_watchdog(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Only the program exits on its own past the grace: a command run
     in-process (tests, embedding) is never ended by a timer."""
     from laytune import cli
+
+    # A database that does not exist, whatever the working directory holds.
+    monkeypatch.setenv("LAYTUNE_DB", f"sqlite:///{tmp_path / 'none.db'}")
 
     made: list[cli._StopSignals] = []
 
@@ -191,5 +196,5 @@ def test_a_command_run_in_process_has_no_watchdog(monkeypatch: pytest.MonkeyPatc
             made.append(self)
 
     monkeypatch.setattr(cli, "_StopSignals", Recorded)
-    assert cli.main(["workloads"]) == 0
+    assert cli.main(["workloads"]) == cli.EXIT_NO_RESULT
     assert [m.grace_s for m in made] == [None]
