@@ -785,6 +785,8 @@ class _StopSignals:
             )
             sys.stderr.flush()
             faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+            sys.stderr.write(_native_threads())
+            sys.stderr.flush()
         _exit_now(self.status(EXIT_INTERRUPTED))
 
     def cancel(self) -> None:
@@ -829,6 +831,34 @@ class _StopSignals:
         for logger in self.silenced:
             logger.disabled = False
         self.silenced.clear()
+
+
+def _native_threads(task_dir: str = "/proc/self/task") -> str:
+    """Every thread of the process as the kernel sees it (Linux): id, name,
+    state, the kernel function it sleeps in and its system call. Python's
+    stacks leave out the driver's threads, and a thread that waits in C code
+    before its Python frames exist or after they are gone."""
+    try:
+        tids = sorted(os.listdir(task_dir), key=int)
+    except (OSError, ValueError):
+        return ""
+    lines = [f"\nThreads of process {os.getpid()} (id, name, state, kernel wait, system call):\n"]
+    for tid in tids:
+        fields = []
+        for name in ("comm", "stat", "wchan", "syscall"):
+            try:
+                with open(f"{task_dir}/{tid}/{name}") as file:
+                    text = file.read().strip()
+            except OSError:
+                text = "?"
+            if name == "stat":  # "pid (comm) S ...": the state follows the name
+                text = text.rpartition(")")[2].split()[0] if ")" in text else "?"
+            elif name == "syscall":
+                text = text.split()[0] if text else "?"
+            fields.append(text or "-")
+        main = " (main)" if tid == str(os.getpid()) else ""
+        lines.append(f"  {tid}{main} {' '.join(fields)}\n")
+    return "".join(lines)
 
 
 def _exit_now(status: int) -> None:

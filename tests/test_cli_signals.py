@@ -173,6 +173,9 @@ def test_a_clean_up_that_hangs_ends_past_the_grace_with_the_signals_status(
         err = capfd.readouterr().err
         assert "still stopping 0.2 s after SIGTERM; exiting now" in err
         assert "test_a_clean_up_that_hangs" in err  # the main thread's stack, at hung.wait
+        if sys.platform == "linux":  # and every thread as the kernel sees it, C threads too
+            assert f"Threads of process {os.getpid()} (id, name, state" in err
+            assert f"\n  {threading.get_native_id()} (main) " in err
     finally:
         signals.cancel()
         signals.restore_database_logs()
