@@ -781,7 +781,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         *(f"- {line}" for line in skipped),
         f"- peak: {peak.formula()}",
         f"- mode: {'--quick' if quick else 'full'}; tuning budget per workload: {budget.text()} "
-        f"(`laytune.tune`, TPE, "
+        f"(`laytune.tune`, strategy {TuneOptions().strategy}, "
         + ("one database given by --db" if args.db else "an empty database per workload")
         + f"); medians of {repeats} timed repeats after warm-up; "
         f"{time.perf_counter() - started:.0f} s in all",

@@ -346,7 +346,8 @@ def main(argv: list[str] | None = None) -> None:
             "- records: identity, NCHW4c and NCHW8c candidates of each conv2d with block.ow=8, "
             "measured with their pack and unpack kernels"
             + (
-                f"; then two tunes of each conv2d, {args.tune} trials each (TPE): X and Y fixed "
+                f"; then two tunes of each conv2d, {args.tune} trials each (strategy "
+                f"{laytune.TuneOptions().strategy}): X and Y fixed "
                 "to NCHW (kernel plus conversions ranked), and X and Y free (kernels alone)"
                 if args.tune
                 else " (no tune)"

@@ -5,7 +5,7 @@
 For conv2d, matmul, sum and max_pool2d, on ``laytune.runners.default_device()``
 (``LAYTUNE_DEVICE`` picks another):
 
-1. ``laytune.tune`` (TPE) over the workload's whole default space, into a
+1. ``laytune.tune`` (its default strategy) over the workload's whole default space, into a
    temporary database, measuring as many candidates as the knob sweeps of
    step 2 measure for all the fixed layouts together (``--trials`` sets
    another budget), twice: with the default ``fixed`` boundary (inputs and
@@ -282,7 +282,6 @@ def run_case(case: Case, device: Device, trials: int | None, rounds: int, db_url
     started = time.perf_counter()
     options = laytune.TuneOptions(
         trials=trials or sum(len(entries) for entries in sweeps.values()),
-        strategy="tpe",
         warm_start=0,
         measure=CONFIG,
     )
@@ -409,7 +408,8 @@ def report(
         "# Tuned layouts against identity and the best standard fixed layout",
         "",
         *_report.environment(device),
-        f"- {'quick run; ' if args.quick else ''}tuning: TPE over the default space, "
+        f"- {'quick run; ' if args.quick else ''}tuning: strategy "
+        f"{laytune.TuneOptions().strategy} over the default space, "
         + (
             f"{args.trials} trials per workload"
             if args.trials

@@ -586,7 +586,10 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--trials", type=_positive, default=24, help="candidates to measure (24)")
     tune.add_argument("--timeout", type=_seconds, help="stop proposing after this many seconds")
     tune.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), default="tpe", help="search strategy (tpe)"
+        "--strategy",
+        choices=sorted(STRATEGIES),
+        default="model",
+        help="search strategy (model: a cost model trained on the records)",
     )
     tune.add_argument("--patience", type=_positive, help="stop after K trials without a new best")
     tune.add_argument("--batch", type=_positive, default=8, help="candidates built per batch (8)")

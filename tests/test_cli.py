@@ -350,4 +350,4 @@ def test_tune_free_names_buffers_whose_conversions_are_not_charged(
     out = capsys.readouterr().out
     assert "(boundary: X free, Y free; nothing to convert)" in out
     study = {r.study for r in open_database(db[1]).records()}
-    assert all(name.endswith("/tpe/free=X,Y") for name in study)
+    assert all(name.endswith("/model/free=X,Y") for name in study)

@@ -30,11 +30,14 @@ class TuneOptions:
     - ``timeout``: seconds after which no new batch is proposed;
       ``patience``: stop after this many measured candidates without a new
       best (None: never).
-    - ``strategy``: ``"tpe"``, ``"tpe-mv"`` (multivariate TPE grouped by
-      conditional sub-space), ``"model"`` (the best predicted of a
+    - ``strategy``: ``"model"`` (the default: the best predicted of a
       gradient-boosted cost model trained on the records, 1 in 8 explored
-      at random), ``"random"``, ``"nsga2"`` or ``"exhaustive"`` (every
-      valid candidate in order, for small spaces).
+      at random; ``bench.search_efficiency`` measures it against the
+      others), ``"tpe"``, ``"tpe-mv"`` (multivariate TPE grouped by
+      conditional sub-space), ``"random"``, ``"nsga2"`` or ``"exhaustive"``
+      (every valid candidate in order, for small spaces). A
+      :class:`~laytune.space.ConversionWorkload` has no cost model (its
+      space is a few hundred copies): ``"model"`` searches it with ``"tpe"``.
     - ``seed``: the sampler's seed; give strategies you compare different
       seeds, or their first random trials coincide (and come from records).
     - ``batch``: candidates proposed, built and measured together.
@@ -73,7 +76,7 @@ class TuneOptions:
 
     trials: int = 64
     timeout: float | None = None
-    strategy: str = "tpe"
+    strategy: str = "model"
     seed: int = 0
     batch: int = 8
     patience: int | None = None

@@ -346,6 +346,8 @@ def tune(
     db = open_database(database)
     strategy, trials, batch = opts.strategy, opts.trials, opts.batch
     converting = isinstance(workload, ConversionWorkload)
+    if converting and strategy == "model":
+        strategy = "tpe"  # the cost model's features describe compute kernels, not copies
     if converting:
         if opts.boundary:
             raise TuningError("a conversion workload has no boundary to set: it is the conversion")
@@ -396,7 +398,7 @@ def tune(
         forced += standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
     if strategy == "exhaustive":
         order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
-    elif strategy == "model" and not converting:
+    elif strategy == "model":
         order = itertools.chain(forced, ModelProposals(job, opts.seed, batch))
     else:
         order = iter(forced)

@@ -61,6 +61,8 @@ def test_a_tuned_conversion_kernel_prices_and_runs_in_frozen_programs(
 
     options = TuneOptions(trials=6, batch=3, measure=MeasureConfig(warmup=1, repeats=3))
     result = laytune.tune(conversion, device, options=options, database=url, progress=False)
+    # the default strategy, the cost model, describes compute kernels: a copy gets TPE
+    assert options.strategy == "model" and result.study_name.endswith("/tpe")
     records = [r for r in db.records(workload=conversion.key) if r.ok]
     assert len(records) == 6
     assert any(not r.candidate.knobs for r in records)  # the generic kernel, the baseline
