@@ -32,6 +32,10 @@ __all__ = ["Builder"]
 _WARM_UP_HOLD_S = 0.05
 # How often a build in flight looks whether close() was called (seconds).
 _CLOSE_POLL_S = 0.25
+#: How long killing the workers waits for the pool to reap them (seconds): a
+#: SIGKILLed worker is reaped at once; a manager thread that cannot finish
+#: (a worker killed from outside half-way through a result) is left to run.
+_KILL_WAIT_S = 10.0
 
 
 @dataclass
@@ -157,14 +161,22 @@ class Builder(BaseBuilder):
         return self._background.submit(self.build, list(batch))
 
     def close(self) -> None:
-        """Stop the workers; a batch being built stops within ``_CLOSE_POLL_S``."""
+        """Stop the workers; a batch being built stops within ``_CLOSE_POLL_S``.
+
+        The workers die before the thread that started them ends (the
+        background thread of :meth:`submit`): Linux kills a worker whose
+        starting thread ends (see :mod:`laytune.runners._lifeline`) wherever
+        it is, half-way through sending a result too, and the pool's manager
+        thread would then wait for the rest of that result forever, and the
+        interpreter's exit with it.
+        """
         self._closing = True
         try:
+            with self._lock:  # after the batch being built has stopped
+                self._kill_workers()
             if self._background is not None:
                 self._background.shutdown(wait=True, cancel_futures=True)
                 self._background = None
-            with self._lock:
-                self._kill_workers()
         finally:
             self._closing = False
 
@@ -265,9 +277,15 @@ class Builder(BaseBuilder):
         return self._executor
 
     def _kill_workers(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, kill_workers=True)
-            self._executor = None
+        """SIGKILL the workers and wait (at most ``_KILL_WAIT_S``) until the
+        pool's manager thread has reaped them and ended."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        manager = getattr(executor, "_executor_manager_thread", None)  # shutdown drops it
+        executor.shutdown(wait=False, kill_workers=True)
+        if isinstance(manager, threading.Thread) and manager is not threading.current_thread():
+            manager.join(_KILL_WAIT_S)
 
     def _from_cache(self, program: KernelProgram) -> BuildResult | None:
         if self._cache is None:
