@@ -44,7 +44,7 @@ class TuneOptions:
     - ``warm_start``: how many of the best records of the same workload on
       other devices and of the nearest shapes to try first (0: none).
     - ``starts``: how many standard candidates to try before the sampler:
-      the register-blocked classics (a 6 x 16 block over packed panels for
+      the register-blocked classics (an 8 x 16 block over packed panels for
       matmul, NCHW16c with OIHW16i16o weights for conv2d), then the plain
       standard layouts (transposed operands, NHWC, NCHW4c);
       None: a quarter of ``trials``.
