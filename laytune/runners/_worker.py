@@ -167,11 +167,27 @@ class WorkerProcess:
         self.kill()
 
 
+def one_blas_thread() -> None:
+    """Limit numpy's BLAS in this process to one thread, for good.
+
+    The measuring worker computes each workload's reference with numpy (a
+    matmul's is a BLAS call) right before it times candidates. OpenBLAS's
+    threads spin on their cores for a while after each call, and on a CPU
+    device those are the cores the timed kernel runs on: a 512^3 matmul that
+    ran 0.67 ms in a tune measured 1.27 ms when timed right after its
+    reference, and 0.83 with one BLAS thread. A reference on one thread takes
+    longer, once per workload."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def worker_main(
     conn: Connection, device: Device, injected_statuses: dict[str, int], owner_pid: int
 ) -> None:
     """Entry point of the measuring process: serve batches until told to stop."""
     follow_owner(owner_pid)
+    one_blas_thread()
     from laytune.runners._measure import DeviceSession, PreparedWorkload, measure_candidate
     from laytune.runners._results import ErrorKind
     from laytune.runners._workload import input_seed

@@ -80,6 +80,18 @@ class CountingWorkload(ScaleWorkload):
 
 
 @dataclass(frozen=True)
+class BlasThreadsWorkload(ScaleWorkload):
+    """Its reference is y = 2 * x times the threads numpy's BLAS may use where
+    the reference is computed: the scale program matches it only on one."""
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from threadpoolctl import threadpool_info
+
+        threads = max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+        return {"y": inputs["x"] * np.float32(2.0 * threads)}
+
+
+@dataclass(frozen=True)
 class AbortingWorkload(ScaleWorkload):
     """Its reference calls os.abort(): a deterministic crash of the worker process."""
 
@@ -267,6 +279,7 @@ def kit() -> SimpleNamespace:
         FAST=FAST,
         ScaleWorkload=ScaleWorkload,
         CountingWorkload=CountingWorkload,
+        BlasThreadsWorkload=BlasThreadsWorkload,
         AbortingWorkload=AbortingWorkload,
         UnpicklableWorkload=UnpicklableWorkload,
         TransposeWorkload=TransposeWorkload,

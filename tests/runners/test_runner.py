@@ -235,6 +235,20 @@ def test_inputs_and_reference_are_made_once_per_workload(
     assert len({line.split()[1] for line in lines}) == 1
 
 
+def test_the_measuring_worker_keeps_numpys_blas_to_one_thread(
+    builder: Builder, runner: Runner, kit: SimpleNamespace
+) -> None:
+    """Idle OpenBLAS threads spin on the cores a CPU device's kernel runs on
+    right after the reference is computed; the worker allows BLAS one thread."""
+    from threadpoolctl import threadpool_info
+
+    here = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert here  # numpy's BLAS is found, so the reference below sees it too
+    build = _build_one(builder, kit.scale_program("blas_threads"))
+    (result,) = runner.run([RunInput(build, kit.BlasThreadsWorkload(tag="blas"))])
+    assert result.ok, result.error_message
+
+
 def test_clock_disagreement_is_flagged_over_the_tolerance(
     device: Device, builder: Builder, kit: SimpleNamespace
 ) -> None:
