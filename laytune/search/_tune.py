@@ -346,11 +346,11 @@ def tune(
     db = open_database(database)
     strategy, trials, batch = opts.strategy, opts.trials, opts.batch
     converting = isinstance(workload, ConversionWorkload)
-    if converting and strategy == "model":
-        strategy = "tpe"  # the cost model's features describe compute kernels, not copies
     if converting:
         if opts.boundary:
             raise TuningError("a conversion workload has no boundary to set: it is the conversion")
+        if strategy == "model":  # its features describe compute kernels, not copies
+            strategy = "tpe"
         job_boundary = Boundary(())
         space: Any = ConversionSpace(workload, device.info)
     else:
