@@ -267,11 +267,6 @@ def _global_makers(
                 for chunk in opts.xor_chunks:
                     if period < shape[-2] and shape[-1] % (chunk * period) == 0:
                         yield lambda period=period, chunk=chunk: row_xor(shape, period, chunk)
-        if "pad_every" in opts.local_families:
-            for rows in opts.pad_every_rows:
-                for pad in opts.local_pad_amounts:
-                    if rows < shape[-2]:
-                        yield lambda rows=rows, pad=pad: pad_every(shape, rows, pad)
         elif fam == "texture" and rank >= 2 and dtype in _FLOAT_DTYPES:
             for axis in range(rank):
                 if shape[axis] % 4 == 0:

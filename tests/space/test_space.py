@@ -11,7 +11,9 @@ import pytest
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF, Var, block, identity, pad_rows, permute
 from laytune.space import (
+    GLOBAL_FAMILIES,
     JOINT_RULES,
+    LOCAL_FAMILIES,
     Axis,
     Buffer,
     Candidate,
@@ -27,6 +29,7 @@ from laytune.space import (
     knob_names,
     vector_dim,
 )
+from laytune.space._generate import global_layouts
 from tests.space.conftest import make_add, make_conv2d, make_device, make_matmul
 
 SMALL = SpaceOptions(
@@ -484,3 +487,19 @@ def test_suggest_replays_from_its_params(small_matmul_space):
     assert params["vector_axis|,j"] == ""
     assert params["vector|1"] == 1
     assert space.suggest(optuna.trial.FixedTrial(params)) == space.identity()
+
+
+@pytest.mark.parametrize("local_families", [LOCAL_FAMILIES, (*LOCAL_FAMILIES, "pad_every")])
+def test_every_global_family_appears_whatever_the_local_families(local_families):
+    """The local families only shape ``__local`` tiles: a global buffer's
+    layouts, family by family, are the same whatever they are, and every
+    global family yields layouts beyond identity on a shape that admits them."""
+    shape = (64, 64)
+    opts = SpaceOptions(local_families=local_families)
+    plain = SpaceOptions()
+    for fam in GLOBAL_FAMILIES[1:]:
+        got = global_layouts(shape, "float32", ["identity", fam], opts)
+        assert len(got) > 1, fam
+        assert got == global_layouts(shape, "float32", ["identity", fam], plain), fam
+    every = global_layouts(shape, "float32", GLOBAL_FAMILIES, opts)
+    assert any(lay.family == "texture" for lay in every)
