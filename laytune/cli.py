@@ -498,7 +498,11 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
         base = _times(entry.speedup)
         layouts = _times(entry.layout_speedup)
         kernel = "" if entry.kernel_s is None else f" (kernel {entry.kernel_s * 1e3:.4f} ms)"
-        tuned = [f"{b} {d} by {k}" for b, d, k in entry.conversions if k.startswith("conversion")]
+        tuned = [
+            f"{b} {d} by {k}"
+            for b, d, k in entry.conversions
+            if k.startswith(("conversion", "generated (faster"))
+        ]
         print(
             f"  {short_key(entry.workload_key)} on {entry.device_name}: "
             f"{entry.time_s * 1e3:.4f} ms end to end{kernel}, {base} over the baseline, "

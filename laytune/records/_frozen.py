@@ -262,7 +262,7 @@ def freeze(
     where there are some (:attr:`FrozenEntry.conversions`)."""
     from laytune.records._database import open_database
     from laytune.records._frame import reference_times
-    from laytune.records._price import RecordedConversions
+    from laytune.records._price import RecordedConversions, own_times
     from laytune.records._tuned import with_tuned_conversions
 
     db = open_database(database)
@@ -278,7 +278,10 @@ def freeze(
         baseline, twin = reference_times(references, best.candidate)
         assert best.value_s is not None
         program, conversions = with_tuned_conversions(
-            best.kernel_program(), best.candidate, RecordedConversions(db, best.device_key)
+            best.kernel_program(),
+            best.candidate,
+            RecordedConversions(db, best.device_key),
+            own_times(best),
         )
         price = best.objective
         entries.append(

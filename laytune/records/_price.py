@@ -29,6 +29,7 @@ __all__ = [
     "best_priced",
     "conversion_seconds",
     "measured_cold",
+    "own_times",
     "price_record",
 ]
 
@@ -115,7 +116,7 @@ class ConversionTimes(Protocol):
     ) -> tuple[float, str] | None: ...
 
 
-def _own_times(record: Any) -> dict[tuple[str, str], float]:
+def own_times(record: Any) -> dict[tuple[str, str], float]:
     """(direction, buffer) -> the record's measured time of that conversion kernel."""
     result = record.result or {}
     times = {}
@@ -137,7 +138,7 @@ def price_record(
     if not record.ok or record.compute_s is None:
         return None
     layouts = record.candidate.layout_map
-    own = _own_times(record)
+    own = own_times(record)
     charges = []
     for spec in record.program.get("buffers", ()):
         name, role = str(spec["name"]), str(spec["role"])

@@ -4,11 +4,15 @@ A candidate's program packs its inputs and unpacks its outputs with the
 kernels ``laytune.codegen`` generates without knobs. Where the records of a
 device hold a tuned kernel for the same conversion (a conversion workload,
 :class:`laytune.space.ConversionWorkload`), a frozen program uses that one
-instead; everywhere else it keeps the generated kernel.
+instead, unless the candidate's own kernel was measured faster; everywhere
+else it keeps the generated kernel. That is the choice
+:func:`laytune.records.price_record` makes, so a frozen entry's time is the
+time of the kernels it runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -20,15 +24,23 @@ __all__ = ["with_tuned_conversions"]
 
 
 def with_tuned_conversions(
-    program: KernelProgram, candidate: Candidate, conversions: Any
+    program: KernelProgram,
+    candidate: Candidate,
+    conversions: Any,
+    own: Mapping[tuple[str, str], float] | None = None,
 ) -> tuple[KernelProgram, tuple[tuple[str, str, str], ...]]:
     """``program`` with each pack and unpack launch of a global buffer run by
     the best conversion kernel ``conversions`` (a
     :class:`laytune.records.RecordedConversions`) records for its layouts, and
     what each launch runs now: ``(buffer, "pack" | "unpack", "conversion
-    record N" | "generated" | "generated (the logical layout)")``. With no
-    conversion recorded the program is ``program`` unchanged; else the
-    tuned kernels are added to its source (the generated ones stay, unused)."""
+    record N" | "generated" | "generated (the logical layout)" | "generated
+    (faster than conversion record N)")``. ``own`` holds the times measured
+    with the candidate of its generated kernels, ``(direction, buffer) ->
+    seconds``: a recorded kernel replaces one only when it is no slower, as
+    the candidate's price chose. With no conversion recorded the program is
+    ``program`` unchanged; else the tuned kernels are added to its source
+    (the generated ones stay, unused)."""
+    own = own or {}
     source = program.source
     notes = []
     launches: dict[str, list[Launch]] = {"pack": [], "unpack": []}
@@ -51,6 +63,13 @@ def with_tuned_conversions(
             if found is None:
                 launches[direction].append(launch)
                 notes.append((buffer, direction, "generated"))
+                continue
+            measured = own.get((direction, buffer))
+            if measured is not None and measured < float(found.value_s):
+                launches[direction].append(launch)
+                notes.append(
+                    (buffer, direction, f"generated (faster than conversion record {found.id})")
+                )
                 continue
             name = f"{launch.kernel}_tuned"
             workload = ConversionWorkload(src, dst, spec.dtype, pad)

@@ -124,3 +124,54 @@ def test_a_conversion_tune_starts_from_the_kernels_people_write(laytune_device) 
     else:
         assert kinds == ["tile", "local", "gather", "tile", "local", "gather"]
     assert conversion_starts(space, 2) == starts[:2]
+
+
+@pytest.mark.parametrize(("recorded_s", "runs"), [(9e-4, "generated"), (2e-4, "recorded")])
+def test_freeze_keeps_the_faster_pack_and_its_time(
+    tmp_path: Path, laytune_device, recorded_s: float, runs: str
+) -> None:
+    """A conversion record slower than the candidate's own pack does not
+    replace it: the frozen program runs the kernels its end-to-end time is of."""
+    from laytune.space import ConversionSpace
+
+    device = laytune_device
+    space = SearchSpace(WORKLOAD, device.info)
+    wanted = {"X": permute(SHAPE, (1, 0)), "Y": identity(SHAPE[::-1])}
+    candidate = next(iter(space.candidates_with(wanted)))
+    program = lower(WORKLOAD, candidate, device.info)
+    db = open_database(tmp_path / "c.db")
+    own_pack_s = 5e-4
+    db.add(
+        Record(
+            WORKLOAD.key,
+            device.key,
+            candidate,
+            "ok",
+            value_s=1e-3,
+            program=program.to_json(),
+            result={"pack_times": [{"buffer": "X", "value_s": own_pack_s}], "unpack_times": []},
+            device_name=device.name,
+        )
+    )
+    conversion = ConversionWorkload(identity(SHAPE), permute(SHAPE, (1, 0)))
+    kernel = next(iter(ConversionSpace(conversion, device.info).enumerate()))
+    recorded = db.add(
+        Record(
+            conversion.key,
+            device.key,
+            kernel,
+            "ok",
+            value_s=recorded_s,
+            result={"launches": {"flush": 3}},
+            device_name=device.name,
+        )
+    )
+    (entry,) = load_frozen(freeze(db, tmp_path / "frozen.json", workloads=[WORKLOAD]))
+    assert entry.time_s == pytest.approx(1e-3 + min(own_pack_s, recorded_s))
+    (note,) = [k for b, d, k in entry.conversions if (b, d) == ("X", "pack")]
+    if runs == "generated":
+        assert note == f"generated (faster than conversion record {recorded.id})"
+        assert not entry.program.pack[0].kernel.endswith("_tuned")
+    else:
+        assert note == f"conversion record {recorded.id}"
+        assert entry.program.pack[0].kernel.endswith("_tuned")
