@@ -66,9 +66,11 @@ class ConversionSpace:
     """Every valid way to run one :class:`ConversionWorkload` on a device.
 
     ``enumerate()`` lists them (the generic kernel first), ``suggest(trial)``
-    picks one from an optuna trial knob by knob (each knob's choices those
-    valid after the earlier ones, asked under ``"<knob>|<choices>"`` when
-    narrower than the knob's values, as :class:`SearchSpace` does), and
+    picks one from an optuna trial knob by knob (``kernel`` first, then each
+    knob's choices those valid after the earlier ones, always asked under
+    ``"<knob>|<choices>"``, a digest past 60 characters: the same knob offers
+    other values under another kernel kind, and optuna holds one fixed choice
+    list per parameter name in a study), and
     ``identity()`` is the generic kernel. The local tile layouts are the
     buffer ``tile.local`` (:meth:`layouts`).
     """
@@ -174,7 +176,10 @@ class ConversionSpace:
                 continue
             if None in present:  # an optional knob (store): absent is a choice too
                 values = [None, *values]
-            param = knob if len(values) < 2 else f"{knob}|{','.join(map(str, values))}"
+            # the choices are part of the name, even a single one: a knob
+            # offers other values after another kernel kind, and optuna
+            # holds one choice list per name in a study
+            param = f"{knob}|{','.join(map(str, values))}"
             if len(param) > 60:
                 param = f"{knob}|{hashlib.sha1(param.encode()).hexdigest()[:10]}"
             value = trial.suggest_categorical(param, values)

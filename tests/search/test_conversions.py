@@ -10,6 +10,7 @@ import pytest
 
 import laytune
 from laytune import ops
+from laytune.cli import main
 from laytune.codegen import lower
 from laytune.layout import block, identity, permute
 from laytune.records import (
@@ -175,3 +176,44 @@ def test_freeze_keeps_the_faster_pack_and_its_time(
     else:
         assert note == f"conversion record {recorded.id}"
         assert entry.program.pack[0].kernel.endswith("_tuned")
+
+
+@pytest.mark.slow  # starts the build and measure workers; the cause is in tests/space
+def test_tune_conversions_on_a_conv2d_database(
+    tmp_path: Path, laytune_device, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command on a database whose best conv2d record writes Y as NCHW8c:
+    it tunes unpacking Y. Its space offers ``items`` 1 to a gather of
+    vectors of 2 and 2 to every tile kernel; the exhaustive order reaches
+    both within six trials, and optuna took them for one parameter."""
+    device = laytune_device
+    workload = ops.conv2d(1, 8, 2, 2, 8, 1)
+    shapes = {b.name: b.shape for b in workload.buffers}
+    wanted = {name: identity(shape) for name, shape in shapes.items()}
+    wanted["Y"] = block(shapes["Y"], 1, 8)
+    candidate = next(iter(SearchSpace(workload, device.info).candidates_with(wanted)))
+    url = f"sqlite:///{tmp_path / 'conv2d.db'}"
+    db = open_database(url)
+    db.add(
+        Record(
+            workload.key,
+            device.key,
+            candidate,
+            "ok",
+            value_s=1e-3,
+            program=lower(workload, candidate, device.info).to_json(),
+            result={"pack_times": [], "unpack_times": [{"buffer": "Y", "value_s": 2e-4}]},
+            device_name=device.name,
+        )
+    )
+    (unpack,) = conversions_of(db.best(workload, device))
+    assert unpack == ConversionWorkload(block(shapes["Y"], 1, 8), identity(shapes["Y"]))
+
+    argv = ["tune-conversions", "--strategy", "exhaustive", "--trials", "6", "--quiet"]
+    assert main([*argv, "--db", url]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "prices, freeze, export and plans now use" in out
+    knobs = [r.candidate.knob_map for r in db.records(workload=unpack.key, status="ok")]
+    assert len(knobs) == 6
+    kinds = {(k.get("kernel"), k.get("vector"), k.get("items")) for k in knobs}
+    assert ("gather", 2, 1) in kinds and any(kind == "tile" for kind, _, _ in kinds)
