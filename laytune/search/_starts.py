@@ -34,31 +34,35 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from laytune.layout import Layout, block, compose, panel, permute
+from laytune.device_info import DeviceInfo
+from laytune.layout import Layout, block, compose, panel, permute, variables
 from laytune.search._strategies import params_of
-from laytune.space import Candidate, SearchSpace, baseline_knobs
+from laytune.search._structure import Contraction, Window, classify
+from laytune.space import Candidate, SearchSpace, baseline_knobs, reduce_order_text
 
 __all__ = ["conversion_starts", "standard_candidates"]
 
-# (MR, NR, vector): register blocks of C per work-item. 8 x 16 first: over
-# packed panels it was the fastest start at every size measured on the AVX-512
-# host (Intel's CPU runtime), end to end with its packing, where 6 x 16 (BLIS's
-# AVX2 shape, first until now) took 1.1-1.4x longer: 0.71 against 0.97 ms at
-# 512^3, 5.6 against 7.6 ms at 1024^3, 2.05 against 2.36 ms at 64 x 4096 x
-# 1024; and jobs of 24 trials try only the first six starts
-_MATMUL_BLOCKS = ((8, 16, 16), (6, 16, 16), (4, 16, 16), (8, 8, 8), (6, 16, 8), (4, 8, 8))
-# (channel block of the layouts, output channels per work-item, output columns
-# per work-item, vector): first two vectors of filters by 4 columns (8
-# accumulators, the AVX-512 direct convolution's tile: 0.50 ms on the default
-# conv2d (1,64,56,56) x 64 where the best one-vector start took 0.91)
-_CONV_BLOCKS = (
-    (16, 32, 4, 16),
-    (16, 16, 4, 16),
-    (16, 16, 4, 8),
-    (16, 16, 6, 16),
-    (8, 8, 8, 8),
-    (16, 16, 7, 16),
-    (8, 8, 4, 8),
+# Register blocks in units of the device's float lanes L (:func:`simd_lanes`).
+# A contraction's (rows MR, columns NR, vector): 8 x L first: over packed
+# panels it was the fastest start at every size measured on the AVX-512 host
+# (L = 16, Intel's CPU runtime), end to end with its packing, where 6 x L
+# (BLIS's AVX2 shape) took 1.1-1.4x longer: 0.71 against 0.97 ms at 512^3,
+# 5.6 against 7.6 ms at 1024^3, 2.05 against 2.36 ms at 64 x 4096 x 1024; and
+# jobs of 24 trials try only the first six starts
+_CONTRACTION_BLOCKS = ((8, 1, 1), (6, 1, 1), (4, 1, 1), (8, 0.5, 0.5), (6, 1, 0.5), (4, 0.5, 0.5))
+# A window's (channel block, filters per work-item, output columns per
+# work-item, vector), channel blocks, filters and vectors in lanes: first two
+# vectors of filters by 4 columns (8 accumulators, the AVX-512 direct
+# convolution's tile: 0.50 ms on the default conv2d (1,64,56,56) x 64 where the
+# best one-vector start took 0.91)
+_WINDOW_BLOCKS = (
+    (1, 2, 4, 1),
+    (1, 1, 4, 1),
+    (1, 1, 4, 0.5),
+    (1, 1, 6, 1),
+    (0.5, 0.5, 8, 0.5),
+    (1, 1, 7, 1),
+    (0.5, 0.5, 4, 0.5),
 )
 # knob settings tried with each plain layout, along the innermost spatial axis
 # ("across": an N x N block whose inputs are read along the next axis out and
@@ -72,47 +76,156 @@ _PLAIN_PROFILES: tuple[dict[str, int], ...] = (
     {"block": 16, "vector": 16, "across": 16},
     {"block": 4, "vector": 4, "across": 4},
 )
+# registers a block of accumulators may take (the rest hold the operands)
+_REGISTERS = {16: 32, 8: 16, 4: 16}
 
 
-def _oihw_blocked(shape: tuple[int, ...], x: int, y: int) -> Layout:
-    inner = block(shape, 1, x)
-    return compose(block(inner.physical_shape, 0, y), inner)
+def simd_lanes(device: DeviceInfo) -> int:
+    """Float lanes of one vector register of ``device``: its preferred float
+    vector width where it reports one above 1; on a CPU device that reports
+    1 (Intel's runtime, which vectorises across work-items), the host's widest
+    float SIMD (AVX-512: 16, AVX: 8, SSE and NEON: 4); 4 on other devices
+    (a GPU work-item's 128-bit loads)."""
+    preferred = device.preferred_vector_width("float")
+    if preferred > 1:
+        return min(max(preferred, 4), 16)
+    if "CPU" not in device.device_type:
+        return 4
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # another numpy: the width every x86-64 and ARM64 has
+        return 4
+    if features.get("AVX512F"):
+        return 16
+    return 8 if features.get("AVX") else 4
 
 
-def _matmul(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+def _dividing(lanes: int, extent: int) -> int:
+    """The widest of ``lanes``, ``lanes / 2``, ... (down to 4) that divides
+    ``extent``: vectors must tile the axis they run along."""
+    while lanes > 4 and extent % lanes:
+        lanes //= 2
+    return lanes
+
+
+def _lanes(fraction: float, lanes: int) -> int:
+    return max(1, int(fraction * lanes))
+
+
+def _fits(accumulators: int, lanes: int) -> bool:
+    return accumulators <= _REGISTERS.get(lanes, 16) - 4
+
+
+def _named(workload: Any, axis: int) -> str:
+    return str(workload.axes[axis].name)
+
+
+def _dim(buffer: Any, axis: int) -> int:
+    """The dimension of ``buffer`` whose index reads ``axis`` (first one)."""
+    for dim, index in enumerate(buffer.indices):
+        if axis in variables(index):
+            return dim
+    raise KeyError(axis)
+
+
+def _contraction(
+    space: SearchSpace, form: Contraction
+) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    """The register-blocked outer product: an MR x NR block of the output per
+    work-item, ``floatNR`` accumulators along its innermost axis, over packed
+    panels (``left`` as ``[.., rows // MR, k, rows % MR]``, ``right`` as
+    ``[columns // NR, .., k, columns % NR]``, BLIS's micro-kernel operands),
+    then on the operands as they are."""
+    workload = space.workload
     base = dict(space.identity().layouts)
-    a, b = base["A"].shape, base["B"].shape
-    for mr, nr, vector in _MATMUL_BLOCKS:
-        knobs = {"vector_axis": "j", "vector": vector, "block.i": mr, "block.j": nr}
-        yield {**base, "A": block(a, 0, mr), "B": panel(b, 1, nr)}, knobs
+    left, right = workload.buffer(form.left), workload.buffer(form.right)
+    lanes = _dividing(simd_lanes(space.device), workload.axes[form.columns].extent)
+    rows, columns = _named(workload, form.rows), _named(workload, form.columns)
+    for mr, nr_lanes, vector_lanes in _CONTRACTION_BLOCKS:
+        nr, vector = _lanes(nr_lanes, lanes), _lanes(vector_lanes, lanes)
+        if not _fits(mr * nr // vector, lanes):
+            continue
+        knobs = {"vector_axis": columns, "vector": vector, f"block.{rows}": mr}
+        knobs[f"block.{columns}"] = nr
+        packed = {
+            **base,
+            form.left: block(left.shape, _dim(left, form.rows), mr),
+            form.right: panel(right.shape, _dim(right, form.columns), nr),
+        }
+        yield packed, knobs
         yield base, knobs
 
 
-def _conv2d(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+def _blocked_twice(shape: tuple[int, ...], inner: int, x: int, outer: int, y: int) -> Layout:
+    """Dimension ``inner`` blocked by ``x``, then ``outer`` by ``y``
+    (OIHW[x]i[y]o for ``inner`` = 1, ``outer`` = 0)."""
+    first = block(shape, inner, x)
+    return compose(block(first.physical_shape, outer, y), first)
+
+
+def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    """The direct convolution: vectors along the filters (or a depthwise
+    convolution's channels), a block of output columns per work-item, the
+    activations, filters and output blocked by ``cb`` along their channels
+    and filters, the input channels blocked around the window (``c // cb,
+    kh, kw, c % cb``); with fewer input channels than a block, the
+    activations as they are and the channel loop innermost, unblocked."""
+    workload = space.workload
     base = dict(space.identity().layouts)
-    x, w, y = base["X"].shape, base["W"].shape, base["Y"].shape
-    channels = x[1]
-    for cb, filters, columns, vector in _CONV_BLOCKS:
-        layouts = {
-            **base,
-            "X": block(x, 1, cb),
-            "W": _oihw_blocked(w, cb, cb),
-            "Y": block(y, 1, cb),
-        }
+    act = workload.buffer(form.activations)
+    filt = workload.buffer(form.filters_buffer)
+    out = workload.buffer(form.output)
+    vector_axis = form.filters if form.filters is not None else form.depth
+    assert vector_axis is not None  # classify() guarantees one of them
+    lanes = _dividing(simd_lanes(space.device), workload.axes[vector_axis].extent)
+    along = _named(workload, vector_axis)
+    reduce = [k for k, a in enumerate(workload.axes) if a.kind == "reduce"]
+    channels = 0 if form.channels is None else workload.axes[form.channels].extent
+    for cb_lanes, filter_lanes, columns, vector_lanes in _WINDOW_BLOCKS:
+        cb, vector = _lanes(cb_lanes, lanes), _lanes(vector_lanes, lanes)
+        filters = cb if form.filters is None else _lanes(filter_lanes, lanes)
+        if not _fits(filters // vector * columns, lanes):
+            continue
         knobs: dict[str, Any] = {
-            "vector_axis": "f",
+            "vector_axis": along,
             "vector": vector,
-            "block.f": filters,
-            "block.ow": columns,
+            f"block.{along}": filters,
+            f"block.{_named(workload, form.columns)}": columns,
         }
-        if channels > cb:
-            knobs["split"] = cb  # c // cb, kh, kw, c % cb
+        layouts = {**base, form.output: block(out.shape, _dim(out, vector_axis), cb)}
+        if form.channels is None:  # depthwise: the channels are the vector axis
+            layouts[form.activations] = block(act.shape, _dim(act, vector_axis), cb)
+            layouts[form.filters_buffer] = block(filt.shape, _dim(filt, vector_axis), cb)
         else:
-            knobs["reduce_order"] = "kh,kw,c"
+            rest = [k for k in reduce if k != form.channels]
+            if channels >= cb:
+                layouts[form.activations] = block(act.shape, _dim(act, form.channels), cb)
+                layouts[form.filters_buffer] = _blocked_twice(
+                    filt.shape, _dim(filt, form.channels), cb, _dim(filt, vector_axis), cb
+                )
+            else:  # few input channels: blocking them would pad the activations
+                layouts[form.filters_buffer] = block(filt.shape, _dim(filt, vector_axis), cb)
+            if channels > cb:
+                knobs["split"] = cb  # c // cb, kh, kw, c % cb
+                if reduce[0] != form.channels:
+                    knobs["reduce_order"] = reduce_order_text(workload, [form.channels, *rest])
+            else:
+                knobs["reduce_order"] = reduce_order_text(workload, [*rest, form.channels])
         yield layouts, knobs
 
 
-_CLASSICS = {"matmul": _matmul, "conv2d": _conv2d}
+def _derived(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    """The classic kernels of the statement's form (:func:`classify`). A
+    window of one point (a 1 x 1 convolution) keeps the window form: blocked
+    along the filters, it is the contraction's outer product with vectors
+    along the output's contiguous axis, where the contraction along the
+    output columns would vector-read the input at shifted indices
+    (``ow + kw``), which the space refuses."""
+    form = classify(space.workload, windows_of_one=True)
+    if isinstance(form, Contraction):
+        yield from _contraction(space, form)
+    elif isinstance(form, Window):
+        yield from _window(space, form)
 
 
 def _plain(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
@@ -149,11 +262,10 @@ def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
     the module docstring: the identity baseline's neighbours first for
     workloads without classics."""
     workload = space.workload
-    recipes: list[Iterator[tuple[Mapping[str, Layout], Mapping[str, Any]]]] = []
-    classics = _CLASSICS.get(workload.name)
-    if classics is not None:
-        recipes.append(classics(space))
-    recipes.append(_plain(space))
+    recipes: list[Iterator[tuple[Mapping[str, Layout], Mapping[str, Any]]]] = [
+        _derived(space),
+        _plain(space),
+    ]
     found: list[Candidate] = []
     baseline = baseline_knobs(workload)
     for recipe in recipes:

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from laytune.exceptions import TuningError
-from laytune.space import Candidate, SearchSpace, layout_keys
+from laytune.layout import Layout
+from laytune.space import Candidate, SearchSpace, layout_fingerprint, layout_keys
 
 __all__ = ["STRATEGIES", "make_sampler", "params_of"]
 
@@ -78,6 +79,24 @@ class _NotInSpace(Exception):
     pass
 
 
+def _index_of(layouts: list[Layout], wanted: Layout) -> int:
+    """Where ``layouts`` holds ``wanted``, or a layout that stores every
+    element at the same place (the space keeps one of each: blocking the
+    input channels of 1 x 1 filters by 16 after their filters by 16 is the
+    filters blocked alone)."""
+    try:
+        return layouts.index(wanted)
+    except ValueError:
+        pass
+    same = [k for k, lay in enumerate(layouts) if lay.flat_shape == wanted.flat_shape]
+    if same:
+        fingerprint = layout_fingerprint(wanted)
+        for k in same:
+            if layout_fingerprint(layouts[k]) == fingerprint:
+                return k
+    raise _NotInSpace
+
+
 class _Replay:
     """Answers ``suggest_categorical`` so that ``space.suggest`` rebuilds a
     candidate (layouts by equality, knobs by value), recording the params."""
@@ -93,10 +112,10 @@ class _Replay:
             buffer = base[len("layout:") :]
             layouts = self.space.layouts(buffer)
             try:
-                index = layouts.index(self.candidate.layout(buffer))
-            except (KeyError, ValueError):
+                wanted = self.candidate.layout(buffer)
+            except KeyError:
                 raise _NotInSpace from None
-            value = layout_keys(layouts)[index]
+            value = layout_keys(layouts)[_index_of(layouts, wanted)]
         else:
             value = self.candidate.knob(base)
         if value not in list(choices):

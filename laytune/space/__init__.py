@@ -45,7 +45,12 @@ from laytune.space._facts import (
     subgroup_inputs,
     vector_dim,
 )
-from laytune.space._generate import GLOBAL_FAMILIES, LOCAL_FAMILIES, SpaceOptions
+from laytune.space._generate import (
+    GLOBAL_FAMILIES,
+    LOCAL_FAMILIES,
+    SpaceOptions,
+    layout_fingerprint,
+)
 from laytune.space._knobs import (
     KNOB_SPECS,
     ORDER_LOGICAL,
@@ -165,6 +170,7 @@ __all__ = [
     "knob_default",
     "knob_names",
     "knob_spec",
+    "layout_fingerprint",
     "layout_keys",
     "layout_token",
     "local_buffer_name",

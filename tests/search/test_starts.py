@@ -1,0 +1,148 @@
+"""Standard starts follow from the statement's structure and the device, not
+from an operator's name."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from laytune import ops
+from laytune.device_info import DeviceInfo
+from laytune.layout import block, identity, panel
+from laytune.ops import Workload
+from laytune.search import _starts, _structure, params_of, standard_candidates
+from laytune.search._starts import simd_lanes
+from laytune.search._structure import Contraction, Window, classify
+from laytune.space import SearchSpace
+
+
+def _cpu(lanes: int = 16) -> DeviceInfo:
+    return DeviceInfo(
+        platform_name="Hand",
+        device_name=f"Written CPU {lanes}",
+        device_type="CPU",
+        compute_units=2,
+        max_work_group_size=8192,
+        max_work_item_sizes=(8192, 8192, 8192),
+        preferred_vector_widths=(("float", lanes),),
+    )
+
+
+def _gpu() -> DeviceInfo:
+    return DeviceInfo(platform_name="Hand", device_name="Written GPU", device_type="GPU")
+
+
+def _bmm(b: int = 4, m: int = 32, n: int = 64, k: int = 16) -> Workload:
+    return Workload.define(
+        "bmm",
+        "C[b, i, j] += A[b, i, k] * B[b, k, j]",
+        {"b": b, "i": m, "j": n, "k": k},
+        {"A": (b, m, k), "B": (b, k, n)},
+    )
+
+
+def _depthwise(c: int = 32, h: int = 18) -> Workload:
+    return Workload.define(
+        "depthwise",
+        "Y[n, c, oh, ow] += X[n, c, oh + kh, ow + kw] * W[c, kh, kw]",
+        {"n": 1, "c": c, "oh": h - 2, "ow": h - 2, "kh": 3, "kw": 3},
+        {"X": (1, c, h, h), "W": (c, 3, 3)},
+        weights=("W",),
+    )
+
+
+def test_classify_reads_the_form_off_the_index_expressions() -> None:
+    matmul = ops.matmul(32, 64, 16)
+    assert classify(matmul) == Contraction("A", "B", rows=0, columns=1, reduce=(2,))
+    assert classify(_bmm()) == Contraction("A", "B", rows=1, columns=2, reduce=(3,))
+    conv = ops.conv2d(1, 16, 10, 10, 8, 3, stride=2, padding=1)
+    assert classify(conv) == Window("X", "W", "Y", 1, 4, None, 3, (5, 6))
+    assert classify(_depthwise()) == Window("X", "W", "Y", None, None, 1, 3, (4, 5))
+    pointwise = ops.conv2d(1, 16, 8, 8, 32, 1)
+    assert classify(pointwise) == Contraction("W", "X", rows=1, columns=3, reduce=(4,))
+    assert classify(pointwise, windows_of_one=True) == Window("X", "W", "Y", 1, 4, None, 3, (5, 6))
+    for other in (
+        ops.transpose((8, 16)),
+        ops.bias_add((1, 8, 4, 4)),
+        ops.relu((8, 8)),
+        ops.max_pool2d(1, 8, 8, 8, 2, 2),
+        ops.sum((8, 8), axes=(1,)),
+    ):
+        assert classify(other) is None, other.name
+    added = Workload.define(
+        "plus", "C[i, j] += A[i, k] + B[k, j]", {"i": 4, "j": 4, "k": 4}, {"A": (4, 4), "B": (4, 4)}
+    )
+    assert classify(added) is None  # a sum of a sum is no contraction
+
+
+def test_a_defined_statement_gets_the_same_starts_as_the_named_operator() -> None:
+    device = _cpu()
+    named = SearchSpace(ops.matmul(64, 64, 32), device)
+    defined = SearchSpace(
+        Workload.define(
+            "my_gemm",
+            "C[i, j] += A[i, k] * B[k, j]",
+            {"i": 64, "j": 64, "k": 32},
+            {"A": (64, 32), "B": (32, 64)},
+        ),
+        device,
+    )
+    starts = standard_candidates(named, 100)
+    assert len(starts) > 6
+    assert [c.key for c in standard_candidates(defined, 100)] == [c.key for c in starts]
+
+
+def test_no_operator_name_appears_in_the_starts() -> None:
+    source = inspect.getsource(_starts) + inspect.getsource(_structure)
+    for name in set(ops.constructors()) - set(ops.REDUCTIONS):
+        assert f'"{name}"' not in source and f"'{name}'" not in source, name
+
+
+@pytest.mark.parametrize(("device", "lanes"), [(_cpu(16), 16), (_cpu(8), 8), (_gpu(), 4)])
+def test_register_blocks_follow_the_device_lanes(device: DeviceInfo, lanes: int) -> None:
+    assert simd_lanes(device) == lanes
+    space = SearchSpace(ops.matmul(64, 64, 32), device)
+    first = standard_candidates(space, 1)[0]
+    assert (first.knob("block.i"), first.knob("block.j"), first.knob("vector")) == (8, lanes, lanes)
+    assert first.layout("A") == block((64, 32), 0, 8)
+    assert first.layout("B") == panel((32, 64), 1, lanes)
+
+
+def test_a_user_defined_batched_matmul_starts_from_packed_panels() -> None:
+    space = SearchSpace(_bmm(), _cpu())
+    starts = standard_candidates(space, 8)
+    assert all(params_of(space, c) is not None for c in starts)
+    first = starts[0]
+    assert first.layout("A") == block((4, 32, 16), 1, 8)
+    assert first.layout("B") == panel((4, 16, 64), 2, 16)
+    assert (first.knob("vector_axis"), first.knob("block.i"), first.knob("block.j")) == ("j", 8, 16)
+
+
+def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
+    space = SearchSpace(_depthwise(), _cpu())
+    first = standard_candidates(space, 1)[0]
+    assert first.layout("X") == block((1, 32, 18, 18), 1, 16)
+    assert first.layout("W") == block((32, 3, 3), 0, 16)
+    assert first.layout("Y") == block((1, 32, 16, 16), 1, 16)
+    assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.c")) == ("c", 16, 16)
+
+
+def test_few_input_channels_stay_unblocked_with_their_loop_innermost() -> None:
+    stem = ops.conv2d(1, 3, 32, 32, 32, 7, stride=2, padding=3)
+    space = SearchSpace(stem, _cpu())
+    starts = standard_candidates(space, 4)
+    assert starts, "an image stem gets derived starts"
+    first = starts[0]
+    assert first.layout("X") == identity((1, 3, 32, 32))
+    assert first.knob("reduce_order") == "kh,kw,c"
+    assert first.knob("vector_axis") == "f"
+
+
+def test_a_pointwise_convolution_gets_the_blocked_outer_product() -> None:
+    space = SearchSpace(ops.conv2d(1, 64, 16, 16, 64, 1), _cpu())
+    starts = standard_candidates(space, 4)
+    assert len(starts) == 4
+    first = starts[0]
+    assert first.layout("X") == block((1, 64, 16, 16), 1, 16)
+    assert (first.knob("vector_axis"), first.knob("vector"), first.knob("split")) == ("f", 16, 16)
