@@ -12,12 +12,15 @@ its measuring worker and of the resource trackers (psutil, all of the job's
 descendants), and the number of records the job has committed.
 
 It prints and writes ``bench/results/soak.md``: RSS at every 100 candidates;
-the growth per 100 candidates from the 100th on (least-squares slope of the
-total against candidates over the samples taken while the job measures, in
-percent of the total at 100; the first 100 are start-up: imports, compilers
-loaded, pools filled); the growth from the 100th to the last mark (target:
-flat within 10 %); candidates per minute over the whole job and from the
-100th on.
+the growth per 100 candidates from the 100th on, in MiB and in percent of
+the total at 100 (least-squares slope of the total against candidates over
+the samples taken while the job measures: the first 100 are start-up,
+imports, compilers loaded, pools filled; the job's last batch is followed by
+its layout reference, the pools closing and its result, so the last sample
+that counts is the last one taken before the job's final record count, with
+its measuring worker alive); the growth from the 100th candidate to that last
+sample (target: flat within 10 %); candidates per minute over the whole job
+and from the 100th on.
 """
 
 from __future__ import annotations
@@ -135,10 +138,56 @@ def at(samples: list[Sample], records: int) -> Sample:
     return next(s for s in samples if s.records >= records)
 
 
+def measuring(samples: list[Sample]) -> list[Sample]:
+    """The samples taken while the job measures, from its 100th candidate on:
+    before its final record count (once the last batch is committed, the job
+    measures its layout reference, closes its pools and writes its result,
+    and the resident memory falls with the workers that end) and with its
+    measuring worker alive. Empty when the job did not get that far."""
+    if not samples:
+        return []
+    final = max(s.records for s in samples)
+    return [
+        s for s in samples if STEP <= s.records < final and s.rss.get("measuring worker", 0) > 0
+    ]
+
+
+@dataclass(frozen=True)
+class Growth:
+    """Resident memory against candidates over the samples while the job measures."""
+
+    per_step_bytes: float  # least-squares slope, bytes per STEP candidates
+    base: Sample  # the first sample at STEP candidates
+    last: Sample  # the last sample while the job measures
+
+    @property
+    def per_step_percent(self) -> float:
+        return 100.0 * self.per_step_bytes / self.base.total
+
+    @property
+    def overall_percent(self) -> float:
+        return 100.0 * (self.last.total - self.base.total) / self.base.total
+
+
+def growth(samples: list[Sample]) -> Growth:
+    """The growth of the job's total resident memory per ``STEP`` candidates
+    over :func:`measuring`'s samples (at least two, at two record counts)."""
+    steady = measuring(samples)
+    if len({s.records for s in steady}) < 2:
+        raise SystemExit(
+            f"too few samples while the job measured ({len(steady)} from the {STEP}th "
+            "candidate on): run more candidates or sample more often (--sample-s)"
+        )
+    slope = np.polyfit([s.records for s in steady], [s.total for s in steady], 1)[0]
+    return Growth(float(slope) * STEP, steady[0], steady[-1])
+
+
 def report(candidates: int, samples: list[Sample], summary: str, elapsed: float) -> str:
     from laytune.runners import default_device
 
-    marks = [m for m in range(STEP, candidates + 1, STEP) if samples[-1].records >= m]
+    grown = growth(samples)
+    base, last = grown.base, grown.last
+    marks = [m for m in range(STEP, candidates + 1, STEP) if last.records >= m]
     rows = []
     for mark in marks:
         s = at(samples, mark)
@@ -150,16 +199,10 @@ def report(candidates: int, samples: list[Sample], summary: str, elapsed: float)
                 f"{s.total / 2**20:.1f}",
             ]
         )
-    # While the job measures: from the 100th candidate to the first sample at
-    # the last mark (after it, the job closes its pools and writes its result).
-    base, last = at(samples, STEP), at(samples, marks[-1])
-    steady = [s for s in samples if base.seconds <= s.seconds <= last.seconds]
-    slope = np.polyfit([s.records for s in steady], [s.total for s in steady], 1)[0]
-    per_step = 100.0 * slope * STEP / base.total
-    growth = 100.0 * (last.total - base.total) / base.total
+    overall = grown.overall_percent
     pace = 60.0 * max(s.records for s in samples) / elapsed
     steady_pace = 60.0 * (last.records - base.records) / (last.seconds - base.seconds)
-    verdict = "within" if abs(growth) <= 10.0 else "outside"
+    verdict = "within" if abs(overall) <= 10.0 else "outside"
     lines = [
         "# Soak: resident memory of a long tuning job",
         "",
@@ -173,11 +216,13 @@ def report(candidates: int, samples: list[Sample], summary: str, elapsed: float)
             "r" * (3 + len(ROLES)),
         ),
         "",
-        f"growth per {STEP} candidates from the {STEP}th on: {per_step:+.2f} % of "
-        f"{base.total / 2**20:.1f} MiB (least-squares slope)",
+        f"growth per {STEP} candidates from the {STEP}th on, while the job measures: "
+        f"{grown.per_step_bytes / 2**20:+.2f} MiB ({grown.per_step_percent:+.2f} % of "
+        f"{base.total / 2**20:.1f} MiB; least-squares slope over "
+        f"{len(measuring(samples))} samples)",
         "",
-        f"growth from the {STEP}th to the {marks[-1]}th candidate: {growth:+.1f} % "
-        f"({verdict} the 10 % target)",
+        f"growth from the {STEP}th to the {last.records}th candidate (the last sample "
+        f"before the pools close): {overall:+.1f} % ({verdict} the 10 % target)",
         "",
         f"candidates per minute: {pace:.0f} over the whole job ({elapsed:.0f} s with "
         f"start-up), {steady_pace:.0f} from the {STEP}th on",
