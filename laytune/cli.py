@@ -3,6 +3,11 @@
 Commands: ``devices``, ``tune``, ``tune-conversions``, ``workloads``,
 ``records``, ``show``, ``freeze``, ``export``, ``plot``. Each is a thin shell over the Python API.
 
+``--import MODULE`` (repeatable, before the command) and ``LAYTUNE_IMPORT``
+(modules separated by commas) import a user's modules first
+(:func:`laytune.ops.import_workloads`), so the operators they register and
+the workloads they define join every command.
+
 Exit codes scripts can rely on: 0 success; 1 the command ran but found
 nothing (no verified candidate, no matching workload or record, no such
 record id, no records database or frozen file at the path given: the
@@ -54,6 +59,32 @@ def _default_db() -> str:
     return os.environ.get("LAYTUNE_DB", "sqlite:///laytune.db")
 
 
+def _import_user_modules(modules: Sequence[str]) -> None:
+    """Import ``$LAYTUNE_IMPORT``'s modules, then ``modules`` (``--import``),
+    each once: the operators they register join the commands."""
+    from laytune.ops import import_workloads
+
+    listed = os.environ.get("LAYTUNE_IMPORT", "").split(",")
+    for module in [m.strip() for m in listed if m.strip()] + list(modules):
+        import_workloads(module)
+
+
+def _imports_named(argv: Sequence[str]) -> list[str]:
+    """The modules ``--import`` names before the command: imported before the
+    parser is built, so that ``tune --help`` lists their operators."""
+    modules = []
+    words = list(argv)
+    k = 0
+    while k < len(words) and words[k].startswith("-"):
+        if words[k] == "--import" and k + 1 < len(words):
+            modules.append(words[k + 1])
+            k += 1
+        elif words[k].startswith("--import="):
+            modules.append(words[k].partition("=")[2])
+        k += 1
+    return modules
+
+
 def _workloads(args: argparse.Namespace) -> list[Any]:
     """The workloads ``tune`` was asked for: the registry's demo examples, a
     workload key, or an operator with ``--shape NAME=VALUE`` parameters."""
@@ -67,6 +98,21 @@ def _workloads(args: argparse.Namespace) -> list[Any]:
         if args.shape:
             raise LaytuneError(f"a workload key ({args.op}) takes no --shape")
         return [ops.from_key(args.op)]
+    if args.op not in ops.constructors():
+        defined = [w for w in ops.defined_workloads().values() if w.name == args.op]
+        if len(defined) == 1 and not args.shape:  # Workload.define in a module of --import
+            return defined
+        if defined:
+            keys = ", ".join(sorted(w.key for w in defined))
+            raise LaytuneError(
+                f"{args.op} is not a registered operator (no --shape); name one of its "
+                f"workloads by key: {keys}"
+            )
+        raise ops.UnknownWorkloadError(
+            f"unknown operator {args.op!r}; known: {', '.join(ops.constructors())}; "
+            f"for one of your own, name the module that registers it: "
+            f"laytune --import MODULE tune {args.op} ..."
+        )
     constructor = ops.constructor(args.op)
     texts: dict[str, str] = {}
     for item in args.shape:
@@ -562,7 +608,19 @@ def _parser() -> argparse.ArgumentParser:
         "freeze the best layouts.",
         epilog="exit codes: 0 ok, 1 nothing found (also: no such database, record or file), "
         "2 user error, 130 interrupted (SIGINT), 143 terminated (SIGTERM). "
-        "The database defaults to $LAYTUNE_DB or sqlite:///laytune.db.",
+        "The database defaults to $LAYTUNE_DB or sqlite:///laytune.db. "
+        "$LAYTUNE_IMPORT: modules to import first, as --import, separated by commas.",
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module of your own first (repeatable): a module name importable from "
+        "the current directory, or a .py file; the operators it registers "
+        "(@laytune.ops.register) and the workloads it defines (Workload.define) join every "
+        "command",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -914,8 +972,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None, signals: _StopSignals | None) -> int:
+    from laytune.ops import import_workloads
+
     try:
+        _import_user_modules(_imports_named(sys.argv[1:] if argv is None else argv))
         args = _parser().parse_args(argv)
+        for module in args.imports:  # those the scan above missed (--imp abbreviated)
+            import_workloads(module)
         return int(args.run(args))
     except NotFoundError as err:  # nothing to read: no database, record or frozen file
         print(f"laytune: {err}", file=sys.stderr)

@@ -25,6 +25,7 @@ __all__ = [
     "LayoutRejectedError",
     "LayoutSyntaxError",
     "LaytuneError",
+    "ModuleImportError",
     "NegativeIndexError",
     "NonInjectiveLayoutError",
     "NotFoundError",
@@ -124,6 +125,12 @@ class UnknownWorkloadError(LaytuneError, ValueError):
 class RegistryError(LaytuneError, ValueError):
     """A workload constructor that cannot be registered: a name taken twice,
     a parameter whose type a key cannot write."""
+
+
+class ModuleImportError(LaytuneError, ImportError):
+    """A module of the user's (``laytune --import``, ``LAYTUNE_IMPORT``,
+    :func:`laytune.ops.import_workloads`) that cannot be imported; the
+    message names the module and the error its import raised."""
 
 
 # -- devices and measuring ------------------------------------------------------

@@ -3,7 +3,9 @@ a numpy reference, flop and byte counts.
 
 The library's constructors (``matmul``, ``conv2d``, ...) are registered with
 :func:`register`: :func:`constructors` lists them with their parameters,
-:func:`from_key` rebuilds a workload from its key.
+:func:`from_key` rebuilds a workload from its key. A user's own operators
+join the same way, from a module that :func:`import_workloads` (``laytune
+--import``) imports.
 
 Pipeline stage before :mod:`laytune.space`. Only identity layouts are known
 here: every other layout is a candidate the search chooses.
@@ -12,6 +14,7 @@ here: every other layout is a candidate the search chooses.
 from __future__ import annotations
 
 from laytune.exceptions import StatementError, UnknownWorkloadError
+from laytune.ops._import import import_workloads
 from laytune.ops._keys import from_key, key_distance, parse_key, shape_text, short_key
 from laytune.ops._library import (
     bias_add,
@@ -29,6 +32,7 @@ from laytune.ops._registry import (
     WorkloadConstructor,
     constructor,
     constructors,
+    defined_workloads,
     format_value,
     parse_params,
     register,
@@ -72,8 +76,10 @@ __all__ = [
     "constructors",
     "conv2d",
     "copy",
+    "defined_workloads",
     "format_value",
     "from_key",
+    "import_workloads",
     "key_distance",
     "loads",
     "matmul",

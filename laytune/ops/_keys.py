@@ -14,7 +14,13 @@ import math
 import re
 
 from laytune.exceptions import UnknownWorkloadError
-from laytune.ops._registry import ParamValue, constructors, format_value, parse_params
+from laytune.ops._registry import (
+    ParamValue,
+    constructors,
+    defined_workloads,
+    format_value,
+    parse_params,
+)
 from laytune.ops._workload import Workload
 
 __all__ = [
@@ -101,13 +107,31 @@ def short_key(key: str) -> str:
     return f"{op} {shape}" if shape else op
 
 
+#: What to do about a key that names an operator laytune does not know.
+_UNKNOWN_HINT = (
+    "register its constructor (laytune.ops.register) or define it (Workload.define) "
+    "in a module imported first (laytune --import MODULE, or LAYTUNE_IMPORT)"
+)
+
+
 def from_key(key: str) -> Workload:
-    """The registered workload whose key is ``key`` (checked: same key back)."""
-    name, params, dtype = parse_key(key)
+    """The workload whose key is ``key``: rebuilt by the constructor
+    registered under its operator (checked: same key back), else the one
+    :meth:`Workload.define` made with that key, while something holds it
+    (see :func:`laytune.ops.defined_workloads`)."""
+    defined = defined_workloads().get(key.strip())
+    try:
+        name, params, dtype = parse_key(key)
+    except UnknownWorkloadError as err:
+        if defined is not None:  # a key of buffer shapes: define without params
+            return defined
+        raise UnknownWorkloadError(f"{err}; {_UNKNOWN_HINT}") from None
     if name not in constructors():
+        if defined is not None:
+            return defined
         raise UnknownWorkloadError(
             f"workload key {key!r} names no registered operator "
-            f"(known: {', '.join(constructors())})"
+            f"(known: {', '.join(constructors())}); {_UNKNOWN_HINT}"
         )
     try:
         workload = constructors()[name].build(params, dtype)

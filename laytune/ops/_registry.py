@@ -10,6 +10,12 @@ comes from ``matmul(M, N, K, dtype)``), and the law
 
 Parameter values are what a key can write: an ``int`` or a tuple of ints
 (annotated ``Sequence[int]``, written ``4x8``).
+
+A workload made by :meth:`Workload.define` alone, with no constructor
+registered under its name, is known by its key while something holds it (a
+module-level variable of the user's module, for one):
+:func:`defined_workloads` lists them and :func:`laytune.ops.from_key`
+returns them.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,6 +39,7 @@ __all__ = [
     "WorkloadConstructor",
     "constructor",
     "constructors",
+    "defined_workloads",
     "format_value",
     "parse_params",
     "register",
@@ -41,6 +49,9 @@ ParamValue = int | tuple[int, ...]
 F = TypeVar("F", bound=Callable[..., "Workload"])
 
 _REGISTRY: dict[str, WorkloadConstructor] = {}
+# Weak: the library's constructors define a workload per call, and a
+# workload nobody holds any more cannot be asked for by key.
+_DEFINED: weakref.WeakValueDictionary[str, Workload] = weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True)
@@ -279,3 +290,18 @@ def constructor(name: str) -> WorkloadConstructor:
         raise UnknownWorkloadError(
             f"unknown operator {name!r}; known: {', '.join(_REGISTRY)}"
         ) from None
+
+
+def defined_workloads() -> Mapping[str, Workload]:
+    """Every workload made by :meth:`Workload.define` that is still held
+    somewhere and whose operator no constructor is registered under, by key
+    (a copy): the workloads of a user's module that defines them without
+    :func:`register`."""
+    return {
+        key: workload for key, workload in list(_DEFINED.items()) if workload.name not in _REGISTRY
+    }
+
+
+def remember_defined(workload: Workload) -> None:
+    """Note a workload :meth:`Workload.define` made (for :func:`defined_workloads`)."""
+    _DEFINED[workload.key] = workload

@@ -27,7 +27,7 @@ import numpy as np
 from laytune.exceptions import StatementError, UnknownNameError
 from laytune.layout import Expr, Var, bounds, evaluate, to_text
 from laytune.ops._reductions import reduction
-from laytune.ops._registry import format_value
+from laytune.ops._registry import format_value, remember_defined
 from laytune.ops._statement import (
     VALUE_OPS,
     BinaryOp,
@@ -196,7 +196,11 @@ class Workload:
         strange = sorted(set(weights) - seen)
         if strange:
             raise StatementError(f"weights {strange} are not inputs of {statement!r}")
-        return cls(name, axis_list, tuple(buffers), stmt, dtype, key, tiles, tuple(sorted(weights)))
+        workload = cls(
+            name, axis_list, tuple(buffers), stmt, dtype, key, tiles, tuple(sorted(weights))
+        )
+        remember_defined(workload)
+        return workload
 
     # -- queries --------------------------------------------------------------
     @property

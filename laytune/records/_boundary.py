@@ -190,18 +190,20 @@ class Boundary:
 
 def default_boundary(workload: Any) -> Boundary:
     """The boundary a standalone job of ``workload`` (a workload or its key)
-    has by default (:meth:`Boundary.default`). A key that names no registered
-    operator has no weights known: every buffer ``fixed``."""
+    has by default (:meth:`Boundary.default`). A key that :func:`laytune.ops.from_key`
+    cannot rebuild (an operator of a module not imported) has no weights
+    known: every buffer ``fixed``; that answer is not cached, so the key
+    gets its weights once the module registering it is imported."""
     if not isinstance(workload, str):
         return Boundary.default(workload)
-    return _default_for_key(workload)
+    try:
+        return _default_for_key(workload)
+    except LaytuneError:
+        return Boundary(())
 
 
 @lru_cache(maxsize=256)
 def _default_for_key(key: str) -> Boundary:
     from laytune.ops import from_key
 
-    try:
-        return Boundary.default(from_key(key))
-    except LaytuneError:
-        return Boundary(())
+    return Boundary.default(from_key(key))
