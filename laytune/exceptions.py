@@ -25,6 +25,7 @@ __all__ = [
     "LayoutRejectedError",
     "LayoutSyntaxError",
     "LaytuneError",
+    "ModelFallbackWarning",
     "ModuleImportError",
     "NegativeIndexError",
     "NonInjectiveLayoutError",
@@ -203,6 +204,14 @@ class WorkerStartError(TuningError):
     """The measuring worker process died while Python started it, before it
     opened the device: every later start would die the same way (typically
     a script that calls laytune without ``if __name__ == "__main__":``)."""
+
+
+class ModelFallbackWarning(LaytuneError, UserWarning):
+    """A warning, not an error: the model strategy's cost model cannot be
+    built (its library is missing, a record cannot be featurised), so the
+    job goes on with random sampling; the message says why. The test suite
+    turns it into an error: a job that falls back silently has lost its
+    strategy."""
 
 
 class GraphError(LaytuneError, ValueError):

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from laytune.exceptions import LaytuneError
+from laytune.exceptions import LaytuneError, ModelFallbackWarning
 from laytune.ops import from_key
 from laytune.search._features import candidate_features
 from laytune.search._model import OTHER_OPERATOR, OTHER_SHAPE, CostModel, Observation
@@ -221,8 +221,8 @@ def transfer_observations(
 class ModelProposals(Iterator[Candidate]):
     """The model strategy's candidates for one ``tune`` job, a batch at a
     time; each batch is proposed from the job's records as they stand. Ends
-    (with a :class:`UserWarning`) when the model cannot be built, so the job
-    goes on with its random sampler."""
+    (with a :class:`~laytune.exceptions.ModelFallbackWarning`) when the
+    model cannot be built, so the job goes on with its random sampler."""
 
     def __init__(self, job: Any, seed: int, batch: int) -> None:
         self.job = job
@@ -243,7 +243,7 @@ class ModelProposals(Iterator[Candidate]):
         warnings.warn(
             f"the cost model cannot be built ({type(err).__name__}: {err}); "
             "the model strategy falls back to random sampling",
-            UserWarning,
+            ModelFallbackWarning,
             stacklevel=2,
         )
 

@@ -13,7 +13,7 @@ import pytest
 
 import laytune
 from laytune import ops
-from laytune.exceptions import TuningError
+from laytune.exceptions import ModelFallbackWarning, TuningError
 from laytune.records import open_database
 from laytune.runners import default_device
 from laytune.search import (
@@ -166,7 +166,7 @@ def test_a_model_that_cannot_be_built_falls_back_to_random_with_a_warning(
         trials=4, batch=2, strategy="model", space=worker.OPTIONS, warm_start=0, starts=0
     )
     url = f"sqlite:///{tmp_path / 'f.db'}"
-    with pytest.warns(UserWarning, match="falls back to random sampling"):
+    with pytest.warns(ModelFallbackWarning, match="falls back to random sampling"):
         result = laytune.tune(
             worker.WORKLOAD, device, options=options, database=url, progress=False
         )
