@@ -32,7 +32,7 @@ import numpy as np
 from laytune.codegen import Nest, plan_nest
 from laytune.device_info import DeviceInfo
 from laytune.layout import Layout, evaluate
-from laytune.space import Candidate, dtype_bytes, vector_dim
+from laytune.space import Candidate, complete_knobs, dtype_bytes, vector_dim
 
 __all__ = ["candidate_features"]
 
@@ -137,10 +137,14 @@ def _loads_per_fma(nest: Nest, strides: Mapping[str, Sequence[float]]) -> float:
 
 def candidate_features(workload: Any, device: DeviceInfo, candidate: Candidate) -> dict[str, float]:
     """The features of ``candidate`` of ``workload`` on ``device`` (module
-    docstring); deterministic. Raises what :func:`plan_nest` raises for a
-    candidate that does not lower."""
+    docstring); deterministic. A knob the candidate lacks (a record written
+    before the knob existed, a user's own candidate) is read at its default,
+    as :func:`laytune.codegen.lower` reads it, so that a candidate has the
+    features of the kernel it lowers to. Raises what :func:`plan_nest`
+    raises for a candidate that does not lower."""
     layouts = candidate.layout_map
-    nest = plan_nest(workload, candidate.knob_map, layouts, dict(candidate.pad_values))
+    knobs = complete_knobs(workload, candidate.knob_map)
+    nest = plan_nest(workload, knobs, layouts, dict(candidate.pad_values))
     extents = [a.extent for a in workload.axes]
     points = _points(extents)
     slots = _slots(workload)
@@ -180,7 +184,7 @@ def candidate_features(workload: Any, device: DeviceInfo, candidate: Candidate) 
             "work": _log2(workload.flops + workload.bytes),
         }
     )
-    for name, value in candidate.knobs:
+    for name, value in sorted(knobs.items()):
         if isinstance(value, bool | int | float):
             features[f"knob.{name}"] = float(value)
     return features

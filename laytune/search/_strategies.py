@@ -15,7 +15,13 @@ from typing import Any
 
 from laytune.exceptions import TuningError
 from laytune.layout import Layout
-from laytune.space import Candidate, SearchSpace, layout_fingerprint, layout_keys
+from laytune.space import (
+    Candidate,
+    SearchSpace,
+    complete_knobs,
+    layout_fingerprint,
+    layout_keys,
+)
 
 __all__ = ["STRATEGIES", "make_sampler", "params_of"]
 
@@ -105,6 +111,12 @@ class _Replay:
         self.space = space
         self.candidate = candidate
         self.params: dict[str, Any] = {}
+        # a knob the candidate lacks (a record older than the knob, a user's
+        # own candidate) is read at its default, as the code generator reads
+        # it; a conversion's knobs have none (absent is a value of its own)
+        self.knobs = candidate.knob_map
+        if isinstance(space, SearchSpace):
+            self.knobs = complete_knobs(space.workload, self.knobs)
 
     def suggest_categorical(self, name: str, choices: Any) -> Any:
         base = name.split("|", 1)[0]
@@ -117,7 +129,7 @@ class _Replay:
                 raise _NotInSpace from None
             value = layout_keys(layouts)[_index_of(layouts, wanted)]
         else:
-            value = self.candidate.knob(base)
+            value = self.knobs.get(base)
         if value not in list(choices):
             raise _NotInSpace
         self.params[name] = value
