@@ -9,9 +9,11 @@ persisting, progress and logging are callbacks on each batch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import os
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,7 +86,15 @@ class _Item:
 class _Proposer:
     """Turns optuna trials into new candidates: skips recorded ones (the
     records are the cache, and the trial learns the recorded time), claims
-    each one so that no other worker measures it, lowers it."""
+    each one so that no other worker measures it, lowers it.
+
+    What the job holds (its RUNNING trials, its claims) is given back as one
+    unit by :meth:`abandon`, whatever instant a stop lands on: a trial is
+    noted (by a mark it carries) before the write that creates it, and a
+    candidate before the write that claims it, so neither can exist unseen
+    by the stop path. :meth:`settle` lets go of candidates whose records are
+    stored (the record's write drops the claim).
+    """
 
     def __init__(self, job: Job, forced: Iterator[Candidate], sampled: bool) -> None:
         self.job = job
@@ -94,28 +104,39 @@ class _Proposer:
         self.exhausted = False
         self.exhausted_why = ""
         self.proposed: set[str] = set()  # by this job, recorded or still in flight
+        self.held: set[str] = set()  # candidate keys claimed, or being claimed, not yet recorded
+        self.marks: set[str] = set()  # of the trials this job created, or is creating
+        storage = job.database.optuna_storage()
+        self._trial_ids = functools.partial(
+            storage.get_trial_id_from_study_id_trial_number,
+            storage.get_study_id_from_name(job.study.study_name),
+        )
 
     def _new_trial(self, fixed_params: dict[str, Any] | None = None) -> Any:
         """A RUNNING trial that names its owner from the moment it exists.
 
         ``study.ask()`` and naming the owner after it would leave a trial
-        without an owner, RUNNING for ever, when the job is killed in between;
-        so the trial is created as ``ask()`` creates it, with the owner in
-        the same write. ``fixed_params`` fix its parameters (a forced
-        candidate), never through a WAITING trial: one could be popped by two
-        workers at once on SQLite, which locks no rows.
+        without an owner, RUNNING for ever, when the job stops in between;
+        so the trial is added whole (``study.add_trial``), owner included, in
+        one write. ``fixed_params`` fix its parameters (a forced candidate),
+        never through a WAITING trial: one could be popped by two workers at
+        once on SQLite, which locks no rows, or by another job of the study.
         """
         import optuna
 
         study = self.job.study
-        study._thread_local.cached_all_trials = None  # as ask() does: see every trial
-        template = optuna.trial.create_trial(
-            state=optuna.trial.TrialState.RUNNING,
-            system_attrs={"fixed_params": fixed_params} if fixed_params else {},
-            user_attrs={"owner": self.owner},
+        mark = uuid.uuid4().hex  # finds this trial again: add_trial returns nothing
+        self.marks.add(mark)
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=optuna.trial.TrialState.RUNNING,
+                system_attrs={"fixed_params": fixed_params} if fixed_params else {},
+                user_attrs={"owner": self.owner, "proposal": mark},
+            )
         )
-        trial_id = study._storage.create_new_trial(study._study_id, template_trial=template)
-        return optuna.trial.Trial(study, trial_id)
+        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        number = next(t.number for t in running if t.user_attrs.get("proposal") == mark)
+        return optuna.trial.Trial(study, self._trial_ids(number))
 
     def _forced_trial(self, known: dict[str, float | None], forced: Iterator[Candidate]) -> Any:
         """A trial of the next candidate of ``forced`` not yet recorded, or None."""
@@ -127,6 +148,15 @@ class _Proposer:
                 continue
             return self._new_trial(found[0])
         return None
+
+    def _claim(self, key: str) -> bool:
+        """Claim ``key`` for this job, noted as held before the claim is written."""
+        job = self.job
+        self.held.add(key)
+        if job.database.claim(job.workload.key, job.device.key, key, self.owner):
+            return True
+        self.held.discard(key)
+        return False
 
     def next(self, count: int, only: Sequence[Candidate] | None = None) -> list[_Item]:
         """Up to ``count`` new items: the forced candidates, then the sampler's.
@@ -151,9 +181,7 @@ class _Proposer:
                 trial = self._new_trial()
             candidate = job.space.suggest(trial)
             key = candidate.key
-            if key in known or not job.database.claim(
-                job.workload.key, job.device.key, key, self.owner
-            ):
+            if key in known or not self._claim(key):
                 value = known.get(key)
                 if key in known:
                     job.cached += 1
@@ -180,19 +208,36 @@ class _Proposer:
             items.append(_Item(trial, candidate, program))
         return items
 
-    def abandon(self, items: Sequence[_Item]) -> None:
-        """Give back items that will not be measured (Ctrl-C, an error)."""
+    def settle(self, records: Sequence[Record]) -> None:
+        """Let go of candidates whose records are stored (their claims went
+        with the write)."""
+        self.held.difference_update(r.candidate.key for r in records)
+
+    def abandon(self) -> None:
+        """Give back everything this job holds (Ctrl-C, an error): every claim
+        it may have written and not yet replaced by a record, and every trial
+        it created that is still RUNNING, however far proposing had got."""
         import optuna
 
-        for item in items:
-            with contextlib.suppress(Exception):  # already told, or the storage is gone
-                self.job.study.tell(item.trial, state=optuna.trial.TrialState.FAIL)
-            # A database that fails now (a full disk) keeps the claim; it dies
-            # with this process and the next job takes it over.
+        job = self.job
+        # A database that fails now (a full disk) keeps the claim, or the
+        # trial; they die with this process and the next job takes them over.
+        for key in sorted(self.held):
             with contextlib.suppress(DatabaseError):
-                self.job.database.release(
-                    self.job.workload.key, self.job.device.key, item.candidate.key, self.owner
-                )
+                job.database.release(job.workload.key, job.device.key, key, self.owner)
+        self.held.clear()
+        try:
+            running = job.study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+            )
+        except Exception:  # the storage is gone
+            return
+        for trial in running:
+            if trial.user_attrs.get("proposal") in self.marks:
+                with contextlib.suppress(Exception):
+                    job.study.tell(
+                        trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True
+                    )
 
 
 def _translate(candidate: Candidate, space: SearchSpace) -> Candidate | None:
@@ -253,11 +298,10 @@ def _fail_stale_trials(study: Any) -> None:
     study resumes cleanly (other hosts' trials are left alone)."""
     import optuna
 
-    storage = study._storage
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         owner = trial.user_attrs.get("owner")
         if owner is not None and owner_alive(owner) is False:
-            storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
 
 def _resolve_device(device: Any) -> Device:
@@ -414,7 +458,6 @@ def tune(
     if overlap is None:
         overlap = "CPU" not in device.info.device_type.upper().split(" | ")
     early_stop = opts.early_stop
-    in_flight: list[_Item] = []
     try:
         with contextlib.ExitStack() as owned:
             if builder is None:
@@ -422,7 +465,6 @@ def tune(
             if runner is None:
                 runner = owned.enter_context(Runner(device, opts.measure))
             pending = proposer.next(min(batch, trials))
-            in_flight = list(pending)
             future = builder.submit([i.program for i in pending if i.program is not None])
             while pending:
                 built = future.result()
@@ -433,7 +475,6 @@ def tune(
                     following = proposer.next(min(batch, room)) if room > 0 else []
                 else:  # why proposing stopped, even if the batch in hand brings a new best
                     job.stop_reason = spent
-                in_flight = pending + following
                 programs = [i.program for i in following if i.program is not None]
                 if programs and overlap:  # build the next batch while this one is measured
                     future = builder.submit(programs)
@@ -449,8 +490,8 @@ def tune(
                 job.pricing.measure(held, builder, runner)
                 records = [_record(job, item, results) for item in pending]
                 _tell(job, pending, records)
-                in_flight = list(following)
                 persist.on_batch(job, records)  # ids first: the job's best is a stored record
+                proposer.settle(records)
                 for record in records:
                     job.note(record)
                 for callback in watchers:
@@ -459,7 +500,6 @@ def tune(
             if job.stop_reason is None:
                 job.stop_reason = job.out_of_budget() or proposer.exhausted_why or "done"
             reference = _reference_items(job, proposer)
-            in_flight = list(reference)
             if reference:
                 programs = [i.program for i in reference if i.program is not None]
                 built = builder.submit(programs).result() if programs else []
@@ -468,23 +508,23 @@ def tune(
                 job.pricing.measure(held, builder, runner)
                 records = [_record(job, item, results) for item in reference]
                 _tell(job, reference, records)
-                in_flight = []
                 persist.on_batch(job, records)
+                proposer.settle(records)
                 for record in records:
                     job.note(record, reference=True)
                 for callback in watchers:
                     callback.on_batch(job, records)
     except KeyboardInterrupt:
         job.stop_reason = "interrupted; every finished record is kept"
-        proposer.abandon(in_flight)
+        proposer.abandon()
     except optuna.exceptions.StorageInternalError as err:  # its SQLAlchemy error says why
         job.stop_reason = "error"
-        proposer.abandon(in_flight)
+        proposer.abandon()
         reason = error_reason(err.__cause__ or err)
         raise DatabaseError(f"writing the optuna study to {db.safe_url}: {reason}") from None
     except BaseException:
         job.stop_reason = "error"
-        proposer.abandon(in_flight)
+        proposer.abandon()
         raise
     finally:
         for callback in (persist, *watchers):
