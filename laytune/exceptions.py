@@ -44,6 +44,20 @@ __all__ = [
     "WorkerStartError",
 ]
 
+#: The most characters of a user's input that a message quotes.
+EXCERPT_LENGTH = 120
+
+
+def excerpt(text: object, limit: int = EXCERPT_LENGTH) -> str:
+    """``str(text)`` for a message: whole when short, else its first
+    ``limit`` characters, ``...`` and its length, so that a message stays
+    short whatever it quotes (a layout's text can be megabytes long). A
+    helper of the messages, not in ``__all__``, which lists the exceptions."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
 
 class LaytuneError(Exception):
     """Root of every error laytune raises on purpose."""
@@ -75,14 +89,33 @@ class LayoutError(LaytuneError, ValueError):
 
 
 class LayoutSyntaxError(LayoutError):
-    """Text that is not a valid index map; the message says what and where."""
+    """Text that is not a valid index map, or an index map past the bounds
+    of its arithmetic (a constant past 2^62, too many indices, an expression
+    too large); the message says what and where, and quotes at most a short
+    window of the text around the column."""
 
     def __init__(self, message: str, text: str | None = None, column: int | None = None):
         self.text = text
         self.column = column
         if text is not None and column is not None:
-            message = f"{message}\n  {text}\n  {' ' * column}^"
+            window, caret = _window(text, column)
+            message = f"{message}\n  {window}\n  {' ' * caret}^"
         super().__init__(message)
+
+
+def _window(text: str, column: int, width: int = 76) -> tuple[str, int]:
+    """At most ``width`` characters of ``text`` around ``column`` (line breaks
+    shown as spaces), marked with ``...`` where cut, and the column's
+    position in them."""
+    column = min(max(column, 0), len(text))
+    start = max(0, min(column - width // 2, len(text) - width))
+    window = text[start : start + width].replace("\n", " ").replace("\r", " ")
+    caret = column - start
+    if start > 0:
+        window, caret = f"...{window}", caret + 3
+    if start + width < len(text):
+        window = f"{window}..."
+    return window, caret
 
 
 class ShapeMismatchError(LayoutError):

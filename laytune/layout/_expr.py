@@ -17,9 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from laytune.exceptions import LayoutError
+from laytune.exceptions import LayoutError, LayoutSyntaxError
 
 __all__ = [
+    "MAX_CONSTANT",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_SHIFT",
     "BinOp",
     "Const",
     "Expr",
@@ -34,6 +38,25 @@ __all__ = [
 ]
 
 Range = tuple[int, int]  # inclusive (lo, hi)
+
+# Bounds on the arithmetic, so that no text, record or traced function can
+# make laytune compute a value of millions of digits or walk a tree of
+# billions of nodes: each is refused, before computing it, with a
+# LayoutSyntaxError. The layouts laytune writes stay far below every one.
+
+#: The largest magnitude of a constant, written or folded (``1 << 62`` is
+#: one, ``1 << 63`` and ``2 * (1 << 62)`` are not): every index fits a
+#: signed 64-bit integer with room for one addition.
+MAX_CONSTANT = 1 << 62
+#: The largest shift, ``<<`` or ``>>``, of anything.
+MAX_SHIFT = 62
+#: The most nodes (constants, indices, operations) of an index map's outputs
+#: counted as trees, shared subexpressions once per use: what printing,
+#: hashing and simplifying them walk. Text parses to at most a few thousand.
+MAX_NODES = 10_000
+#: The deepest expression tree of an index map (text nests at most 64; a
+#: composition adds its parts' depths).
+MAX_DEPTH = 256
 
 ARITH_OPS = ("+", "-", "*", "//", "%")
 BIT_OPS = ("^", "&", "<<", ">>")
@@ -133,6 +156,17 @@ class Const(_ExprOps):
     def __post_init__(self) -> None:
         if isinstance(self.value, bool) or not isinstance(self.value, int):
             raise LayoutError(f"index constants must be integers, got {self.value!r}")
+        if not -MAX_CONSTANT <= self.value <= MAX_CONSTANT:
+            raise LayoutSyntaxError(_too_large(self.value))
+
+
+def _too_large(value: int) -> str:
+    """What is wrong with a constant past MAX_CONSTANT, without printing it
+    (a decimal of thousands of digits is what Python refuses to write)."""
+    return (
+        f"index constant of {value.bit_length()} bits is past 2^62 in magnitude "
+        "(laytune's indices are 64-bit integers)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +220,14 @@ def _make(op: str, lhs: Any, rhs: Any) -> Expr:
             raise LayoutError(f"'{op}' needs a constant shift, got {op} {to_text(b)}")
         if b.value < 0:
             raise LayoutError(f"'{op}' needs a non-negative shift, got {op} {b.value}")
+        if b.value > MAX_SHIFT:
+            raise LayoutSyntaxError(
+                f"'{op}' by {b.value} is past the largest shift, {MAX_SHIFT} "
+                "(laytune's indices are 64-bit integers)"
+            )
     if isinstance(a, Const) and isinstance(b, Const):
+        # both operands are within MAX_CONSTANT and a shift within MAX_SHIFT,
+        # so the value has at most 124 bits before Const checks it
         return Const(_apply(op, a.value, b.value))
     return BinOp(op, a, b)
 
@@ -211,6 +252,69 @@ def _apply(op: str, a: Any, b: Any) -> Any:
     if op == ">>":
         return a >> b
     raise LayoutError(f"unknown operator {op!r}")
+
+
+# ---------------------------------------------------------------------------
+# size
+
+
+def measure(e: Expr, leaves: Sequence[tuple[int, int]] | None = None) -> tuple[int, int]:
+    """(nodes, depth) of ``e`` as a tree: a subexpression shared by several
+    operations counts once per use. With ``leaves``, ``Var(k)`` stands for a
+    tree of ``leaves[k]`` (nodes, depth): the size of ``substitute(e, ...)``
+    before building it. Walks the shared graph once, without recursion, and
+    stops counting past MAX_NODES (the size it gives is then past it too)."""
+    sizes: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, ready = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if isinstance(node, Const):
+            sizes[key] = (1, 1)
+        elif isinstance(node, Var):
+            sizes[key] = (1, 1) if leaves is None else leaves[node.index]
+        elif not ready:
+            stack.append((node, True))
+            stack.append((node.lhs, False))
+            stack.append((node.rhs, False))
+        else:
+            (ln, ld), (rn, rd) = sizes[id(node.lhs)], sizes[id(node.rhs)]
+            sizes[key] = (min(1 + ln + rn, MAX_NODES + 1), 1 + max(ld, rd))
+    return sizes[id(e)]
+
+
+def check_size(outputs: Sequence[Expr], what: str = "an index map") -> None:
+    """Raise LayoutSyntaxError when ``outputs`` together are past MAX_NODES
+    or one is deeper than MAX_DEPTH, or when one shifts by more than
+    MAX_SHIFT (an expression built without :func:`_make`)."""
+    nodes = 0
+    for out in outputs:
+        count, depth = measure(out)
+        nodes += count
+        if depth > MAX_DEPTH:
+            raise LayoutSyntaxError(
+                f"{what} nests operations {depth} deep, more than the {MAX_DEPTH} laytune takes"
+            )
+        if nodes > MAX_NODES:
+            raise LayoutSyntaxError(
+                f"{what} has more than {MAX_NODES} operations, constants and indices "
+                "(counting each use of a shared part), more than laytune takes"
+            )
+    seen: set[int] = set()
+    stack = list(outputs)
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, BinOp) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op in ("<<", ">>") and not (
+            isinstance(node.rhs, Const) and 0 <= node.rhs.value <= MAX_SHIFT
+        ):
+            by = node.rhs.value if isinstance(node.rhs, Const) else "an index"
+            raise LayoutSyntaxError(f"'{node.op}' by {by} is not a shift from 0 to {MAX_SHIFT}")
+        stack.extend((node.lhs, node.rhs))
 
 
 # ---------------------------------------------------------------------------
@@ -643,17 +747,38 @@ class _C:
 
 def fits_int32(e: Expr, ranges: Sequence[Range]) -> bool:
     """Whether every subexpression of ``e`` stays within a 32-bit int."""
-    memo: dict[Expr, Range] = {}
+    return fits(e, ranges, -_INT32_MAX - 1, _INT32_MAX)
 
-    def walk(x: Expr) -> bool:
+
+def fits(e: Expr, ranges: Sequence[Range], low: int, high: int) -> bool:
+    """Whether every subexpression of ``e`` stays within ``[low, high]`` when
+    each ``Var(k)`` ranges over ``ranges[k]`` (by :func:`bounds`, so sound:
+    True means it does). Visits each shared subexpression once."""
+    memo = _IdMemo()
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
         lo, hi = _bounds(x, ranges, memo)
-        if lo < -_INT32_MAX - 1 or hi > _INT32_MAX:
+        if lo < low or hi > high:
             return False
         if isinstance(x, BinOp):
-            return walk(x.lhs) and walk(x.rhs)
-        return True
+            stack += (x.lhs, x.rhs)
+    return True
 
-    return walk(e)
+
+class _IdMemo(dict):  # type: ignore[type-arg]
+    """A memo for :func:`_bounds` keyed by identity: hashing an expression
+    walks all of it, and the caller holds every subexpression alive."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(id(key), default)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(id(key), value)
 
 
 def to_opencl(

@@ -23,8 +23,9 @@ from laytune.exceptions import (
     LayoutError,
     LayoutSyntaxError,
     ShapeMismatchError,
+    excerpt,
 )
-from laytune.layout._expr import Const, Expr
+from laytune.layout._expr import MAX_SHIFT, Const, Expr
 from laytune.layout._index_map import AXIS_SEPARATOR, IndexMap, Shape, default_names
 from laytune.layout._index_map import compose as compose_maps
 from laytune.layout._inverse import Inverse, inverse_from
@@ -166,16 +167,19 @@ class Layout:
             else:
                 if family not in FAMILIES:
                     raise LayoutSyntaxError(
-                        f"unknown layout family {family!r} (known: {sorted(FAMILIES)})"
+                        f"unknown layout family {excerpt(family)!r} (known: {sorted(FAMILIES)})"
                     )
                 params = {k: _freeze(v) for k, v in data["params"].items()}
                 layout = FAMILIES[family](shape, **params)
         except (KeyError, TypeError) as err:
-            raise LayoutSyntaxError(f"malformed layout JSON ({err!r}): {data!r}") from None
+            raise LayoutSyntaxError(
+                f"malformed layout JSON ({excerpt(repr(err))}): {excerpt(data)}"
+            ) from None
         if layout.index_map != recorded or layout.shape != shape:
             raise LayoutSyntaxError(
-                f"layout JSON says {recorded} on {shape} but family {family!r} with its "
-                f"parameters gives {layout.index_map} on {layout.shape}"
+                f"layout JSON says {excerpt(recorded)} on {excerpt(shape)} but family "
+                f"{excerpt(family)!r} with its parameters gives {excerpt(layout.index_map)} on "
+                f"{excerpt(layout.shape)}"
             )
         return layout
 
@@ -301,6 +305,11 @@ def swizzle(shape: Sequence[int], bits: int, base: int, shift: int) -> Layout:
         raise LayoutError(f"base must be a non-negative integer, got {base!r}")
     if shift < bits:
         raise LayoutError(f"Sw<{bits},{base},{shift}> needs shift >= bits to be a bijection")
+    if base + shift > MAX_SHIFT:  # checked before 1 << bits, which a record could make huge
+        raise LayoutSyntaxError(
+            f"Sw<{bits},{base},{shift}> shifts by {base + shift}, past the largest shift, "
+            f"{MAX_SHIFT}"
+        )
     mask = (1 << bits) - 1
 
     def sw(o: Expr) -> Expr:

@@ -35,14 +35,16 @@ import numpy as np
 from laytune.exceptions import (
     ArgumentTypeError,
     LayoutError,
+    LayoutSyntaxError,
     NegativeIndexError,
     NonInjectiveLayoutError,
     ShapeMismatchError,
+    excerpt,
 )
 from laytune.layout import _expr as ex
 from laytune.layout._expr import Const, Expr, Var
 from laytune.layout._json import load_versioned
-from laytune.layout._parse import SEPARATOR_TOKEN, parse_index_map
+from laytune.layout._parse import MAX_INDICES, SEPARATOR_TOKEN, parse_index_map
 
 __all__ = ["AXIS_SEPARATOR", "IndexMap", "Shape", "compose"]
 
@@ -289,6 +291,13 @@ class IndexMap:
     def __post_init__(self) -> None:
         if not self.outputs:
             raise LayoutError("an index map needs at least one physical index")
+        for count, what in ((len(self.params), "logical"), (len(self.outputs), "physical")):
+            if count > MAX_INDICES:
+                raise LayoutSyntaxError(
+                    f"an index map of {count} {what} indices, more than the {MAX_INDICES} "
+                    "laytune takes"
+                )
+        ex.check_size(self.outputs)
         if len(set(self.params)) != len(self.params):
             raise LayoutError(f"duplicate parameter names in {self.params}")
         seps = self.separators
@@ -462,15 +471,27 @@ class IndexMap:
         if facts is not None:
             return facts
         pshape = []
+        ranges = [(0, s - 1) for s in shape]
         for k, out in enumerate(self.outputs):
+            # numpy evaluates in 64 bits: refuse what could wrap around
+            if not ex.fits(out, ranges, -ex.MAX_CONSTANT, ex.MAX_CONSTANT):
+                raise LayoutError(
+                    f"{excerpt(self)}: physical index {k} on shape {shape} computes values "
+                    "past 2^62 in magnitude (laytune's indices are 64-bit integers)"
+                )
             low, high, where = _output_range(out, shape)
             if low < 0:
                 raise NegativeIndexError(
-                    f"{self}: logical index {where} of shape {shape} maps to physical index "
+                    f"{excerpt(self)}: logical index {where} of shape {shape} maps to physical index "
                     f"{self.map_indices(where)}, whose entry {k} is negative ({low})",
                     where,
                 )
             pshape.append(high + 1)
+        if _prod(pshape) > ex.MAX_CONSTANT:
+            raise LayoutError(
+                f"{excerpt(self)} on shape {shape} has a physical size past 2^62 elements "
+                "(laytune's offsets are 64-bit integers)"
+            )
         facts = _ShapeFacts(shape, tuple(pshape), self)
         if len(self._facts) >= 4:  # keep memory bounded on large buffers
             self._facts.pop(next(iter(self._facts)))
@@ -498,7 +519,7 @@ class IndexMap:
         if facts.collision is not None:
             a, b = facts.collision
             raise NonInjectiveLayoutError(
-                f"{self} is not injective on shape {tuple(shape)}: logical indices {a} and {b} "
+                f"{excerpt(self)} is not injective on shape {tuple(shape)}: logical indices {a} and {b} "
                 f"both map to physical index {self.map_indices(a)}",
                 a,
                 b,
@@ -634,6 +655,17 @@ def compose(g: IndexMap, f: IndexMap) -> IndexMap:
         raise LayoutError(
             f"cannot compose after {f}: it has axis separators; apply separators in the outer map"
         )
+    # substituting copies f's outputs into every use: bound the result first
+    leaves = [ex.measure(o) for o in f.outputs]
+    nodes = 0
+    for out in g.outputs:
+        count, depth = ex.measure(out, leaves)
+        nodes += count
+        if nodes > ex.MAX_NODES or depth > ex.MAX_DEPTH:
+            raise LayoutSyntaxError(
+                f"composing {excerpt(g)} after {excerpt(f)} gives a map of more than "
+                f"{ex.MAX_NODES} nodes or deeper than {ex.MAX_DEPTH}, more than laytune takes"
+            )
     outs = tuple(ex.substitute(o, f.outputs) for o in g.outputs)
     return IndexMap(f.params, outs, g.separators)
 

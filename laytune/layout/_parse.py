@@ -11,20 +11,25 @@ element. Anything else is a :class:`LayoutSyntaxError` that says what and
 where.
 
 Text is bounded before it is parsed: at most :data:`MAX_TEXT_LENGTH`
-characters and :data:`MAX_NESTING` levels of nested expressions. The layouts
-laytune writes stay far below both (a few hundred characters, a dozen levels);
-longer or deeper text is refused with a LayoutSyntaxError, never a
-RecursionError or MemoryError.
+characters and :data:`MAX_NESTING` levels of nested expressions; and while it
+is read: at most :data:`MAX_INDICES` parameters and physical indices, and
+constants, written or folded, within ``2^62`` in magnitude
+(:data:`laytune.layout._expr.MAX_CONSTANT`; a shift past 62 is refused
+before it is computed). The layouts laytune writes stay far below every
+bound (a few hundred characters, a dozen levels, eight indices, small
+constants); text past one is refused with a LayoutSyntaxError,
+never a RecursionError, MemoryError, OverflowError or ValueError, and the
+message quotes at most a short window of the text.
 """
 
 from __future__ import annotations
 
 import ast
 
-from laytune.exceptions import LayoutError, LayoutSyntaxError
+from laytune.exceptions import LayoutError, LayoutSyntaxError, excerpt
 from laytune.layout._expr import Const, Expr, Var, _make
 
-__all__ = ["MAX_NESTING", "MAX_TEXT_LENGTH", "SEPARATOR_TOKEN", "parse_index_map"]
+__all__ = ["MAX_INDICES", "MAX_NESTING", "MAX_TEXT_LENGTH", "SEPARATOR_TOKEN", "parse_index_map"]
 
 SEPARATOR_TOKEN = "AXIS_SEPARATOR"
 
@@ -32,6 +37,10 @@ SEPARATOR_TOKEN = "AXIS_SEPARATOR"
 MAX_TEXT_LENGTH = 10_000
 #: The deepest nesting of expressions inside one physical index.
 MAX_NESTING = 64
+#: The most logical indices (parameters) and the most physical indices
+#: (outputs) of one map: numpy arrays have at most 64 axes, laytune's
+#: layouts about ten.
+MAX_INDICES = 32
 
 _BINOPS: dict[type, str] = {
     ast.Add: "+",
@@ -69,8 +78,11 @@ def parse_index_map(text: str) -> tuple[tuple[str, ...], tuple[Expr, ...], tuple
         tree = ast.parse(source, mode="eval")
     except SyntaxError as err:
         column = max((err.offset or 1) - 1, 0)
+        reason = err.msg
+        if "integer string conversion" in reason:  # Python's advice is for programs
+            reason = "an integer literal of thousands of digits (constants are within 2^62)"
         raise LayoutSyntaxError(
-            f"not a valid lambda: {err.msg} at column {column + 1}", source, column
+            f"not a valid lambda: {reason} at column {column + 1}", source, column
         ) from None
     except (RecursionError, MemoryError):  # Python's parser gives up on deep nesting
         raise LayoutSyntaxError(_too_deep(source)) from None
@@ -115,17 +127,26 @@ class _Parser:
         if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg or args.defaults:
             raise self.fail("only plain positional parameters are allowed", node)
         names = [a.arg for a in args.args]
+        if len(names) > MAX_INDICES:
+            raise self.fail(
+                f"{len(names)} parameters, more than the {MAX_INDICES} indices laytune takes", node
+            )
         for position, name in enumerate(names):
             if name == SEPARATOR_TOKEN:
                 raise self.fail(
                     f"{SEPARATOR_TOKEN} cannot be a parameter name", args.args[position]
                 )
             if name in self.params:
-                raise self.fail(f"parameter {name!r} appears twice", args.args[position])
+                raise self.fail(f"parameter {excerpt(name)!r} appears twice", args.args[position])
             self.params[name] = position
         body = node.body
         if not isinstance(body, (ast.List, ast.Tuple)):
             raise self.fail("the lambda must return a list of physical indices", body)
+        count = sum(not (isinstance(e, ast.Name) and e.id == SEPARATOR_TOKEN) for e in body.elts)
+        if count > MAX_INDICES:
+            raise self.fail(
+                f"{count} physical indices, more than the {MAX_INDICES} laytune takes", body
+            )
         outputs: list[Expr] = []
         separators: list[int] = []
         for element in body.elts:
@@ -149,15 +170,22 @@ class _Parser:
                 raise self.fail(f"{SEPARATOR_TOKEN} may only be an element of the list", node)
             if node.id not in self.params:
                 known = ", ".join(self.params) or "none"
-                raise self.fail(f"unknown name {node.id!r} (parameters: {known})", node)
+                known = known if len(known) <= 60 else f"{known[:60]}..."
+                raise self.fail(f"unknown name {excerpt(node.id)!r} (parameters: {known})", node)
             return Var(self.params[node.id], node.id)
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, int):
-                raise self.fail(f"only integer constants are allowed, got {node.value!r}", node)
-            return Const(node.value)
+                raise self.fail(
+                    f"only integer constants are allowed, got {excerpt(repr(node.value))}", node
+                )
+            try:
+                return Const(node.value)
+            except LayoutError as err:
+                raise self.fail(str(err), node) from None
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
                 if isinstance(node.operand, ast.Constant):
+                    # within MAX_CONSTANT either way: the bound is symmetric
                     return Const(-self.expr(node.operand).value)  # type: ignore[union-attr]
                 return _make("*", Const(-1), self.expr(node.operand))
             if isinstance(node.op, ast.UAdd):
