@@ -5,7 +5,9 @@ documentation cannot drift from the code.
 The tuning examples are made quick, never rewritten: the Python block takes
 its size and trial budget from ``SIZE`` and ``TRIALS`` (as the README says),
 and ``laytune tune`` commands get ``--trials 2 --batch 2 --quiet`` appended
-(argparse keeps the last value). The shell block that builds the C host
+(argparse keeps the last value). A Python block whose first line names a
+file (``# bmm_op.py: ...``) is written to that file in the commands' folder
+before they run, as the README asks the reader to (for ``--import``). The shell block that builds the C host
 runs whole, after the commands before it, where a C compiler and the OpenCL
 headers are installed (``tests/test_c_host.py`` says when they are not)."""
 
@@ -28,6 +30,8 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```", README, flags=re.MULTILINE | re.DOTALL)
 PYTHON = [code for lang, code in BLOCKS if lang == "python"]
 QUICK_TUNE = ["--trials", "2", "--batch", "2", "--quiet"]
+#: A Python block that the README presents as a file: ``# name.py`` on its first line.
+MODULE_FILE = re.compile(r"^# ([A-Za-z_][A-Za-z0-9_]*\.py)\b")
 FAILED_TO_RUN = ("device_lost", "crash")
 
 
@@ -54,10 +58,28 @@ def _commands() -> list[list[str]]:
     return commands
 
 
+def _command(words: list[str]) -> str:
+    """The command of ``laytune`` arguments, after the options before it (``--import M``)."""
+    k = 0
+    while k < len(words) and words[k].startswith("-"):
+        k += 2 if words[k] == "--import" else 1
+    return words[k]
+
+
+def _module_files() -> dict[str, str]:
+    """The Python blocks the README presents as files, by file name."""
+    return {m[1]: code for code in PYTHON if (m := MODULE_FILE.match(code))}
+
+
 def test_the_readme_has_the_blocks_this_test_runs() -> None:
     assert len(PYTHON) >= 4
-    assert any(c[0] == "tune" for c in _commands())
-    assert {c[0] for c in _commands()} >= {"tune", "workloads", "records", "show", "freeze"}
+    assert any(_command(c) == "tune" for c in _commands())
+    assert {_command(c) for c in _commands()} >= {"tune", "workloads", "records", "show", "freeze"}
+    # an operator of the user's: its module, tuned and exported with --import
+    assert "bmm_op.py" in _module_files()
+    imported = [c for c in _commands() if c[:2] == ["--import", "bmm_op"]]
+    assert {_command(c) for c in imported} >= {"tune", "freeze", "export"}
+    assert _command(["--import", "bmm_op", "tune", "bmm"]) == "tune"
 
 
 @pytest.mark.slow
@@ -86,8 +108,10 @@ def test_a_python_block_runs_as_a_script(index: int, tmp_path: Path) -> None:
 def commands_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder where every laytune command of the README ran, in order."""
     folder = tmp_path_factory.mktemp("readme")
+    for name, code in _module_files().items():
+        (folder / name).write_text(code)
     for words in _commands():
-        argv = [*words, *QUICK_TUNE] if words[0] == "tune" else words
+        argv = [*words, *QUICK_TUNE] if _command(words) == "tune" else words
         done = subprocess.run(
             [sys.executable, "-m", "laytune.cli", *argv],
             cwd=folder,
@@ -105,6 +129,10 @@ def test_the_laytune_commands_run_in_order(commands_run: Path) -> None:
     records = open_database(commands_run / "laytune.db", create=False).records()
     assert not [r.status for r in records if r.status in FAILED_TO_RUN]
     assert {p.suffix for p in (commands_run / "build").iterdir()} >= {".cl", ".h", ".json", ".bin"}
+    # the user's operator: tuned, frozen and exported with its reference data
+    bmm = open_database(commands_run / "bmm.db", create=False).records()
+    assert bmm and {r.op for r in bmm} == {"bmm"}
+    assert len(list((commands_run / "build-bmm").glob("bmm_*.C.ref.bin"))) == 1
 
 
 @pytest.mark.slow
