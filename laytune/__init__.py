@@ -1,17 +1,22 @@
 """laytune: auto-tuning of memory layouts for OpenCL compute kernels.
 
-The entry points users meet first are re-exported here (imported on first
-use, so ``import laytune`` stays light): :func:`tune` and :class:`TuneOptions` (laytune.search),
+The entry points users meet first are re-exported here, each imported on
+first use (so that ``import laytune`` stays light, and the ``laytune``
+program takes its stop signals over at once: :mod:`laytune.__main__`):
+:class:`DeviceInfo`, :func:`tune` and :class:`TuneOptions` (laytune.search),
 :func:`open_database`, :func:`freeze`, :func:`load_frozen` and
 :func:`export` (laytune.records).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from laytune.device_info import DeviceInfo
 from laytune.exceptions import LaytuneError
+
+TYPE_CHECKING = False  # not typing's: importing typing would slow the program's start
+if TYPE_CHECKING:
+    from typing import Any
+
+    from laytune.device_info import DeviceInfo
 
 __version__ = "0.1.0"
 
@@ -28,6 +33,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "DeviceInfo": "laytune.device_info",
     "tune": "laytune.search",
     "TuneOptions": "laytune.search",
     "open_database": "laytune.records",

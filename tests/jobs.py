@@ -27,9 +27,9 @@ SMALL_JOB = ("tune", "copy", "--shape", "shape=32x32", "--batch", "4", "--no-war
 
 
 def laytune_command() -> list[str]:
-    """The installed ``laytune`` program beside this interpreter, else ``-m laytune.cli``."""
+    """The installed ``laytune`` program beside this interpreter, else ``-m laytune``."""
     script = Path(sys.executable).with_name("laytune")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "laytune.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "laytune"]
 
 
 def start_job(

@@ -1,0 +1,83 @@
+"""SIGINT and SIGTERM in the program's first milliseconds: 130 or 143, one
+line, no traceback.
+
+A signal sent after a fixed delay lands wherever the start-up happens to be
+on a loaded machine, so here the program signals itself at exact moments of
+its start-up instead: a ``sitecustomize`` module (which the interpreter runs
+before the program) adds an audit hook that sends the signal when a given
+module starts to load. ``laytune.cli`` and ``argparse`` load in the program's
+first 50 ms (the command line and its imports, before the command line
+installs its handlers); ``laytune.ops`` loads once the command line has taken
+over, as the command begins.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests import jobs
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+_SITECUSTOMIZE = textwrap.dedent(
+    """
+    import os
+    import sys
+
+    _module = os.environ["STOP_WHEN_LOADING"]
+    _signum = int(os.environ["STOP_WITH"])
+    _sent = []
+
+
+    def _stop(event, args):
+        if event == "import" and args[0] == _module and not _sent:
+            _sent.append(_signum)
+            os.kill(os.getpid(), _signum)
+
+
+    sys.addaudithook(_stop)
+    """
+)
+
+SIGNALS = {
+    "SIGINT": (signal.SIGINT, 130, "interrupted"),
+    "SIGTERM": (signal.SIGTERM, 143, "terminated"),
+}
+
+
+@pytest.mark.parametrize("module", ["laytune.cli", "argparse", "laytune.ops"])
+@pytest.mark.parametrize("name", list(SIGNALS))
+def test_a_stop_while_the_program_starts_exits_with_its_status_and_one_line(
+    name: str, module: str, tmp_path: Path
+) -> None:
+    signum, status, said = SIGNALS[name]
+    (tmp_path / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(jobs.ROOT)]),
+        "STOP_WHEN_LOADING": module,
+        "STOP_WITH": str(int(signum)),
+    }
+    db = tmp_path / "start.db"
+    options = ("--trials", "1", "--quiet", "--db", f"sqlite:///{db}")
+    done = subprocess.run(
+        [*jobs.laytune_command(), *jobs.SMALL_JOB, *options],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    where = f"{name} when {module} loads: exit {done.returncode}\n{done.stderr}"
+    assert done.returncode == status, where
+    assert done.stderr.strip().splitlines() == [f"laytune: {said}"], where
+    assert "Traceback" not in done.stdout, where
+    if module != "laytune.ops":  # stopped before the command began: it ran nothing
+        assert not db.exists(), where
