@@ -34,6 +34,7 @@ __all__ = [
     "PlotError",
     "RecordError",
     "RecordNotFoundError",
+    "RecordWarning",
     "RegistryError",
     "ShapeMismatchError",
     "StatementError",
@@ -203,6 +204,13 @@ class RecordError(LaytuneError, ValueError):
 
 class RecordNotFoundError(RecordError, NotFoundError):
     """No record with the given id in a database."""
+
+
+class RecordWarning(LaytuneError, UserWarning):
+    """A warning, not an error: a stored record that cannot be read back
+    (corrupt JSON, an unknown schema) is left out of a listing, which goes
+    on; the message names its id. (Under ``-W error`` it is raised, and
+    ``except LaytuneError`` catches it like any of laytune's errors.)"""
 
 
 class BoundaryError(LaytuneError, ValueError):

@@ -28,6 +28,7 @@ import socket
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +43,7 @@ from laytune.exceptions import (
     DatabaseNotFoundError,
     RecordError,
     RecordNotFoundError,
+    RecordWarning,
 )
 from laytune.layout import MAX_JSON_LENGTH
 from laytune.records._record import SCHEMA_VERSION, Record
@@ -64,6 +66,9 @@ _SCHEMA_LOCK_KEY = 0x6C61797475
 #: A claim older than this (seconds) is taken over even when its owner's
 #: liveness cannot be checked (another host).
 CLAIM_LEASE_S = 3600.0
+
+#: The largest record id (SQL's 64-bit integers).
+_MAX_ID = 2**63 - 1
 
 T = TypeVar("T")
 
@@ -133,18 +138,25 @@ class Database(RecordStore):
     Use :func:`open_database` to get one.
 
     Every write is one transaction; reads return :class:`Record` objects (or
-    a pandas DataFrame). A record that cannot be read back raises
-    :class:`RecordError` naming its id. The URL's password is never shown:
+    a pandas DataFrame). The URL's password is never shown:
     ``str(db)`` and every error print :attr:`safe_url`. The queries of
     :class:`RecordStore` are answered in SQL.
 
     With ``create=False`` the database must exist already and hold laytune's
     tables, else :class:`~laytune.exceptions.DatabaseNotFoundError` is raised
-    and nothing is created (no SQLite file appears): what read-only tools use,
-    so that a mistyped URL is an error, not a new empty database.
+    and nothing is created (no SQLite file appears), so that a mistyped URL
+    is an error, not a new empty database. ``read_only=True`` also writes
+    nothing at all (see :func:`open_database`): what read-only tools use.
+
+    :meth:`records` leaves out a stored record that cannot be read back,
+    with a :class:`~laytune.exceptions.RecordWarning` naming its id, so that
+    one damaged row does not hide the others; :meth:`get` and :meth:`lookup`
+    of it raise :class:`RecordError`.
     """
 
-    def __init__(self, url: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(
+        self, url: str | os.PathLike[str], *, create: bool = True, read_only: bool = False
+    ) -> None:
         self.url = _normalise_url(url)
         try:
             parsed = sa.engine.make_url(self.url)
@@ -153,14 +165,23 @@ class Database(RecordStore):
         self.safe_url = parsed.render_as_string(hide_password=True)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self.in_memory = self.is_sqlite and parsed.database in (None, "", ":memory:")
-        if not create and self.is_sqlite:
-            self._require_sqlite_records(parsed.database)
+        self.read_only = read_only
+        create = create and not read_only
+        self._corrupt_seen: set[int] = set()
+        # The schema version is checked before anything is created or the
+        # journal is switched: a newer database is refused as it was found.
+        if self.is_sqlite:
+            self._check_sqlite_file(parsed.database, must_exist=not create)
         self._engine = self._create_engine(parsed)
         self._optuna_storage: Any = None
-        if not create and not self.is_sqlite and not self._has_records_table():
-            self._engine.dispose()
-            raise DatabaseNotFoundError(f"{self.safe_url} holds no laytune records")
-        self._setup()
+        if not self.is_sqlite:
+            try:
+                self._check_server_database(must_exist=not create)
+            except DatabaseError:
+                self._engine.dispose()
+                raise
+        if not read_only:
+            self._setup()
 
     # -- lifecycle ----------------------------------------------------------------
     def _create_engine(self, parsed: sa.engine.URL) -> Engine:
@@ -175,13 +196,18 @@ class Database(RecordStore):
             if not parent.is_dir():
                 raise DatabaseError(f"cannot open {self.safe_url}: folder {parent} does not exist")
             kwargs["connect_args"] = {"timeout": 60}
+            if self.read_only:  # SQLite itself refuses every write, the journal's included
+                uri = _read_only_uri(parsed.database)
+                kwargs["creator"] = lambda: sqlite3.connect(
+                    uri, uri=True, timeout=60, check_same_thread=False
+                )
         else:
             kwargs["pool_pre_ping"] = True
         try:
             engine = sa.create_engine(parsed, **kwargs)
         except (SQLAlchemyError, ImportError) as err:
             raise DatabaseError(f"cannot open {self.safe_url}: {error_reason(err)}") from None
-        if self.is_sqlite:
+        if self.is_sqlite and not self.read_only:
             sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
 
@@ -200,30 +226,79 @@ class Database(RecordStore):
                 conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _SCHEMA_LOCK_KEY})
                 conn.commit()
 
-    def _require_sqlite_records(self, path: str | None) -> None:
-        """A SQLite file with laytune's records table, looked at read-only
-        (opening it the usual way would create the file, or switch its journal)."""
-        if not path or path == ":memory:" or not Path(path).expanduser().is_file():
-            raise DatabaseNotFoundError(
-                f"no records database at {self.safe_url} (laytune tune creates one)"
+    def _check_sqlite_file(self, path: str | None, *, must_exist: bool) -> None:
+        """Look at a SQLite file read-only before opening it the usual way
+        (which would create it, or switch its journal to WAL): a folder is
+        an error, and so is a schema version this laytune cannot read; with
+        ``must_exist``, a missing file or one without laytune's records
+        table is a :class:`DatabaseNotFoundError`."""
+        if not path or path == ":memory:":
+            if must_exist:
+                raise DatabaseNotFoundError(
+                    f"no records database at {self.safe_url} (laytune tune creates one)"
+                )
+            return
+        file = Path(path).expanduser()
+        if file.is_dir():
+            raise DatabaseError(
+                f"cannot open {self.safe_url}: {file} is a folder, not a database file"
             )
-        uri = Path(path).expanduser().resolve().as_uri() + "?mode=ro"
+        if not file.is_file():
+            if must_exist:
+                raise DatabaseNotFoundError(
+                    f"no records database at {self.safe_url} (laytune tune creates one)"
+                )
+            return  # created when the engine first connects
         try:
-            with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-                found = conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                    (_records.name,),
-                ).fetchone()
+            with contextlib.closing(sqlite3.connect(_read_only_uri(path), uri=True)) as conn:
+                tables = {
+                    name
+                    for (name,) in conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)",
+                        (_records.name, _meta.name),
+                    )
+                }
+                version = None
+                if _meta.name in tables:
+                    row = conn.execute(
+                        f"SELECT value FROM {_meta.name} WHERE name = 'schema_version'"
+                    ).fetchone()
+                    version = None if row is None else row[0]
         except sqlite3.Error as err:
             raise DatabaseError(f"cannot open {self.safe_url}: {err}") from None
-        if found is None:
+        if must_exist and _records.name not in tables:
             raise DatabaseNotFoundError(f"{self.safe_url} holds no laytune records")
+        self._check_schema_version(version)
 
-    def _has_records_table(self) -> bool:
+    def _check_server_database(self, *, must_exist: bool) -> None:
+        """The same checks on a database server, with queries only (no DDL)."""
         try:
-            return bool(sa.inspect(self._engine).has_table(_records.name))
+            with self._engine.connect() as conn:
+                inspector = sa.inspect(conn)
+                if must_exist and not inspector.has_table(_records.name):
+                    raise DatabaseNotFoundError(f"{self.safe_url} holds no laytune records")
+                if inspector.has_table(_meta.name):
+                    self._check_schema_version(_stored_version(conn))
         except SQLAlchemyError as err:
             raise DatabaseError(f"cannot open {self.safe_url}: {error_reason(err)}") from None
+
+    def _check_schema_version(self, value: Any) -> None:
+        """Refuse a schema version that is newer than this laytune's, or not a number."""
+        if value is None:
+            return
+        try:
+            version = int(value)
+        except (TypeError, ValueError):
+            shown = repr(value) if len(str(value)) <= 40 else f"{str(value)[:40]!r}..."
+            raise DatabaseError(
+                f"{self.safe_url} holds schema version {shown}, which is not a number: "
+                "laytune did not write it, or the database is damaged"
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise DatabaseError(
+                f"{self.safe_url} holds records of schema version {version}; "
+                f"this laytune reads version {SCHEMA_VERSION} (upgrade laytune)"
+            )
 
     def _setup(self) -> None:
         try:
@@ -237,19 +312,14 @@ class Database(RecordStore):
     def _create_tables(self) -> None:
         _metadata.create_all(self._engine)
         with self._engine.begin() as conn:
-            row = conn.execute(
-                sa.select(_meta.c.value).where(_meta.c.name == "schema_version")
-            ).first()
-            if row is None:
+            version = _stored_version(conn)
+            if version is None:
                 with contextlib.suppress(IntegrityError), conn.begin_nested():
                     conn.execute(
                         _meta.insert().values(name="schema_version", value=str(SCHEMA_VERSION))
                     )
-            elif int(row.value) > SCHEMA_VERSION:
-                raise DatabaseError(
-                    f"{self.safe_url} holds records of schema version {row.value}; "
-                    f"this laytune reads version {SCHEMA_VERSION} (upgrade laytune)"
-                )
+            else:  # another process may have written it since the check before
+                self._check_schema_version(version)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -258,6 +328,10 @@ class Database(RecordStore):
         return f"Database({self.safe_url!r})"
 
     __str__ = __repr__
+
+    def _require_writable(self, to_do: str) -> None:
+        if self.read_only:
+            raise DatabaseError(f"cannot {to_do} {self.safe_url}: it is open read-only")
 
     @contextlib.contextmanager
     def _failing(self, doing: str) -> Iterator[None]:
@@ -274,6 +348,8 @@ class Database(RecordStore):
         for an in-memory database, optuna's in-memory storage."""
         if self._optuna_storage is None:
             import optuna
+
+            self._require_writable("open optuna's storage on")
 
             if self.in_memory:
                 self._optuna_storage = optuna.storages.InMemoryStorage()
@@ -306,6 +382,7 @@ class Database(RecordStore):
         """(stored record, whether this call wrote it)."""
         if record.id is not None:
             raise RecordError(f"record {record.id} is already stored")
+        self._require_writable("write a record to")
         try:
             with self._engine.begin() as conn:
                 row = conn.execute(
@@ -437,11 +514,21 @@ class Database(RecordStore):
             query = query.where(_records.c.op == op)
         return query
 
-    def _read(self, query: sa.Select) -> Iterator[Record]:
+    def _read(self, query: sa.Select, *, skip_corrupt: bool = False) -> Iterator[Record]:
+        """The records ``query`` selects; with ``skip_corrupt``, a record that
+        cannot be read back is left out with a :class:`RecordWarning` naming
+        its id (once per database object), else it raises :class:`RecordError`."""
         with self._failing("reading"), self._engine.connect() as conn:
             rows = conn.execute(query).all()
         for row in rows:
-            yield _decode(row.id, row.body)
+            try:
+                yield _decode(row.id, row.body)
+            except RecordError as err:
+                if not skip_corrupt:
+                    raise
+                if row.id not in self._corrupt_seen:
+                    self._corrupt_seen.add(row.id)
+                    warnings.warn(f"{err}; skipped", RecordWarning, stacklevel=2)
 
     def records(
         self,
@@ -460,13 +547,17 @@ class Database(RecordStore):
         query = query.order_by(_records.c.id)
         if limit is not None:
             query = query.limit(limit)
-        return list(self._read(query))
+        return list(self._read(query, skip_corrupt=True))
 
     def __len__(self) -> int:
         with self._failing("reading"), self._engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(_records)).scalar())
 
     def get(self, record_id: int) -> Record:
+        if not 0 < record_id <= _MAX_ID:  # an id past SQL's integers is no id
+            raise RecordError(
+                f"{record_id} is not a record id: ids are whole numbers from 1 to {_MAX_ID}"
+            )
         query = sa.select(_records.c.id, _records.c.body).where(_records.c.id == record_id)
         found = list(self._read(query))
         if not found:
@@ -557,6 +648,18 @@ def _claim_where(record: Record) -> tuple[Any, ...]:
     )
 
 
+def _read_only_uri(path: str) -> str:
+    """The URI that opens the SQLite file at ``path`` read-only: SQLite then
+    refuses every write, and never creates the file or switches its journal."""
+    return Path(path).expanduser().resolve().as_uri() + "?mode=ro"
+
+
+def _stored_version(conn: sa.Connection) -> str | None:
+    """The schema version a database's meta table holds (None: no row)."""
+    row = conn.execute(sa.select(_meta.c.value).where(_meta.c.name == "schema_version")).first()
+    return None if row is None else row.value
+
+
 def _decode(record_id: int, body: str) -> Record:
     try:
         record = Record.from_json(body)
@@ -567,9 +670,21 @@ def _decode(record_id: int, body: str) -> Record:
 
 def error_reason(err: BaseException) -> str:
     """The first line of what the database driver said about ``err``: the
-    reason a DatabaseError gives."""
-    text = str(getattr(err, "orig", None) or err).strip().splitlines()
-    return text[0] if text else type(err).__name__
+    reason a DatabaseError gives. A wrapper's own words are passed over for
+    the error it wraps: optuna's StorageInternalError ("invalid data in the
+    commit") over SQLAlchemy's, over the driver's ("database or disk is full")."""
+    cause: BaseException | None = err
+    seen = set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if getattr(cause, "orig", None) is not None:  # SQLAlchemy's, around the driver's
+            cause = cause.orig  # type: ignore[attr-defined]
+            break
+        if isinstance(cause, sqlite3.Error | OSError) or cause.__cause__ is None:
+            break
+        cause = cause.__cause__
+    text = str(cause or err).strip().splitlines()
+    return text[0] if text else type(cause or err).__name__
 
 
 class _TakeTurns(sa.pool.StaticPool):
@@ -623,7 +738,10 @@ def _lines_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[Any]]:
 
 
 def open_database(
-    url: str | os.PathLike[str] | RecordStore = DEFAULT_URL, *, create: bool = True
+    url: str | os.PathLike[str] | RecordStore = DEFAULT_URL,
+    *,
+    create: bool = True,
+    read_only: bool = False,
 ) -> RecordStore:
     """Open (creating when needed) a records database.
 
@@ -633,7 +751,13 @@ def open_database(
     store of your own) is returned as is. With ``create=False`` a database
     that does not exist (or holds no laytune tables) raises
     :class:`~laytune.exceptions.DatabaseNotFoundError` and nothing is created.
+
+    ``read_only=True`` (implies ``create=False``) is how the commands that
+    only read open a database: nothing is written to it, not even its
+    journal mode (a SQLite file is opened with ``mode=ro``, so SQLite
+    itself refuses writes; on a server no table is created), and a schema
+    version this laytune cannot read is refused first.
     """
     if isinstance(url, RecordStore):
         return url
-    return Database(url, create=create)
+    return Database(url, create=create, read_only=read_only)

@@ -42,7 +42,9 @@ class RecordStore(abc.ABC):
       add at once; each candidate is measured once.
     - Reads return :class:`Record` objects in write order; filters take a
       workload or device as itself or by key. A stored record that cannot be
-      read back raises :class:`~laytune.exceptions.RecordError` naming its id.
+      read back is left out of :meth:`records` with a
+      :class:`~laytune.exceptions.RecordWarning` naming its id; :meth:`get`
+      of it raises :class:`~laytune.exceptions.RecordError` naming its id.
     - :attr:`safe_url` says where the records are without any password; no
       error message shows more.
     - Thread safety: one store may be used from several threads.

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from laytune.exceptions import DatabaseError, RecordError
+from laytune.exceptions import DatabaseError, RecordError, RecordWarning
 from laytune.layout import identity, pad_rows, permute
 from laytune.records import FRAME_COLUMNS, Record, open_database
 from laytune.records._database import _records
@@ -124,11 +124,18 @@ def test_jsonl_lines_past_the_bounds_are_named_and_nothing_is_imported(db, tmp_p
 
 
 def test_a_corrupt_row_in_the_database_names_its_id(db) -> None:
+    """Listing skips it with a warning (the other rows still read); asking
+    for it by id raises; either way the message names its id."""
     db.add(record(candidate("identity"), 4e-6))
+    db.add(record(candidate("pad"), 2e-6))
     with db._engine.begin() as conn:
-        conn.execute(sa.update(_records).values(body="{truncated"))
+        conn.execute(sa.update(_records).where(_records.c.id == 1).values(body="{truncated"))
+    with pytest.warns(RecordWarning, match="record 1 is corrupt") as caught:
+        assert [r.id for r in db.records()] == [2]
+        assert [r.id for r in db.records(status="ok")] == [2]  # warned once per database
+    assert len(caught) == 1
     with pytest.raises(RecordError, match="record 1 is corrupt"):
-        db.records()
+        db.get(1)
 
 
 def test_a_record_drops_its_claim_row_in_its_transaction(db) -> None:
