@@ -30,15 +30,19 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import re
 import textwrap
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.axes import Axes
+from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -47,9 +51,11 @@ from matplotlib.ticker import (
     FixedLocator,
     FuncFormatter,
     LogLocator,
+    MaxNLocator,
     NullFormatter,
 )
 
+from laytune._files import check_writable, write_atomically
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import PlotError
 from laytune.layout import IndexMap, Layout, custom
@@ -69,6 +75,7 @@ __all__ = [
     "pareto_front",
     "plot",
     "records_frame",
+    "save",
     "speedup",
 ]
 
@@ -221,13 +228,24 @@ def _rows(
     return fig, rows
 
 
-def _legend_outside(ax: Axes, only: str | None = None) -> None:
+def _legend_outside(
+    ax: Axes, only: str | None = None, merge: Iterable[Axes] = (), extra: Iterable[Any] = ()
+) -> None:
     """The panel's legend right of it, outside the data (``only``: just the
-    entry of that label)."""
+    entry of that label): the entries of ``ax`` and of the panels ``merge``
+    (each label once), then the ``extra`` handles (kept whatever ``only`` says)."""
     handles, labels = ax.get_legend_handles_labels()
+    for other in merge:
+        for handle, label in zip(*other.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
     if only is not None:
         kept = [(h, label) for h, label in zip(handles, labels, strict=True) if label == only]
         handles, labels = [h for h, _ in kept], [label for _, label in kept]
+    for handle in extra:
+        handles.append(handle)
+        labels.append(handle.get_label())
     if handles:
         ax.legend(
             handles,
@@ -251,32 +269,59 @@ _LOG_SUBS = {
 
 
 def _log_ticks(low: float, high: float, base: int) -> list[float]:
-    """Labelled ticks for a log axis shown from ``low`` to ``high``: the
-    fewest-first multiples of the powers of ``base`` that put at least three
-    ticks in view (at most eight); for a range too narrow for any of them,
-    four ticks evenly spaced in log and rounded to three significant digits."""
+    """Labelled ticks for a log axis whose data runs from ``low`` to
+    ``high``, spanning it: from the last tick at or below ``low`` to the
+    first at or above ``high``, on the multiples of the powers of ``base``
+    (of :data:`_LOG_SUBS`) that give the most ticks up to six, at least
+    three (thinned, the two ends kept, where even the fewest give more);
+    for a range too narrow for any of them, ``low`` and ``high`` rounded out
+    to three significant digits and two ticks evenly spaced in log between."""
+    spans = []
     for subs in _LOG_SUBS[base]:
-        ticks = LogLocator(base=base, subs=subs).tick_values(low, high)
-        ticks = [float(t) for t in ticks if low <= t <= high]
-        if len(ticks) > 8:
-            ticks = ticks[:: math.ceil(len(ticks) / 8)]
-        if len(ticks) >= 3:
-            return ticks
-    even = np.geomspace(low, high, 6)[1:-1]
-    return sorted({float(f"{t:.3g}") for t in even})
+        ticks = LogLocator(base=base, subs=subs, numticks=200).tick_values(low / base, high * base)
+        ticks = sorted(float(t) for t in ticks)
+        below = [t for t in ticks if t <= low * (1 + 1e-9)]
+        above = [t for t in ticks if t >= high * (1 - 1e-9)]
+        if below and above:
+            spans.append([t for t in ticks if below[-1] <= t <= above[0]])
+    fitting = [ticks for ticks in spans if 3 <= len(ticks) <= 6]
+    if fitting:
+        return max(fitting, key=len)
+    if spans and len(spans[0]) > 6:
+        ticks = spans[0]
+        step = math.ceil((len(ticks) - 1) / 5)
+        return sorted({*ticks[::step], ticks[-1]})
+    bottom, top = _round_sig(low, math.floor), _round_sig(high, math.ceil)
+    if bottom == top:
+        bottom, top = _round_sig(low * 0.99, math.floor), _round_sig(high * 1.01, math.ceil)
+    even = [float(f"{t:.3g}") for t in np.geomspace(bottom, top, 4)[1:-1]]
+    return sorted({bottom, *even, top})
+
+
+def _round_sig(value: float, rounding: Callable[[float], float]) -> float:
+    """``value`` rounded (down with ``math.floor``, up with ``math.ceil``) to
+    three significant digits."""
+    scale = 10.0 ** (math.floor(math.log10(value)) - 2)
+    return float(f"{rounding(value / scale) * scale:.3g}")
 
 
 def _log_y(ax: Axes, base: int = 10) -> None:
-    """A log y axis labelled in plain numbers with at least two labelled
-    ticks in view, however narrow the data's range (see :func:`_log_ticks`);
-    call it after the data is drawn."""
+    """A log y axis labelled in plain numbers whose labelled ticks span the
+    data: the lowest at or below its least value (the final best of a
+    convergence line), the highest at or above its greatest, however narrow
+    the range (see :func:`_log_ticks`); call it after the data is drawn."""
     ax.set_yscale("log", base=base)
-    ax.autoscale_view()
-    low, high = ax.get_ylim()
-    ax.yaxis.set_major_locator(FixedLocator(_log_ticks(low, high, base)))
+    data = ax.dataLim  # what was drawn: lines, scatters and bands alike
+    low, high = sorted((float(data.y0), float(data.y1)))
+    if not (np.isfinite(low) and np.isfinite(high) and low > 0):
+        ax.autoscale_view()
+        low, high = ax.get_ylim()
+    ticks = _log_ticks(low, high, base)
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
     ax.yaxis.set_major_formatter(FuncFormatter(_plain))
     ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_ylim(low, high)
+    margin = (ticks[-1] / ticks[0]) ** 0.03
+    ax.set_ylim(ticks[0] / margin, ticks[-1] * margin)
 
 
 # -- convergence ----------------------------------------------------------------
@@ -299,36 +344,58 @@ def _step_at(xs: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray
 _Line = tuple[str, str, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
 
 
+#: ``<workload key>@<device key>/<strategy>[/<boundary tag>]``: how ``tune``
+#: names a study (:func:`laytune.search.study_name_for`).
+_TUNE_STUDY = re.compile(r"^.+@[^/@]+/(?P<strategy>[^/]+)(?:/(?P<tag>.+))?$")
+
+
+def _boundary_words(tag: str) -> str:
+    """A study name's boundary tag as words: ``free=X,Y;constant=W`` ->
+    ``X,Y free; W constant``; ``fixed@<layout>=X`` -> ``X fixed as <layout>``."""
+    parts = []
+    for group in tag.split(";"):
+        kind, _, names = group.partition("=")
+        kind = kind.replace("fixed@", "fixed as ")
+        parts.append(f"{names} {kind}" if names else group)
+    return "; ".join(parts)
+
+
 def _study_label(study: str, strategy: str) -> str:
-    """A study as a legend says it: its strategy for the names ``tune`` gives
-    (``<workload>@<device>/<strategy>``), else its name and strategy."""
-    if "@" in study and study.endswith(f"/{strategy}"):
-        return strategy
+    """A study as a legend says it: for the names ``tune`` gives, its
+    strategy and the boundary when it is not the default (``model, A
+    free``); else its name and strategy."""
+    match = _TUNE_STUDY.match(study)
+    if match and match["strategy"] == strategy:
+        tag = match["tag"]
+        return strategy if not tag else f"{strategy}, {_boundary_words(tag)}"
     return f"{study} ({strategy})"
 
 
 def _convergence_lines(rows: pd.DataFrame, by: str, x: str) -> list[_Line]:
-    """(key, label, x, best-so-far ms, band low, band high) per line."""
+    """(key, label, x, best-so-far ms, band low, band high) per line; with
+    ``x == "trial"`` x counts the study's records in trial order from 1
+    (trial numbers skip the optuna trials that wrote no record)."""
     per_study = []
     for study, records in rows.groupby("study", sort=False):
         records = records.sort_values(["trial", "created_at"] if "created_at" in rows else "trial")
-        xs = records[x].to_numpy(dtype=float)
+        if x == "trial":
+            xs = np.arange(1, len(records) + 1, dtype=float)
+        else:
+            xs = records[x].to_numpy(dtype=float)
         order = np.argsort(xs, kind="stable")
         best = _best_so_far(_times(records).to_numpy(dtype=float)[order]) * _MS
         strategy = str(records["strategy"].iloc[0])
-        per_study.append((str(study), strategy, xs[order], best))
+        per_study.append((str(study), _study_label(str(study), strategy), xs[order], best))
     if by == "study":
-        return [
-            (s, _study_label(s, strategy), xs, best, None, None)
-            for s, strategy, xs, best in per_study
-        ]
+        return [(s, label, xs, best, None, None) for s, label, xs, best in per_study]
     lines = []
-    strategies = list(dict.fromkeys(strategy for _, strategy, _, _ in per_study))
-    for strategy in strategies:
-        runs = [(xs, best) for _, s, xs, best in per_study if s == strategy]
+    # a study of another boundary has another objective: its own line
+    groups = list(dict.fromkeys(_strategy_label(label) for _, label, _, _ in per_study))
+    for group in groups:
+        runs = [(xs, best) for _, label, xs, best in per_study if _strategy_label(label) == group]
         if len(runs) == 1:
             xs, best = runs[0]
-            lines.append((strategy, strategy, xs, best, None, None))
+            lines.append((group, group, xs, best, None, None))
             continue
         grid = np.unique(np.concatenate([xs for xs, _ in runs]))
         stack = np.vstack([_step_at(xs, best, grid) for xs, best in runs])
@@ -336,9 +403,14 @@ def _convergence_lines(rows: pd.DataFrame, by: str, x: str) -> list[_Line]:
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
             median = np.nanmedian(stack, axis=0)
             low, high = np.nanmin(stack, axis=0), np.nanmax(stack, axis=0)
-        label = f"{strategy} (median of {len(runs)} studies)"
-        lines.append((strategy, label, grid, median, low, high))
+        label = f"{group} (median of {len(runs)} studies)"
+        lines.append((group, label, grid, median, low, high))
     return lines
+
+
+def _strategy_label(label: str) -> str:
+    """A study's label without the name of a study ``tune`` did not name."""
+    return label.rsplit(" (", 1)[1].rstrip(")") if label.endswith(")") else label
 
 
 def convergence(
@@ -349,15 +421,19 @@ def convergence(
     workload: str | None = None,
     device: str | None = None,
 ) -> Figure:
-    """Best time so far against trial and against tuning time.
+    """Best time so far against candidates measured and against tuning time.
 
-    One line per study (``by="study"``, labelled with its strategy, or with
-    its name when ``tune`` did not name it) or per strategy
-    (``by="strategy"``: with several studies of one strategy, their median
-    best-so-far, with the range between the best and the worst study
-    shaded). The best so far at trial t is the least ``time_s`` of the ok
-    records up to t; before the first ok record there is no line. ``x`` is
-    ``"trial"``, ``"time"`` (``elapsed_s``: seconds of tuning in the study,
+    One line per study (``by="study"``, labelled with its strategy and, for
+    a study of another boundary than the default, that boundary, ``model,
+    A free``; or with its name when ``tune`` did not name it) or per
+    strategy and boundary (``by="strategy"``: with several studies of one
+    strategy, their median best-so-far, with the range between the best
+    and the worst study shaded). The best so far after n candidates is the
+    least ``time_s`` of the ok records among the study's first n records
+    in trial order (failed ones count); before the first ok record there is
+    no line. ``x`` is ``"trial"`` (n, from 1 to the study's record count:
+    trial numbers themselves skip the trials that found their candidate
+    recorded), ``"time"`` (``elapsed_s``: seconds of tuning in the study,
     each run counted from its start and the runs laid end to end, so the
     pause between two runs of a resumed study is not drawn; dotted lines
     mark where a later run begins) or ``"both"`` (two panels). A dashed line
@@ -403,13 +479,14 @@ def convergence(
             if baseline is not None:
                 ax.axhline(baseline, color="0.4", linestyle="--", linewidth=1, label="baseline")
             if column == "elapsed_s":
-                for start in _run_starts(rows):
-                    ax.axvline(start, color="0.6", linestyle=":", linewidth=1)
+                for k, start in enumerate(_run_starts(rows)):
+                    label = "a resumed run begins" if k == 0 else "_resumed"
+                    ax.axvline(start, color="0.6", linestyle=":", linewidth=1, label=label)
             _log_y(ax)
-            ax.set_xlabel("trial" if column == "trial" else "tuning time (s)")
+            ax.set_xlabel("candidates measured" if column == "trial" else "tuning time (s)")
             ax.set_ylabel("best so far (ms)")
             ax.grid(True, which="major", alpha=0.3)
-        _legend_outside(row[-1])
+        _legend_outside(row[-1], merge=row)
     _title(fig, "Convergence: best verified time so far", frame)
     return fig
 
@@ -443,9 +520,16 @@ def _family_order(names: Iterable[str]) -> list[str]:
     return known + sorted(names - set(known))
 
 
+#: Panels per row of the family figures: more buffers wrap onto more rows.
+_FAMILY_COLUMNS = 3
+_POINTS = "tab:blue"
+
+
 def _by_family(
     source: Any, value: str, figure: str, workload: str | None, device: str | None
-) -> tuple[Figure, list[tuple[str, pd.DataFrame]], np.ndarray]:
+) -> tuple[Figure, list[tuple[str, pd.DataFrame]], list[list[Axes]]]:
+    """The figure, its facets, and per facet its panels (one per buffer with
+    at least two points, :data:`_FAMILY_COLUMNS` to a row)."""
     frame = records_frame(source)
     _require(frame, ["status", "time_s", "workload_key", "device_key", value], figure)
     frame = _select(frame, workload, device)
@@ -464,26 +548,33 @@ def _by_family(
             f"{what if value == 'speedup' else 'a time'} in one workload; these "
             f"{len(frame)} have fewer"
         )
-    ncols = max(len(_buffers(rows, 2)) for _, rows in facets)
-    fig, axes = _rows([t for t, _ in facets], ncols, 3.4, 3.0)
-    for row, (_, rows) in zip(axes, facets, strict=True):
+    counts = [len(_buffers(rows, 2)) for _, rows in facets]
+    grid_rows = [math.ceil(n / _FAMILY_COLUMNS) for n in counts]
+    ncols = min(_FAMILY_COLUMNS, max(counts))
+    fig = Figure(figsize=(2.9 * ncols + 2.2, 2.9 * sum(grid_rows) + 0.6), layout="constrained")
+    subfigures = np.atleast_1d(fig.subfigures(len(facets), 1, height_ratios=grid_rows))
+    panels = []
+    for subfigure, (title, rows), nrows in zip(subfigures, facets, grid_rows, strict=True):
+        subfigure.suptitle(title, fontsize=10, x=0.02, ha="left")
+        axes = list(subfigure.subplots(nrows, ncols, squeeze=False).flat)
         buffers = _buffers(rows, 2)
-        for ax in row[len(buffers) :]:
+        for ax in axes[len(buffers) :]:
             ax.remove()
-        for ax, buffer in zip(row, buffers, strict=False):
+        for ax, buffer in zip(axes, buffers, strict=False):
             _strip(ax, rows, buffer, value)
             ax.set_title(f"buffer {buffer}", fontsize=9)
-    return fig, facets, axes
+        panels.append(axes[: len(buffers)])
+    return fig, facets, panels
 
 
 def _strip(ax: Axes, rows: pd.DataFrame, buffer: str, value: str) -> None:
-    """Box plot and jittered points of ``value`` per family of ``buffer``."""
+    """Box plot and jittered points of ``value`` per family of ``buffer``
+    (the points of family F are the scatter labelled F)."""
     column = f"family.{buffer}"
     rows = rows[rows[column].notna()]
     scale = _MS if value == "time_s" else 1.0
     order = _family_order(rows[column].astype(str))
     rng = np.random.default_rng(0)  # the same jitter every time
-    colours = _colours(FAMILY_ORDER + tuple(f for f in order if f not in FAMILY_ORDER))
     for k, family in enumerate(order):
         values = rows.loc[rows[column].astype(str) == family, value].to_numpy(float) * scale
         ax.boxplot(
@@ -495,29 +586,49 @@ def _strip(ax: Axes, rows: pd.DataFrame, buffer: str, value: str) -> None:
             manage_ticks=False,
         )
         jitter = rng.uniform(-0.2, 0.2, size=len(values))
-        ax.scatter(k + jitter, values, s=12, alpha=0.7, color=colours[family], label=family)
+        ax.scatter(k + jitter, values, s=12, alpha=0.7, color=_POINTS, label=family)
     ax.set_xticks(range(len(order)), order, rotation=90, fontsize=8)
     ax.set_xlim(-0.6, len(order) - 0.4)
     ax.grid(True, axis="y", alpha=0.3)
+
+
+def _family_legend(panels: Sequence[Axes], what: str) -> None:
+    """One legend per workload, right of its first row of panels: what a
+    point, a box and the dashed line are (the families are the x ticks)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    extra = [
+        Line2D([], [], marker="o", linestyle="", color=_POINTS, alpha=0.7, label=what),
+        Patch(
+            facecolor="none",
+            edgecolor="black",
+            label="box: quartiles and median;\nwhiskers: 1.5 IQR",
+        ),
+    ]
+    last = panels[min(len(panels), _FAMILY_COLUMNS) - 1]
+    _legend_outside(last, only="baseline", merge=panels, extra=extra)
 
 
 def families(source: Any, *, workload: str | None = None, device: str | None = None) -> Figure:
     """Time of the ok records by the layout family of each buffer.
 
     One panel per buffer (``family.<buffer>`` columns, local buffers
-    included), one row of panels per (workload, device). Each family gets a
-    box plot (quartiles, whiskers at 1.5 IQR, no outliers drawn) and its
-    records as jittered points; the points of family F are the scatter
-    labelled F. Every other choice (the other buffers' layouts, the knobs)
-    varies within a box, so a box is the spread a family allows, and its
-    bottom the best it reached. A dashed line marks the baseline candidate's
-    best time when measured. A buffer with fewer than two ok records (a
-    local tile staged once, say) gets no panel. Log y, milliseconds.
+    included), three panels to a row, a group of rows per (workload,
+    device). Each family (an x tick) gets a box plot (quartiles, whiskers at
+    1.5 IQR, no outliers drawn) and its records as jittered points, all of
+    one colour; the points of family F are the scatter labelled F. Every
+    other choice (the other buffers' layouts, the knobs) varies within a
+    box, so a box is the spread a family allows, and its bottom the best it
+    reached. A dashed line marks the baseline candidate's best time when
+    measured. A legend says what a point, a box and the line are. A buffer
+    with fewer than two ok records (a local tile staged once, say) gets no
+    panel. Log y, milliseconds.
     """
-    fig, facets, axes = _by_family(source, "time_s", "families", workload, device)
-    for row, (_, rows) in zip(axes, facets, strict=True):
+    fig, facets, panels = _by_family(source, "time_s", "families", workload, device)
+    for axes, (_, rows) in zip(panels, facets, strict=True):
         identity = rows[rows["is_identity"].astype(bool)] if "is_identity" in rows else rows[:0]
-        for ax in row[: len(_buffers(rows, 2))]:
+        for ax in axes:
             if not identity.empty:
                 ax.axhline(
                     identity["time_s"].min() * _MS,
@@ -528,8 +639,7 @@ def families(source: Any, *, workload: str | None = None, device: str | None = N
                 )
             _log_y(ax)
             ax.set_ylabel("time (ms)")
-        if not identity.empty:
-            _legend_outside(row[len(_buffers(rows, 2)) - 1], only="baseline")
+        _family_legend(axes, "a record")
     frame = pd.concat([rows for _, rows in facets])
     _title(fig, "Time by layout family, per buffer", frame)
     return fig
@@ -544,14 +654,13 @@ def speedup(source: Any, *, workload: str | None = None, device: str | None = No
     of their workload and device) are left out; a (workload, device) with
     none gets no row.
     """
-    fig, facets, axes = _by_family(source, "speedup", "speedup", workload, device)
-    for row, (_, rows) in zip(axes, facets, strict=True):
-        buffers = _buffers(rows, 2)
-        for ax in row[: len(buffers)]:
+    fig, facets, panels = _by_family(source, "speedup", "speedup", workload, device)
+    for axes in panels:
+        for ax in axes:
             ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="baseline")
             _log_y(ax, base=2)
             ax.set_ylabel("speed-up (x)")
-        _legend_outside(row[len(buffers) - 1], only="baseline")
+        _family_legend(axes, "a record")
     frame = pd.concat([rows for _, rows in facets])
     _title(fig, "Speed-up over the baseline by layout family, per buffer", frame)
     return fig
@@ -596,7 +705,12 @@ def _short_candidate(row: pd.Series, buffers: Sequence[str]) -> str:
         for b in buffers
         if isinstance(row.get(f"family.{b}"), str) and row[f"family.{b}"] != "identity"
     ]
-    return ", ".join(parts) or "identity layouts"
+    if parts:
+        return ", ".join(parts)
+    if buffers:
+        return "identity layouts"
+    record_id = row.get("record_id")
+    return "the fastest" if record_id is None or pd.isna(record_id) else f"record {int(record_id)}"
 
 
 def pareto(
@@ -615,9 +729,12 @@ def pareto(
     when there are at most ``annotate`` of them each gets its own marker,
     named in the legend by its non-identity buffer families (the legend
     sits outside the data, so labels never cover points or each other).
-    ``memory`` is ``"padding_overhead"`` (drawn in percent) or
-    ``"physical_bytes"``. One panel per (workload, device) with at least
-    two ok records. Log y, milliseconds.
+    Where every record has the same memory (layouts that pad nothing) the
+    front is the fastest record alone: the x axis is centred on that one
+    value and its label says so. ``memory`` is ``"padding_overhead"``
+    (drawn in percent) or ``"physical_bytes"``. One panel per (workload,
+    device) with at least two ok records, two panels to a row. Log y,
+    milliseconds.
     """
     if memory not in _MEMORY:
         raise PlotError(f"pareto: memory must be one of {sorted(_MEMORY)}, got {memory!r}")
@@ -632,12 +749,17 @@ def pareto(
             "the pareto figure needs a workload with at least two ok records; "
             "each of these has fewer"
         )
-    fig, axes = _figure(len(facets), 1, 6.0, 3.4)
-    for (ax,), (title, rows) in zip(axes, facets, strict=True):
+    ncols = 1 if len(facets) == 1 else 2
+    nrows = math.ceil(len(facets) / ncols)
+    fig, axes = _figure(nrows, ncols, 6.2, 3.2)
+    for ax in axes.flat[len(facets) :]:
+        ax.remove()
+    for ax, (title, rows) in zip(axes.flat, facets, strict=False):
         ok = _ok_rows(rows, "pareto")
         front = pareto_front(ok, memory, "time_s")
+        xs = ok[memory].to_numpy(float) * scale
         ax.scatter(
-            ok[memory].to_numpy(float) * scale,
+            xs,
             ok["time_s"].to_numpy(float) * _MS,
             s=12,
             color="0.6",
@@ -645,7 +767,15 @@ def pareto(
             label=f"candidates ({len(ok)})",
         )
         fx, fy = front[memory].to_numpy(float) * scale, front["time_s"].to_numpy(float) * _MS
-        ax.plot(fx, fy, "-", drawstyle="steps-post", color="tab:red", label="Pareto front")
+        ax.plot(
+            fx,
+            fy,
+            "-o",
+            drawstyle="steps-post",
+            color="tab:red",
+            markersize=3,
+            label="Pareto front",
+        )
         if len(front) <= annotate:
             buffers = _buffers(ok)
             markers = "osD^v<>ph*"
@@ -659,12 +789,17 @@ def pareto(
                     markeredgewidth=0.5,
                     label=_short_candidate(record, buffers),
                 )
-        else:
-            ax.plot(fx, fy, "o", color="tab:red")
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # byte counts are wide labels
         if memory == "physical_bytes":
             ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
+        xlabel = label
+        if float(xs.max() - xs.min()) == 0.0:  # one memory: the front is the fastest record
+            ax.set_xlim(xs[0] - max(1.0, abs(xs[0]) * 0.1), xs[0] + max(1.0, abs(xs[0]) * 0.1))
+            ax.set_xticks([xs[0]])
+            shown = f"{xs[0]:g}" if memory == "padding_overhead" else EngFormatter("B")(xs[0])
+            xlabel = f"{label}: {shown} for every record,\nso the front is the fastest record"
         _log_y(ax)
-        ax.set_xlabel(label)
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("time (ms)")
         ax.set_title(title, fontsize=10, loc="left")
         ax.grid(True, alpha=0.3)
@@ -830,14 +965,20 @@ def address_map(
     if numbers is None:
         numbers = n_rows <= 24 and n_cols <= 24
 
-    aspect = n_rows / n_cols
-    fig = Figure(figsize=(12.0, max(3.0, min(9.0, 5.0 * aspect + 1.5))), layout="constrained")
+    # cells square, the panels as large as a page allows: the figure follows the grid's shape
+    cell = min(4.6 / n_cols, 6.0 / n_rows)
+    panel_w, panel_h = max(3.4, cell * n_cols), max(1.2, cell * n_rows)
+    fig = Figure(figsize=(2 * panel_w + 2.8, panel_h + 1.7), layout="constrained")
+    # a grid narrower than its panel (few columns, many rows) stretches its cells to fill it
+    aspect = "auto" if cell * n_cols < panel_w or cell * n_rows < panel_h else "equal"
     ax_offset, ax_bank = fig.subplots(1, 2)
-    image = ax_offset.imshow(grid_offsets, cmap="viridis", interpolation="nearest")
+    image = ax_offset.imshow(grid_offsets, cmap="viridis", interpolation="nearest", aspect=aspect)
     ax_offset.set_label("offset")
     fig.colorbar(image, ax=ax_offset, label="physical offset (elements)", shrink=0.8)
     norm = BoundaryNorm(np.arange(-0.5, banks), banks)
-    image = ax_bank.imshow(grid_banks, cmap=_bank_cmap(banks), norm=norm, interpolation="nearest")
+    image = ax_bank.imshow(
+        grid_banks, cmap=_bank_cmap(banks), norm=norm, interpolation="nearest", aspect=aspect
+    )
     ax_bank.set_label("bank")
     bar = fig.colorbar(image, ax=ax_bank, label="bank", shrink=0.8)
     bar.set_ticks(range(0, banks, max(1, banks // 8)))
@@ -930,3 +1071,30 @@ def plot(kind: str, source: Any, **options: Any) -> Figure:
             f"its options: {', '.join(accepted)}"
         )
     return func(source, **options)
+
+
+def check_image_path(path: str | os.PathLike[str]) -> str:
+    """The image format that ``path``'s suffix names, if :func:`save` can
+    write a figure there; else :class:`PlotError` naming what is wrong (a
+    suffix that is no image format, a folder that does not exist)."""
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().removeprefix(".")
+    if suffix not in formats:
+        known = ", ".join(f".{name}" for name in sorted(formats))
+        what = f".{suffix} is not an image format" if suffix else "it has no image suffix"
+        raise PlotError(f"cannot write a figure to {os.fspath(path)}: {what} (known: {known})")
+    check_writable(path, PlotError)
+    return suffix
+
+
+def save(figure: Figure, path: str | os.PathLike[str], *, dpi: int = 120) -> str:
+    """Write ``figure`` to ``path`` in the format its suffix names, whole or
+    not at all (:class:`PlotError` naming why: see :func:`check_image_path`;
+    a full disk leaves no partial image); returns ``path`` as text."""
+    image_format = check_image_path(path)
+    write_atomically(
+        path,
+        lambda stream: figure.savefig(stream, format=image_format, dpi=dpi, bbox_inches="tight"),
+        error=PlotError,
+    )
+    return os.fspath(path)
