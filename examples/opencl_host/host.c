@@ -58,11 +58,43 @@ static void *read_file(const char *folder, const char *name, size_t *size) {
     return data;
 }
 
+/* What an ICD loader returns when it finds no OpenCL runtime (cl_khr_icd). */
+#ifndef CL_PLATFORM_NOT_FOUND_KHR
+#define CL_PLATFORM_NOT_FOUND_KHR -1001
+#endif
+
+/* The ICD loader found no runtime: say where it looked and how to point it
+ * at the runtimes pip installed for laytune, which it cannot find alone. */
+static void no_platform(cl_int status) {
+    const char *vendors = getenv("OCL_ICD_VENDORS");
+    int set = vendors != NULL && vendors[0] != '\0';
+    fprintf(stderr, "no OpenCL platform found (clGetPlatformIDs: OpenCL error %d%s): ", (int)status,
+            status == CL_PLATFORM_NOT_FOUND_KHR ? ", CL_PLATFORM_NOT_FOUND_KHR" : "");
+    if (set)
+        fprintf(stderr, "the ICD loader found no runtime it can load in OCL_ICD_VENDORS=%s\n",
+                vendors);
+    else
+        fprintf(stderr, "OCL_ICD_VENDORS is not set, and the ICD loader found no runtime in "
+                        "/etc/OpenCL/vendors, where the runtimes pip installed are not listed\n");
+    fprintf(stderr,
+            "to run on the runtime laytune tuned on, point OCL_ICD_VENDORS at the vendors folder "
+            "laytune writes (with the Python environment laytune is installed in), then run this "
+            "program again:\n"
+            "  %sexport OCL_ICD_VENDORS=\"$(python -c 'import os; from laytune.runners import "
+            "register_opencl_runtimes as r; r(); print(os.environ.get(\"OCL_ICD_VENDORS\", \"\"))')\"\n"
+            "(examples/opencl_host/README.md)\n",
+            set ? "unset OCL_ICD_VENDORS; " : "");
+    exit(2);
+}
+
 /* The device laytune tuned for ("<device> (<platform>)"), else the first one. */
 static cl_device_id pick_device(void) {
     cl_platform_id platforms[16];
     cl_uint n_platforms = 0;
-    check(clGetPlatformIDs(16, platforms, &n_platforms), "clGetPlatformIDs");
+    cl_int status = clGetPlatformIDs(16, platforms, &n_platforms);
+    if (status == CL_PLATFORM_NOT_FOUND_KHR || (status == CL_SUCCESS && n_platforms == 0))
+        no_platform(status);
+    check(status, "clGetPlatformIDs");
     cl_device_id first = NULL;
     for (cl_uint p = 0; p < n_platforms; p++) {
         cl_device_id devices[16];
