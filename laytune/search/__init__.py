@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from laytune.search._conversions import conversions_of, tune_conversions
 from laytune.search._features import candidate_features
+from laytune.search._held import held_layouts, with_held_layouts
 from laytune.search._job import (
     Job,
     LogBatches,
@@ -49,6 +50,7 @@ __all__ = [
     "candidate_features",
     "conversion_starts",
     "conversions_of",
+    "held_layouts",
     "layout_reference",
     "make_sampler",
     "params_of",
@@ -60,4 +62,5 @@ __all__ = [
     "tune",
     "tune_conversions",
     "warm_start_candidates",
+    "with_held_layouts",
 ]

@@ -44,6 +44,7 @@ from laytune.runners import (
     memory_refusal,
     select_device,
 )
+from laytune.search._held import with_held_layouts
 from laytune.search._job import Job, LogBatches, Persist, Progress, TuneCallback, TuneResult
 from laytune.search._model_search import ModelProposals
 from laytune.search._options import TuneOptions, options_from_keywords
@@ -439,7 +440,8 @@ def tune(
     if strategy != "exhaustive" and converting:  # a few: the sampler finds the rest
         forced += conversion_starts(space, trials // 8 if opts.starts is None else opts.starts)
     elif strategy != "exhaustive":
-        forced += standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
+        starts = standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
+        forced += with_held_layouts(space, job_boundary, starts)
     if strategy == "exhaustive":
         order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
     elif strategy == "model":
