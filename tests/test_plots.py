@@ -544,3 +544,18 @@ def test_several_devices_are_named_in_each_row(records):
         "matmul 16x16x16 on Other device",
     ]
     assert " on " not in fig.get_suptitle()
+
+
+def test_plot_help_describes_every_kind(capsys):
+    from laytune.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["plot", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    kinds = text.split("kinds:\n", 1)[1]
+    described = dict(re.findall(r"^  (\S+): (.+(?:\n      .+)*)", kinds, flags=re.MULTILINE))
+    assert set(described) == set(plots.KINDS)
+    for kind, words in described.items():
+        assert len(" ".join(words.split())) > 50, (kind, words)
+    assert all(len(line) <= 80 for line in text.splitlines())
