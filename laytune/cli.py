@@ -86,12 +86,15 @@ def _imports_named(argv: Sequence[str]) -> list[str]:
 
 
 def _workloads(args: argparse.Namespace) -> list[Any]:
-    """The workloads ``tune`` was asked for: the registry's demo examples, a
+    """The workloads ``tune`` was asked for: the demo jobs
+    (:func:`laytune.search.demos`, each a workload with its boundary), a
     workload key, or an operator with ``--shape NAME=VALUE`` parameters."""
     from laytune import ops
 
     if args.demo:
-        return [c.example_workload() for c in ops.constructors().values() if c.demo]
+        from laytune.search import demos
+
+        return list(demos())
     if args.op is None:
         raise LaytuneError("tune needs an operator (or --demo); see laytune tune --help")
     if "(" in args.op:  # a whole workload key, as `laytune records` prints it
@@ -166,7 +169,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 def _cmd_tune(args: argparse.Namespace) -> int:
     from laytune.records import open_database
     from laytune.runners import default_device, select_device
-    from laytune.search import TuneOptions, tune
+    from laytune.search import Demo, TuneOptions, tune
 
     jobs = _workloads(args)
     options = TuneOptions(
@@ -181,9 +184,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     device = select_device(args.device) if args.device is not None else default_device()
     database = open_database(args.db)
     status = EXIT_OK
-    for workload in jobs:
-        boundary = {name: "free" for name in _names(args.free, workload)}
+    for job in jobs:
+        demo = job if isinstance(job, Demo) else None
+        workload = job.workload if demo is not None else job
+        boundary = dict(demo.boundary) if demo is not None else {}
+        boundary.update({name: "free" for name in _names(args.free, workload)})
         boundary.update({name: "constant" for name in _names(args.constant, workload)})
+        if demo is not None:
+            print(f"\n{demo.title}", flush=True)
         result = tune(
             workload,
             device,
@@ -192,6 +200,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
         print(result.summary())
+        if demo is not None:
+            print(result.explain())
         if result.stop_reason.startswith("interrupted"):
             return EXIT_INTERRUPTED
         if result.best is None:
@@ -572,27 +582,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: What each kind of ``laytune plot`` draws (the functions of laytune.plots say more).
-_PLOT_KINDS = {
-    "convergence": "best verified time so far against candidates measured and against "
-    "tuning time, one line per study (a study of another boundary is named by it), the "
-    "baseline dashed",
-    "families": "time of every verified record by the layout family of each buffer: a box "
-    "(quartiles, whiskers at 1.5 IQR) and the records as points per family, the baseline "
-    "dashed",
-    "speedup": "as families, the speed-up over the baseline candidate instead of the time",
-    "pareto": "time against padding overhead, every record grey, the Pareto front (no record "
-    "both faster and smaller) joined in red and its members named by their layouts",
-    "address-map": "one buffer's layout (--record ID --buffer NAME): the logical grid "
-    "coloured by physical offset and by local-memory bank, with the worst bank conflict "
-    "of 32 lanes",
-}
-_PLOT_KINDS_HELP = "kinds:\n" + "\n".join(
-    textwrap.fill(f"{kind}: {text}", 78, initial_indent="  ", subsequent_indent="      ")
-    for kind, text in _PLOT_KINDS.items()
-)
-
-
 def _cmd_plot(args: argparse.Namespace) -> int:
     from laytune import plots
     from laytune.records import records_dataframe, reference_records, select_records
@@ -700,7 +689,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--demo",
         action="store_true",
-        help="the examples of the demo operators (a transpose, a matmul)",
+        help="the demo jobs: a matmul whose caller holds A transposed (the layouts win), "
+        "then the same matmul with A row-major (identity layouts win); each result says why",
     )
     db_option(tune)
     tune.set_defaults(run=_cmd_tune)
@@ -785,18 +775,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(run=_cmd_export)
 
-    plot = commands.add_parser(
-        "plot",
-        help="write a figure of the records",
-        description=textwrap.fill(
-            "Write a figure of the records (one row of panels per workload and device) "
-            "or of one record's layout.",
-            78,
-        ),
-        epilog=_PLOT_KINDS_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    plot = commands.add_parser("plot", help="write a figure of the records")
+    plot.add_argument(
+        "kind", choices=("convergence", "families", "speedup", "pareto", "address-map")
     )
-    plot.add_argument("kind", choices=tuple(_PLOT_KINDS), help="the figure (see below)")
     plot.add_argument("--out", required=True, help="image file (.png, .svg, .pdf)")
     workload_options(plot)
     plot.add_argument("--op", help="operator name")
@@ -962,7 +944,7 @@ def _exit_now(status: int) -> None:
     os._exit(status)
 
 
-def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit status.
 
     Called without ``argv`` (the ``laytune`` program), it owns the process:
@@ -970,9 +952,7 @@ def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
     does, after the usual exit clean-up, with the status that the first
     signal decided, if any came (see :class:`_StopSignals`). Called with
     ``argv`` (tests, embedding), it restores the previous handlers and
-    leaves the process alone. ``held`` is what held the stop signals while
-    the program loaded (:mod:`laytune.__main__`): a signal it holds stops
-    the program before the command runs.
+    leaves the process alone.
     """
     if threading.current_thread() is not threading.main_thread():
         return _run(argv, None)  # signal handlers can only be set in the main thread
@@ -984,15 +964,10 @@ def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
     if program:  # registered before anything else registers, so it runs last
         atexit.register(lambda: _exit_now(signals.status(status[0])))
     previous = signals.install()
-    if held is not None and held.first is not None:  # a stop came while the program loaded
-        signals.first = held.first
-        signals.signalled.set()
     previous_hook = sys.unraisablehook
     sys.unraisablehook = lambda u: signals.unraisable(u, previous_hook)
     try:
         status[0] = _run(argv, signals)
-    except KeyboardInterrupt:  # a stop that came before _run's own handling
-        status[0] = _stopped(signals)
     except SystemExit as done:  # argparse: --help, a bad option
         status[0] = done.code if isinstance(done.code, int) else int(done.code is not None)
         raise
@@ -1007,19 +982,10 @@ def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
     return signals.status(status[0])
 
 
-def _stopped(signals: _StopSignals | None) -> int:
-    """Say that a stop signal ended the command; its exit status."""
-    terminated = signals is not None and signals.first == signal.SIGTERM
-    print(f"laytune: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
-    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-
-
 def _run(argv: Sequence[str] | None, signals: _StopSignals | None) -> int:
     from laytune.ops import import_workloads
 
     try:
-        if signals is not None and signals.first is not None:
-            raise KeyboardInterrupt  # stopped before the command began: run nothing
         _import_user_modules(_imports_named(sys.argv[1:] if argv is None else argv))
         args = _parser().parse_args(argv)
         for module in args.imports:  # those the scan above missed (--imp abbreviated)
@@ -1035,7 +1001,9 @@ def _run(argv: Sequence[str] | None, signals: _StopSignals | None) -> int:
         print(f"laytune: error: {err.args[0] if err.args else err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return _stopped(signals)
+        terminated = signals is not None and signals.first == signal.SIGTERM
+        print(f"laytune: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

@@ -10,6 +10,8 @@ the best records pay for, each a workload of its own.
 from __future__ import annotations
 
 from laytune.search._conversions import conversions_of, tune_conversions
+from laytune.search._demo import Demo, demos
+from laytune.search._explain import explain_layouts
 from laytune.search._features import candidate_features
 from laytune.search._held import held_layouts, with_held_layouts
 from laytune.search._job import (
@@ -38,6 +40,7 @@ __all__ = [
     "DEFAULT_MEASURE",
     "STRATEGIES",
     "CostModel",
+    "Demo",
     "Job",
     "LogBatches",
     "ModelSearch",
@@ -50,6 +53,8 @@ __all__ = [
     "candidate_features",
     "conversion_starts",
     "conversions_of",
+    "demos",
+    "explain_layouts",
     "held_layouts",
     "layout_reference",
     "make_sampler",

@@ -172,6 +172,15 @@ class TuneResult:
         bought over identity layouts with the same knobs."""
         return _ratio(self.reference, self.best)
 
+    def explain(self) -> str:
+        """Why the best layouts won over identity layouts with the same knobs,
+        or why identity layouts are the best, in words and the records'
+        figures: both prices, the buffers whose layouts differ and what their
+        boundary makes of them, the kernel's and the conversions' shares."""
+        from laytune.search._explain import explain_layouts
+
+        return explain_layouts(self)
+
     def summary(self) -> str:
         """The outcome in a few lines: the best time, both speed-ups, the layouts."""
         extra = f" (+{self.references} layout reference)" if self.references else ""
