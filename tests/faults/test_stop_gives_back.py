@@ -17,12 +17,14 @@ lands before a kernel is built or measured, so no worker process starts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
+import sqlalchemy as sa
 
 import laytune
 from laytune.records import open_database
@@ -111,8 +113,7 @@ STEPS = {
 }
 
 
-def _stopped_job(tmp_path: Path, device: Device, place: Callable[..., Any] | None, at: int, mp):
-    url = f"sqlite:///{tmp_path / 'stopped.db'}"
+def _stopped_job(url: str, device: Device, place: Callable[..., Any] | None, at: int, mp):
     db = open_database(url)
     stop = _Stop(at)
     stand_in = _Unreached(device, None if place is not None else stop)
@@ -140,7 +141,36 @@ def _stopped_job(tmp_path: Path, device: Device, place: Callable[..., Any] | Non
 def test_a_stop_while_proposing_leaves_no_claim_and_no_running_trial(
     step: str, at: int, tmp_path: Path, device: Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db, result = _stopped_job(tmp_path, device, STEPS[step], at, monkeypatch)
+    url = f"sqlite:///{tmp_path / 'stopped.db'}"
+    _nothing_held(*_stopped_job(url, device, STEPS[step], at, monkeypatch), at)
+
+
+@pytest.fixture
+def own_postgres(postgres_url: str) -> Iterator[str]:
+    """A database of its own on the session's PostgreSQL server."""
+    name = f"stopped_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.mark.slow
+def test_a_stop_while_proposing_leaves_other_hosts_nothing_to_skip_on_postgresql(
+    own_postgres: str, device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a shared server another host skips a claimed candidate for the
+    claim's lease (an hour): the stopped job must leave no claim there."""
+    step = STEPS["the claim's write committed"]
+    _nothing_held(*_stopped_job(own_postgres, device, step, 3, monkeypatch), 3)
+
+
+def _nothing_held(db: Any, result: Any, at: int) -> None:
     study = optuna.load_study(study_name=result.study_name, storage=db.optuna_storage())
     states = [t.state for t in study.trials]
     assert len(states) >= at  # the job had created trials to give back
@@ -152,7 +182,7 @@ def test_a_stop_while_proposing_leaves_no_claim_and_no_running_trial(
 def test_a_stop_while_the_proposed_batch_builds_gives_the_whole_batch_back(
     tmp_path: Path, device: Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db, result = _stopped_job(tmp_path, device, None, 1, monkeypatch)
+    db, result = _stopped_job(f"sqlite:///{tmp_path / 'built.db'}", device, None, 1, monkeypatch)
     study = optuna.load_study(study_name=result.study_name, storage=db.optuna_storage())
     states = [t.state for t in study.trials]
     assert states.count(optuna.trial.TrialState.FAIL) == 4, states  # the batch of 4
