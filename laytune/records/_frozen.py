@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from laytune import __version__
+from laytune._files import write_atomically
 from laytune.codegen import KernelProgram
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import FrozenFileError, FrozenFileNotFoundError, LaytuneError
@@ -194,11 +195,13 @@ class FrozenLayouts:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        out = Path(path)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n")
-        tmp.replace(out)  # never leaves a half-written frozen file behind
-        return out
+        """Write the frozen file at ``path`` whole, or raise
+        :class:`FrozenFileError` naming why (a folder that does not exist, a
+        full disk) and leave ``path`` as it was, with nothing beside it."""
+        text = json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
+        return write_atomically(
+            path, lambda stream: stream.write(text.encode("utf-8")), error=FrozenFileError
+        )
 
 
 def load_frozen(path: str | os.PathLike[str]) -> FrozenLayouts:
