@@ -125,9 +125,7 @@ def _one_liner(readme: Path) -> str:
 
 
 @pytest.mark.parametrize("readme", READMES, ids=["README", "examples-opencl_host-README"])
-def test_the_readme_one_liner_prints_the_vendors_folder_laytune_writes(
-    readme: Path, tmp_path: Path
-) -> None:
+def test_the_readme_one_liner_prints_the_vendors_folder_laytune_writes(readme: Path) -> None:
     code = _one_liner(readme)
     env = {k: v for k, v in os.environ.items() if k != "OCL_ICD_VENDORS"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -138,9 +136,6 @@ def test_the_readme_one_liner_prints_the_vendors_folder_laytune_writes(
         assert (Path(folder) / "laytune-libintelocl.icd").read_text().strip() == str(intel)
     else:
         assert folder == ""
-    mine = {**env, "OCL_ICD_VENDORS": str(tmp_path)}  # yours, when you had set it
-    done = subprocess.run([sys.executable, "-c", code], env=mine, capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.strip() == str(tmp_path), done.stderr
 
 
 def test_without_a_runtime_the_c_host_says_what_is_wrong_and_how_to_fix_it(
