@@ -32,18 +32,20 @@ import json
 import logging
 import math
 import os
+import shlex
 import shutil
 import signal
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from laytune.exceptions import LaytuneError, NotFoundError
+from laytune.exceptions import LaytuneError, NotFoundError, RecordWarning
 
 __all__ = ["main"]
 
@@ -206,7 +208,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         if result.best is None:
             status = EXIT_NO_RESULT
-    print(f"records in {database.safe_url}; see `laytune records --best`")
+    hint = _db_option(args.db, database.safe_url)
+    print(f"records in {database.safe_url}; see `laytune records --best{hint}`")
     return status
 
 
@@ -214,7 +217,7 @@ def _cmd_tune_conversions(args: argparse.Namespace) -> int:
     from laytune.runners import default_device, select_device
     from laytune.search import TuneOptions, tune_conversions
 
-    database = _open_existing(args.db)
+    database = _open_existing(args.db, read_only=False)
     device = select_device(args.device) if args.device is not None else default_device()
     keys = None
     if args.workload:
@@ -347,11 +350,19 @@ def _write_json(items: Sequence[dict[str, Any]], lines: bool) -> None:
         print()
 
 
-def _open_existing(url: str) -> Any:
-    """The records database at ``url``; NotFoundError (exit 1) when there is none."""
+def _open_existing(url: str, *, read_only: bool = True) -> Any:
+    """The records database at ``url``; NotFoundError (exit 1) when there is none.
+    Opened read-only unless asked: a command that only reads never changes
+    the file (see :func:`laytune.records.open_database`)."""
     from laytune.records import open_database
 
-    return open_database(url, create=False)
+    return open_database(url, create=False, read_only=read_only)
+
+
+def _db_option(url: str, safe_url: str) -> str:
+    """`` --db URL`` for a hint to print when the database ``url`` is not the
+    default, as ``safe_url`` (a password shows as ``***``)."""
+    return "" if url == _default_db() else f" --db {shlex.quote(safe_url)}"
 
 
 def _workload_keys(db: Any, args: argparse.Namespace) -> list[str] | None:
@@ -586,6 +597,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from laytune import plots
     from laytune.records import records_dataframe, reference_records, select_records
 
+    plots.check_image_path(args.out)  # before any work: a bad name is a usage mistake
     db = _open_existing(args.db)
     options: dict[str, Any] = {}
     if args.kind == "address-map":
@@ -600,8 +612,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             print(f"no matching records in {db.safe_url}", file=sys.stderr)
             return EXIT_NO_RESULT
         figure = plots.plot(args.kind, frame, **options)
-    figure.savefig(args.out, dpi=120, bbox_inches="tight")
-    print(args.out)
+    print(plots.save(figure, args.out))
     return EXIT_OK
 
 
@@ -982,6 +993,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return signals.status(status[0])
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """laytune's own warnings (a record skipped as corrupt) as one line each
+    on stderr, like its errors; other warnings as Python shows them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RecordWarning)  # each names another record
+        shown = warnings.showwarning
+
+        def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+            if issubclass(category, LaytuneError):
+                print(f"laytune: warning: {message}", file=sys.stderr)
+            else:
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
+
+
 def _run(argv: Sequence[str] | None, signals: _StopSignals | None) -> int:
     from laytune.ops import import_workloads
 
@@ -990,7 +1019,8 @@ def _run(argv: Sequence[str] | None, signals: _StopSignals | None) -> int:
         args = _parser().parse_args(argv)
         for module in args.imports:  # those the scan above missed (--imp abbreviated)
             import_workloads(module)
-        return int(args.run(args))
+        with _warnings_as_lines():
+            return int(args.run(args))
     except NotFoundError as err:  # nothing to read: no database, record or frozen file
         print(f"laytune: {err}", file=sys.stderr)
         return EXIT_NO_RESULT
