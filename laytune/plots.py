@@ -71,6 +71,7 @@ __all__ = [
     "address_map",
     "convergence",
     "families",
+    "layout_gallery",
     "pareto",
     "pareto_front",
     "plot",
@@ -1037,6 +1038,66 @@ def address_map(
             size = _cell_font(ax, values)
             if forced or size >= _MIN_CELL_FONT:
                 _cell_numbers(ax, values, size)
+    return fig
+
+
+def layout_gallery(
+    layouts: Sequence[Layout], *, line: int = 16, columns: int = 4, numbers: bool | None = None
+) -> Figure:
+    """Several layouts of one 2-D shape side by side: each panel is the
+    logical grid, each cell coloured by where its element falls within a
+    memory line of ``line`` elements (physical offset mod ``line``, on a
+    cyclic colour map: 16 float32 make a 64-byte cache line) and, when the
+    cells are large enough (``numbers``: force either way), labelled with
+    its physical offset. So the identity shows vertical stripes, a
+    transpose horizontal ones, padding slants them, a swizzle scrambles
+    each row's order, a tile repeats a small block: layouts that store the
+    same elements in another order differ at a glance, where colouring by
+    the offset itself shades every row-major-like layout alike. One colour
+    bar explains the colours; each panel is titled with the layout's family
+    and parameters, ``columns`` panels to a row."""
+    if not layouts:
+        raise PlotError("layout_gallery needs at least one layout")
+    shapes = {layout.shape for layout in layouts}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise PlotError(
+            f"layout_gallery draws layouts of one 2-D shape; got shapes {sorted(shapes)}"
+        )
+    (rows, cols) = next(iter(shapes))
+    ncols = min(columns, len(layouts))
+    nrows = math.ceil(len(layouts) / ncols)
+    side = 3.0
+    fig = Figure(figsize=(side * ncols + 1.2, (side + 0.5) * nrows + 0.6), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(nrows, ncols, squeeze=False))
+    cmap = colormaps["twilight"].resampled(line)
+    norm = BoundaryNorm(np.arange(-0.5, line), line)
+    if numbers is None:
+        numbers = rows <= 8 and cols <= 8  # three-digit offsets in larger grids are specks
+    image = None
+    for ax, layout in zip(axes.flat, layouts, strict=False):
+        offsets = layout.index_map.flat_offsets(layout.shape).reshape(layout.shape)
+        image = ax.imshow(offsets % line, cmap=cmap, norm=norm, interpolation="nearest")
+        ax.set_label(layout.describe())
+        ax.set_title("\n".join(textwrap.wrap(layout.describe(), 34)), fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if numbers:
+            shade = cmap(norm(offsets % line))[..., :3] @ np.array([0.299, 0.587, 0.114])
+            size = min(6.0, 0.55 * side * 72 / max(rows, cols) / max(1, len(str(offsets.max()))))
+            for (r, c), value in np.ndenumerate(offsets):
+                colour = "black" if shade[r, c] > 0.5 else "white"
+                ax.text(
+                    c, r, str(int(value)), ha="center", va="center", fontsize=size, color=colour
+                )
+    for ax in axes.flat[len(layouts) :]:
+        ax.remove()
+    bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, pad=0.02)
+    bar.set_label(f"physical offset mod {line} (place in a line of {line} elements)")
+    bar.set_ticks(range(0, line, max(1, line // 8)))
+    text = f"Layouts of a {rows} x {cols} buffer: logical (row, column) coloured by memory position"
+    if numbers:
+        text += ", numbered by physical offset"
+    fig.suptitle(text, fontsize=11)
     return fig
 
 

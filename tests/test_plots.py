@@ -559,3 +559,34 @@ def test_plot_help_describes_every_kind(capsys):
     for kind, words in described.items():
         assert len(" ".join(words.split())) > 50, (kind, words)
     assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_a_layout_gallery_tells_its_layouts_apart_and_explains_its_colours(tmp_path):
+    from laytune.layout import tile
+
+    shape = (16, 16)
+    gallery = [
+        identity(shape),
+        permute(shape, (1, 0)),
+        pad_rows(shape, 2),
+        pad_every(shape, rows=2, pad=4),
+        row_xor(shape, period=8),
+        swizzle(shape, bits=2, base=1, shift=2),
+        block(shape, axis=0, factor=4),
+        tile(shape, (4, 4)),
+    ]
+    fig = plots.layout_gallery(gallery)
+    _save(fig, tmp_path, "gallery")
+    panels = _panels(fig)
+    assert [ax.get_label() for ax in panels] == [lay.describe() for lay in gallery]
+    images = [np.asarray(ax.images[0].get_array()) for ax in panels]
+    for lay, image in zip(gallery, images, strict=True):
+        offsets = lay.index_map.flat_offsets(shape).reshape(shape)
+        np.testing.assert_array_equal(image, offsets % 16)
+    # every two panels differ in at least a quarter of their cells: visibly
+    for (a, one), (b, other) in itertools.combinations(zip(gallery, images, strict=True), 2):
+        assert (one != other).mean() >= 0.25, (a.describe(), b.describe())
+    (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert "mod 16" in bar.get_ylabel()
+    with pytest.raises(plots.PlotError, match="one 2-D shape"):
+        plots.layout_gallery([identity((4, 4)), identity((4, 8))])
