@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from laytune.exceptions import LaytuneError, NotFoundError, RecordWarning
+from laytune.exceptions import LaytuneError, NotFoundError, RecordWarning, excerpt
 
 __all__ = ["main"]
 
@@ -245,7 +245,8 @@ def _names(texts: Sequence[str], workload: Any) -> list[str]:
     unknown = sorted(set(names) - buffers)
     if unknown:
         raise LaytuneError(
-            f"{workload.key} has no buffer {', '.join(unknown)} (buffers: {', '.join(sorted(buffers))})"
+            f"{workload.key} has no buffer {excerpt(', '.join(unknown))} "
+            f"(buffers: {', '.join(sorted(buffers))})"
         )
     return names
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from laytune.exceptions import BoundaryError, LaytuneError
+from laytune.exceptions import BoundaryError, LaytuneError, excerpt
 from laytune.layout import IndexMap, Layout, custom, identity
 
 __all__ = ["POLICIES", "Boundary", "BufferPolicy", "default_boundary", "same_layout"]
@@ -53,7 +53,9 @@ class BufferPolicy:
 
     def __post_init__(self) -> None:
         if self.kind not in POLICIES:
-            raise BoundaryError(f"boundary policy {self.kind!r} is not one of {POLICIES}")
+            raise BoundaryError(
+                f"boundary policy {excerpt(repr(self.kind))} is not one of {POLICIES}"
+            )
         if self.layout is not None and self.kind != "fixed":
             raise BoundaryError(f"a {self.kind} buffer holds no layout of the caller's")
 
@@ -90,15 +92,17 @@ def _policy(name: str, shape: tuple[int, ...], role: str, value: Any) -> BufferP
         try:
             policy = BufferPolicy("fixed", custom(shape, value))
         except LaytuneError as err:
+            # the text and the reason, each cut short: a text can be megabytes
+            reason = excerpt(str(err).splitlines()[0], 200)
             raise BoundaryError(
-                f"buffer {name!r}: {value} is not a layout of {shape}: {err}"
+                f"buffer {excerpt(name)!r}: {excerpt(value)} is not a layout of {shape}: {reason}"
             ) from None
     elif isinstance(value, str) and value in POLICIES:
         policy = BufferPolicy(value)  # type: ignore[arg-type]
     else:
         raise BoundaryError(
-            f"buffer {name!r}: boundary {value!r} is not one of {POLICIES}, a Layout or a "
-            "layout's text ('lambda i, j: [j, i]')"
+            f"buffer {excerpt(name)!r}: boundary {excerpt(repr(value))} is not one of "
+            f"{POLICIES}, a Layout or a layout's text ('lambda i, j: [j, i]')"
         )
     if policy.layout is not None and policy.layout.shape != shape:
         raise BoundaryError(
@@ -148,7 +152,7 @@ class Boundary:
         for name, value in (spec or {}).items():
             if name not in decls:
                 raise BoundaryError(
-                    f"boundary names {name!r}, which is not a buffer of {workload.key} "
+                    f"boundary names {excerpt(name)!r}, which is not a buffer of {workload.key} "
                     f"(buffers: {', '.join(sorted(decls))})"
                 )
             decl = decls[name]

@@ -24,7 +24,7 @@ from laytune import __version__
 from laytune._files import write_atomically
 from laytune.codegen import KernelProgram
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import FrozenFileError, FrozenFileNotFoundError, LaytuneError
+from laytune.exceptions import FrozenFileError, FrozenFileNotFoundError, LaytuneError, excerpt
 from laytune.layout import check_nesting
 from laytune.runners import ProgramExecutor, as_context
 from laytune.space import CONVERSION_OP, Candidate
@@ -125,7 +125,9 @@ class FrozenEntry:
                 ),
             )
         except (KeyError, TypeError, ValueError, LaytuneError) as err:
-            raise FrozenFileError(f"{where}: malformed entry ({err})") from None
+            # one line: a layout's syntax error goes on with the text and a caret
+            reason = excerpt(str(err).splitlines()[0] if str(err) else repr(err), 300)
+            raise FrozenFileError(f"{where}: malformed entry ({reason})") from None
 
 
 def _device_key(target: Any) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from laytune import __version__
 from laytune.codegen import KernelProgram
-from laytune.exceptions import LaytuneError, RecordError
+from laytune.exceptions import LaytuneError, RecordError, excerpt
 from laytune.layout import load_versioned
 from laytune.runners import RunResult
 from laytune.space import Candidate
@@ -311,9 +311,11 @@ class Record:
         except RecordError:
             raise
         except LaytuneError as err:
-            raise RecordError(f"record holds a bad candidate: {err}") from None
+            # one line: a layout's syntax error goes on with the text and a caret
+            reason = excerpt(str(err).splitlines()[0] if str(err) else repr(err), 300)
+            raise RecordError(f"record holds a bad candidate: {reason}") from None
         except (KeyError, TypeError, ValueError) as err:
-            raise RecordError(f"malformed record ({err!r})") from None
+            raise RecordError(f"malformed record ({excerpt(repr(err), 300)})") from None
         key = data.get("candidate_key")
         if key is not None and key != candidate.key:
             raise RecordError(
