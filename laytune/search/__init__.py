@@ -30,6 +30,7 @@ from laytune.search._strategies import STRATEGIES, make_sampler, params_of
 from laytune.search._tune import (
     conversion_starts,
     layout_reference,
+    missing_reference,
     standard_candidates,
     study_name_for,
     tune,
@@ -58,6 +59,7 @@ __all__ = [
     "held_layouts",
     "layout_reference",
     "make_sampler",
+    "missing_reference",
     "params_of",
     "spearman",
     "speedup_text",

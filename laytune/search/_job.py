@@ -140,7 +140,10 @@ class TuneResult:
     records' ``compute_s`` is the kernel alone. ``measured``
     counts the search's candidates, ``references`` the layout references
     measured after it. ``trials`` is a DataFrame of this study's records
-    (columns: :data:`laytune.records.FRAME_COLUMNS`).
+    (columns: :data:`laytune.records.FRAME_COLUMNS`). ``no_reference`` says
+    why there is no ``reference`` when there is none (the space's reason
+    for refusing identity layouts with the best's knobs, or what became of
+    its measurement).
     """
 
     workload_key: str
@@ -160,6 +163,7 @@ class TuneResult:
     elapsed_s: float
     trials: Any
     boundary: Boundary = field(default_factory=lambda: Boundary(()))
+    no_reference: str = ""
 
     @property
     def speedup(self) -> float | None:
@@ -201,7 +205,12 @@ class TuneResult:
                 f"(boundary: {self.boundary}; nothing to convert)"
             )
         lines.append("    " + speedup_text(self.speedup, self.baseline, "over the baseline"))
-        lines.append("    " + speedup_text(self.layout_speedup, self.reference, "from the layouts"))
+        lines.append(
+            "    "
+            + speedup_text(
+                self.layout_speedup, self.reference, "from the layouts", self.no_reference
+            )
+        )
         for name, layout in self.best.candidate.layouts:
             lines.append(f"    {name}: {layout.index_map}")
         knobs = ", ".join(f"{k}={v}" for k, v in self.best.candidate.knobs)
@@ -221,10 +230,13 @@ _REFERENCES = {
 }
 
 
-def speedup_text(ratio: float | None, reference: Record | None, what: str) -> str:
+def speedup_text(ratio: float | None, reference: Record | None, what: str, why: str = "") -> str:
     """One speed-up in words: ``"2.22x over the baseline (identity layouts,
-    baseline knobs: 0.0105 ms, record 1)"``, or why there is none."""
+    baseline knobs: 0.0105 ms, record 1)"``, or that there is none, and
+    ``why`` when the caller knows (``"no reference: ..."``)."""
     described = _REFERENCES[what]
+    if (ratio is None or reference is None) and why:
+        return f"- {what} (no reference: {why})"
     if ratio is None or reference is None:
         return f"- {what} (not measured: {described})"
     return f"{ratio:.2f}x {what} ({described}: {reference.value_s * 1e3:.4f} ms, record {reference.id})"

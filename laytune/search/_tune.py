@@ -55,6 +55,7 @@ from laytune.space import Candidate, ConversionSpace, ConversionWorkload, Search
 
 __all__ = [
     "layout_reference",
+    "missing_reference",
     "standard_candidates",
     "study_name_for",
     "tune",
@@ -292,6 +293,28 @@ def layout_reference(space: SearchSpace, candidate: Candidate) -> Candidate | No
         if found is not None:
             return found[1]
     return None
+
+
+def missing_reference(space: SearchSpace, candidate: Candidate, recorded: Any = None) -> str:
+    """Why ``candidate`` has no layout reference (:func:`layout_reference`):
+    the space's first reason for refusing identity layouts with its knobs
+    (a knob's reason before a buffer's: it names what the knobs need), or
+    what became of the reference's record ``recorded``."""
+    if layout_reference(space, candidate) is None:
+        verdict = space.check(identity_twins(candidate)[0])
+        reasons = [r for r in verdict.reasons if not r.startswith("buffer ")]
+        first = (reasons or list(verdict.reasons) or ["the space does not hold them"])[0]
+        first = first.split("; ")[0]
+        rule, _, rest = first.partition(": ")
+        if rest.startswith(rule):  # "vector: vector 8 along 'f': ..."
+            first = rest
+        return f"identity layouts with the same knobs are not a candidate: {first}"
+    twin = "identity layouts with the same knobs"
+    if recorded is None:
+        return f"{twin} were not measured: the job stopped before its layout reference"
+    if not recorded.ok:
+        return f"{twin} failed: record {recorded.id}, {recorded.status}"
+    return f"{twin}, record {recorded.id}, cannot be priced under this boundary"
 
 
 def _fail_stale_trials(study: Any) -> None:
@@ -533,6 +556,8 @@ def tune(
             callback.on_end(job)
     best = db.best(workload, device, boundary=job_boundary)
     twin = None if best is None else layout_reference(space, best.candidate)
+    recorded = None if twin is None else db.lookup(workload.key, device.key, twin.key)
+    reference = None if recorded is None else job.pricing.priced(recorded)
     return TuneResult(
         workload_key=workload.key,
         device_key=device.key,
@@ -542,9 +567,10 @@ def tune(
         database=db.safe_url,
         best=best,
         baseline=job.baseline,
-        reference=None
-        if twin is None
-        else job.pricing.priced(db.lookup(workload.key, device.key, twin.key)),
+        reference=reference,
+        no_reference=""
+        if best is None or reference is not None
+        else missing_reference(space, best.candidate, recorded),
         boundary=job_boundary,
         measured=job.measured,
         references=job.references,
