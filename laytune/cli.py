@@ -594,6 +594,27 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: What each kind of ``laytune plot`` draws (the functions of laytune.plots say more).
+_PLOT_KINDS = {
+    "convergence": "best verified time so far against candidates measured and against "
+    "tuning time, one line per study (a study of another boundary is named by it), the "
+    "baseline dashed",
+    "families": "time of every verified record by the layout family of each buffer: a box "
+    "(quartiles, whiskers at 1.5 IQR) and the records as points per family, the baseline "
+    "dashed",
+    "speedup": "as families, the speed-up over the baseline candidate instead of the time",
+    "pareto": "time against padding overhead, every record grey, the Pareto front (no record "
+    "both faster and smaller) joined in red and its members named by their layouts",
+    "address-map": "one buffer's layout (--record ID --buffer NAME): the logical grid "
+    "coloured by physical offset and by local-memory bank, with the worst bank conflict "
+    "of 32 lanes",
+}
+_PLOT_KINDS_HELP = "kinds:\n" + "\n".join(
+    textwrap.fill(f"{kind}: {text}", 78, initial_indent="  ", subsequent_indent="      ")
+    for kind, text in _PLOT_KINDS.items()
+)
+
+
 def _cmd_plot(args: argparse.Namespace) -> int:
     from laytune import plots
     from laytune.records import records_dataframe, reference_records, select_records
@@ -787,10 +808,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(run=_cmd_export)
 
-    plot = commands.add_parser("plot", help="write a figure of the records")
-    plot.add_argument(
-        "kind", choices=("convergence", "families", "speedup", "pareto", "address-map")
+    plot = commands.add_parser(
+        "plot",
+        help="write a figure of the records",
+        description=textwrap.fill(
+            "Write a figure of the records (one row of panels per workload and device) "
+            "or of one record's layout.",
+            78,
+        ),
+        epilog=_PLOT_KINDS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    plot.add_argument("kind", choices=tuple(_PLOT_KINDS), help="the figure (see below)")
     plot.add_argument("--out", required=True, help="image file (.png, .svg, .pdf)")
     workload_options(plot)
     plot.add_argument("--op", help="operator name")
