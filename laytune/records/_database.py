@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import socket
 import sqlite3
 import threading
@@ -340,7 +341,8 @@ class Database(RecordStore):
         try:
             yield
         except SQLAlchemyError as err:
-            raise DatabaseError(f"{doing} {self.safe_url}: {error_reason(err)}") from None
+            reason = error_reason(err, self.safe_url)
+            raise DatabaseError(f"{doing} {self.safe_url}: {reason}") from None
 
     # -- optuna ---------------------------------------------------------------------
     def optuna_storage(self) -> Any:
@@ -366,7 +368,8 @@ class Database(RecordStore):
                     )
             except Exception as err:
                 raise DatabaseError(
-                    f"cannot open optuna storage on {self.safe_url}: {error_reason(err)}"
+                    f"cannot open optuna storage on {self.safe_url}: "
+                    f"{error_reason(err, self.safe_url)}"
                 ) from None
         return self._optuna_storage
 
@@ -410,7 +413,7 @@ class Database(RecordStore):
             return existing, False
         except SQLAlchemyError as err:
             raise DatabaseError(
-                f"writing a record to {self.safe_url}: {error_reason(err)}"
+                f"writing a record to {self.safe_url}: {error_reason(err, self.safe_url)}"
             ) from None
         return record.with_id(record_id), True
 
@@ -668,11 +671,13 @@ def _decode(record_id: int, body: str) -> Record:
     return record.with_id(record_id)
 
 
-def error_reason(err: BaseException) -> str:
+def error_reason(err: BaseException, url: str | None = None) -> str:
     """The first line of what the database driver said about ``err``: the
     reason a DatabaseError gives. A wrapper's own words are passed over for
     the error it wraps: optuna's StorageInternalError ("invalid data in the
-    commit") over SQLAlchemy's, over the driver's ("database or disk is full")."""
+    commit") over SQLAlchemy's, over the driver's ("database or disk is full").
+    Given the database's ``url``, a SQLite file's full disk also says how
+    much room is left where (``... (0 bytes free on the disk holding /data)``)."""
     cause: BaseException | None = err
     seen = set()
     while cause is not None and id(cause) not in seen:
@@ -684,7 +689,28 @@ def error_reason(err: BaseException) -> str:
             break
         cause = cause.__cause__
     text = str(cause or err).strip().splitlines()
-    return text[0] if text else type(cause or err).__name__
+    reason = text[0] if text else type(cause or err).__name__
+    code = getattr(cause, "sqlite_errorcode", None)
+    if url is not None and code is not None and code & 0xFF == sqlite3.SQLITE_FULL:
+        reason += _room_left(url)
+    return reason
+
+
+def _room_left(url: str) -> str:
+    """`` (N bytes free on the disk holding FOLDER)`` for a SQLite file's URL."""
+    try:
+        path = sa.engine.make_url(url).database
+    except sa.exc.ArgumentError:
+        return ""
+    if not path or path == ":memory:":
+        return ""
+    folder = Path(path).expanduser().resolve().parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return ""
+    room = f"{free} bytes" if free < 1 << 20 else f"{free / (1 << 20):.1f} MiB"
+    return f" ({room} free on the disk holding {folder})"
 
 
 class _TakeTurns(sa.pool.StaticPool):

@@ -545,7 +545,7 @@ def tune(
     except optuna.exceptions.StorageInternalError as err:  # its SQLAlchemy error says why
         job.stop_reason = "error"
         proposer.abandon()
-        reason = error_reason(err.__cause__ or err)
+        reason = error_reason(err, db.safe_url)  # the driver's words, and a full disk's room
         raise DatabaseError(f"writing the optuna study to {db.safe_url}: {reason}") from None
     except BaseException:
         job.stop_reason = "error"

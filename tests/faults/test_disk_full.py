@@ -47,7 +47,8 @@ def test_a_full_disk_stops_the_job_with_a_clear_error_and_keeps_every_record(
     last = err.strip().splitlines()[-1]
     assert re.fullmatch(
         r"laytune: error: writing .* to sqlite:///\S+full\.db: "
-        r"(disk I/O error|database or disk is full)",
+        r"(disk I/O error|database or disk is full \([0-9.]+ (bytes|MiB) free on the disk "
+        r"holding \S+\))",
         last,
     ), err
     assert jobs.wait_for_session_end(job.pid, 10) == []

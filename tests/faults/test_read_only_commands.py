@@ -12,7 +12,9 @@ image suffix, a folder that does not exist or a full disk gives one line
 naming the problem and exit 2, and leaves nothing behind (no ``.tmp``).
 A full disk is simulated with /dev/full (every write to it fails with
 ENOSPC, as on a full disk) or, in a separate process, with a file size
-limit (RLIMIT_FSIZE, as test_disk_full.py does).
+limit (RLIMIT_FSIZE, as test_disk_full.py does); a full disk under the
+database, with SQLite's own page limit (max_page_count), which fails a
+write the way a full disk does (SQLITE_FULL).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ import errno
 import hashlib
 import io
 import os
+import re
 import resource
 import shutil
 import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -376,30 +380,66 @@ def test_freeze_past_the_file_size_limit_leaves_nothing_behind(tuned, tmp_path: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["frozen.json", "plain.db"]
 
 
+def _fill_up(engine: Any) -> None:
+    """Every new connection of ``engine`` may not grow the database by a page:
+    SQLite then fails a write that needs one with SQLITE_FULL ("database or
+    disk is full"), as on a full disk."""
+    import sqlalchemy as sa
+
+    with engine.connect() as conn:
+        pages = conn.execute(sa.text("PRAGMA page_count")).scalar()
+
+    def no_page_more(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        dbapi_connection.execute(f"PRAGMA max_page_count = {pages}")
+
+    sa.event.listen(engine, "connect", no_page_more)
+    engine.dispose()
+
+
 def test_a_full_disk_under_optuna_is_named_by_sqlite_not_by_optuna(tmp_path: Path) -> None:
     """optuna wraps a failed commit in StorageInternalError ("typically ...
-    invalid data in the commit"); the reason laytune gives is SQLite's."""
+    invalid data in the commit"); the reason laytune gives is SQLite's, with
+    the room left on the database's disk."""
     import optuna
-    import sqlalchemy as sa
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     url = f"sqlite:///{tmp_path / 'full.db'}"
     storage = optuna.storages.RDBStorage(url)
     study = optuna.create_study(storage=storage, study_name="full")
-    with storage.engine.connect() as conn:
-        pages = conn.execute(sa.text("PRAGMA page_count")).scalar()
-
-    def full_disk(dbapi_connection: sqlite3.Connection, _record: object) -> None:
-        dbapi_connection.execute(f"PRAGMA max_page_count = {pages}")  # no page more
-
-    sa.event.listen(storage.engine, "connect", full_disk)
-    storage.engine.dispose()
+    _fill_up(storage.engine)
     with pytest.raises(optuna.exceptions.StorageInternalError) as info:
-        for _ in range(10_000):
-            study.enqueue_trial({"x": "y" * 4000})
+        study.set_user_attr("filler", "y" * 100_000)
+    storage.engine.dispose()
     assert "invalid data in the commit" in str(info.value)
     assert error_reason(info.value) == "database or disk is full"
-    storage.engine.dispose()
+    assert re.fullmatch(
+        rf"database or disk is full \([0-9.]+ (bytes|MiB) free on the disk holding {tmp_path}\)",
+        error_reason(info.value, url),
+    )
+
+
+def test_a_full_disk_during_a_job_is_named_and_keeps_the_records(tuned, tmp_path: Path) -> None:
+    import laytune
+    from tests.search import worker
+
+    db = _copy(tuned, tmp_path, "full.db")
+    with open_database(db) as database:
+        before = {r.id: r.dumps() for r in database.records()}
+        _fill_up(database._engine)
+        _fill_up(database.optuna_storage().engine)
+        options = laytune.TuneOptions(
+            trials=40, batch=2, space=worker.OPTIONS, warm_start=0, study_name="filling"
+        )
+        with pytest.raises(DatabaseError) as info:
+            laytune.tune(worker.WORKLOAD, options=options, database=database, progress=False)
+    assert re.fullmatch(
+        rf"writing (a record|the optuna study) to sqlite:///{db}: database or disk is full "
+        rf"\([0-9.]+ (bytes|MiB) free on the disk holding {tmp_path}\)",
+        str(info.value),
+    ), info.value
+    with open_database(db, read_only=True) as database:
+        after = {r.id: r.dumps() for r in database.records()}
+    assert all(after[i] == body for i, body in before.items())
 
 
 def test_a_python_api_freeze_into_a_missing_folder_raises_a_named_error(
