@@ -26,7 +26,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyopencl as cl
@@ -34,12 +34,14 @@ import pyopencl as cl
 from laytune._cl_build import build_source
 from laytune.codegen import KernelProgram, Launch, lower, lower_conversion
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import ConfigError, LaytuneError
+from laytune.exceptions import ConfigError, LaytuneError, PlanError
 from laytune.layout import Layout, custom, pack
-from laytune.plan._planner import Plan, PlanError, Version
 from laytune.plan._rewrite import Rewrite, is_identity_layout
 from laytune.runners import image_format
 from laytune.space import ConversionWorkload
+
+if TYPE_CHECKING:  # the planner compiles through this module
+    from laytune.plan._planner import Plan, Version
 
 __all__ = ["CompiledPlan", "PlanTiming", "Step"]
 

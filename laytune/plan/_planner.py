@@ -64,6 +64,7 @@ from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutRejectedError, LaytuneError, PlanError, UnknownNameError
 from laytune.layout import Layout, identity
 from laytune.ops import Workload
+from laytune.plan._execute import CompiledPlan, PlanTiming
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._graph import Graph
 from laytune.plan._knobs import planned_kernel
@@ -89,8 +90,6 @@ from laytune.space import Candidate, PadValue
 
 if TYPE_CHECKING:
     import pyopencl as cl
-
-    from laytune.plan._execute import CompiledPlan, PlanTiming
 
 __all__ = ["Placement", "Plan", "PlanError", "Version", "plan_layouts"]
 
@@ -582,8 +581,6 @@ class Plan:
         run the best conversion kernels ``conversions`` (a
         :class:`laytune.records.RecordedConversions`) records; default: those
         of the records database the plan was made from, on the plan's device."""
-        from laytune.plan._execute import CompiledPlan
-
         return CompiledPlan(self, context, conversions)
 
 

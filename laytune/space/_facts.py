@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from laytune.device_info import DeviceInfo
-from laytune.layout import Layout, Var, bounds, variables
+from laytune.layout import Layout, Var, bounds
 from laytune.space._constraints import SubgroupBlockAccess, VectorAccess
 from laytune.space._copies import (
     SUBGROUP_SIZES,
@@ -31,7 +31,13 @@ from laytune.space._copies import (
 )
 from laytune.space._knobs import spatial_axes
 from laytune.space._staging import StagingPlan
-from laytune.space._workload import VECTOR_WIDTHS, BufferLike, WorkloadLike, index_text
+from laytune.space._workload import (
+    VECTOR_WIDTHS,
+    BufferLike,
+    WorkloadLike,
+    index_text,
+    vector_dim,
+)
 
 TRANSPOSE_WIDTHS = (2, 4, 8, 16)
 """Widths of an in-register transpose (OpenCL's ``shuffle2`` vectors)."""
@@ -101,20 +107,6 @@ def order_buffers(workload: WorkloadLike) -> tuple[str, ...]:
             if len(set(used)) == len(used) and set(used) == spatial:
                 names.append(buf.name)
     return tuple(names)
-
-
-def vector_dim(buf: BufferLike, axis: int) -> int | str | None:
-    """The dimension of ``buf`` a vector along ``axis`` runs along; None when
-    the buffer does not use the axis (the vector leaves it alone, or
-    broadcasts it); a reason (str) when it uses the axis other than as one
-    bare index (``oh + kh``, ``2 * ow``, or twice), so no vector serves it."""
-    bare = [d for d, e in enumerate(buf.indices) if isinstance(e, Var) and e.index == axis]
-    using = [d for d, e in enumerate(buf.indices) if axis in variables(e)]
-    if not using:
-        return None
-    if len(bare) == 1 and len(using) == 1:
-        return bare[0]
-    return f"buffer {buf.name!r} is indexed by the axis other than as one bare index"
 
 
 def subgroup_inputs(workload: WorkloadLike) -> dict[str, int]:

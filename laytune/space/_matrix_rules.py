@@ -13,7 +13,7 @@ from laytune.space._matrix import (
     matrix_fact,
     matrix_operands,
 )
-from laytune.space._rules import Broken, Setting, State, Step, strict_in
+from laytune.space._step import Broken, Setting, State, Step, strict_in
 from laytune.space._workload import WorkloadLike
 
 __all__ = ["MatrixStep", "matrix_schedule"]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from laytune.device_info import DeviceInfo
@@ -44,19 +43,16 @@ from laytune.space._knobs import (
     grid_dims,
     group_knob,
     knob_names,
-    knob_spec,
     parse_reduce_order,
     reduce_axes,
     reduce_order_text,
     spatial_axes,
 )
-from laytune.space._staging import StagingPlan
+from laytune.space._matrix_rules import MatrixStep
+from laytune.space._step import Broken, Setting, State, Step, strict_in
 from laytune.space._workload import WorkloadLike
 
 __all__ = ["JOINT_RULES", "PREFERENCES", "Rules", "Setting", "Step", "strict_in"]
-
-Broken = tuple[str | None, str]
-State = dict[str, Any]
 
 JOINT_RULES = (
     "vector_access",
@@ -145,74 +141,6 @@ COPY_RULES = {
 PREFERENCES = frozenset({"order_duplicates_logical", "register_budget"})
 """Joint rules that keep a space lean but whose candidates still lower:
 ``check_candidate`` accepts what breaks only these."""
-
-
-def strict_in(value: Any, choices: Sequence[Any]) -> bool:
-    """``value in choices`` without ``True == 1`` or ``1 == 1.0``."""
-    return any(type(c) is type(value) and c == value for c in choices)
-
-
-@dataclass(frozen=True)
-class Setting:
-    """What every step may read besides the state: the workload, the device,
-    the knob values the options allow, the staging plan (None: the workload
-    cannot be staged), the buffers the ``order`` knob may follow and, per
-    staged input whose footprints leave it, why (``outside``)."""
-
-    workload: WorkloadLike
-    device: DeviceInfo
-    vectors: tuple[int, ...]
-    blocks: tuple[int, ...]
-    groups: tuple[int, ...]
-    splits: tuple[int, ...]
-    unrolls: tuple[int, ...]
-    max_block_points: int
-    staging: StagingPlan | None
-    orders: tuple[str, ...]
-    copies: tuple[str, ...] = knob_spec("copy").values or ("elementwise",)
-    subgroups: tuple[int, ...] = knob_spec("subgroup").values or (0,)
-    outside: tuple[tuple[str, str], ...] = ()
-    matrices: tuple[str, ...] = knob_spec("matrix").values or ("none",)
-
-    def extent(self, axis: int) -> int:
-        return self.workload.axes[axis].extent
-
-    def axis_name(self, axis: int) -> str:
-        return self.workload.axes[axis].name
-
-
-class Step:
-    """One knob: ``values`` it may take, the rules a value breaks, and what
-    choosing it writes into the state. ``reads``: every state key its rules
-    or values read (the engine memoises on them)."""
-
-    name: str = ""
-    reads: frozenset[str] = frozenset()
-
-    def __init__(self, setting: Setting) -> None:
-        self.s = setting
-
-    def values(self, state: State) -> Sequence[Any]:
-        values = knob_spec(self.name).values
-        assert values is not None
-        return values
-
-    def check(self, state: State, value: Any) -> list[Broken]:
-        return []
-
-    def apply(self, state: State, value: Any) -> None:
-        state[self.name] = value
-
-    @property
-    def writes(self) -> frozenset[str]:
-        """State keys besides its own name that :meth:`apply` sets."""
-        return frozenset()
-
-    def classes(self, state: State, domain: Sequence[Any]) -> list[tuple[Any, int]] | None:
-        """``domain`` as (representative, count) pairs whose values write the
-        same state (counting needs one of each when no later step reads the
-        value itself); None: every value on its own."""
-        return None
 
 
 class OrderStep(Step):
@@ -951,9 +879,6 @@ def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -
         StoreStep(setting),
     ]
     if "matrix" in knob_names(setting.workload):
-        # imported here: the matrix step is a Step of this module
-        from laytune.space._matrix_rules import MatrixStep
-
         steps.append(MatrixStep(setting))
     names = knob_names(setting.workload)
     if tuple(step.name for step in steps) != names:  # the table and the steps are one list

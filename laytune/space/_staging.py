@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import BinOp, Const, Expr, Var
-from laytune.space._workload import WorkloadLike, local_buffer_name, local_tiles
+from laytune.space._workload import WorkloadLike, local_buffer_name, local_tiles, vector_dim
 
 __all__ = [
     "StagedInput",
@@ -334,8 +334,6 @@ def local_vector_dims(workload: WorkloadLike, plan: StagingPlan) -> dict[str, in
     """Per staged input whose tile a vector of the innermost spatial axis
     reads (the input indexed by that axis's bare variable): the tile
     dimension the vector runs along, keyed by the local buffer name."""
-    from laytune.space._facts import vector_dim
-
     inner = max(k for k, a in enumerate(workload.axes) if a.kind == "spatial")
     out = {}
     for buf in workload.buffers:

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from laytune.exceptions import LayoutError
-from laytune.layout import Expr
+from laytune.layout import Expr, Var, variables
 from laytune.ops import reduction
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "index_text",
     "local_buffer_name",
     "local_tiles",
+    "vector_dim",
 ]
 
 AXIS_KINDS = ("spatial", "reduce")
@@ -294,3 +295,17 @@ def local_tiles(workload: WorkloadLike) -> dict[str, tuple[int, ...]]:
     if not isinstance(tiles, Mapping):
         tiles = dict(tiles)
     return {str(k): tuple(int(t) for t in v) for k, v in tiles.items()}
+
+
+def vector_dim(buf: BufferLike, axis: int) -> int | str | None:
+    """The dimension of ``buf`` a vector along ``axis`` runs along; None when
+    the buffer does not use the axis (the vector leaves it alone, or
+    broadcasts it); a reason (str) when it uses the axis other than as one
+    bare index (``oh + kh``, ``2 * ow``, or twice), so no vector serves it."""
+    bare = [d for d, e in enumerate(buf.indices) if isinstance(e, Var) and e.index == axis]
+    using = [d for d, e in enumerate(buf.indices) if axis in variables(e)]
+    if not using:
+        return None
+    if len(bare) == 1 and len(using) == 1:
+        return bare[0]
+    return f"buffer {buf.name!r} is indexed by the axis other than as one bare index"
