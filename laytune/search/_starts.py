@@ -121,11 +121,9 @@ def _named(workload: Any, axis: int) -> str:
 
 
 def _dim(buffer: Any, axis: int) -> int:
-    """The dimension of ``buffer`` whose index reads ``axis`` (first one)."""
-    for dim, index in enumerate(buffer.indices):
-        if axis in variables(index):
-            return dim
-    raise KeyError(axis)
+    """The dimension of ``buffer`` whose index reads ``axis`` (the first one;
+    :func:`classify` names only axes the buffer reads)."""
+    return next(dim for dim, index in enumerate(buffer.indices) if axis in variables(index))
 
 
 def _contraction(
