@@ -53,6 +53,16 @@ from laytune.layout._index_map import AXIS_SEPARATOR, IndexMap, Shape, default_n
 from laytune.layout._inverse import Condition, Inverse
 from laytune.layout._json import MAX_JSON_LENGTH, MAX_JSON_NESTING, check_nesting, load_versioned
 from laytune.layout._pack import UNDEF, pack, unpack
+from laytune.layout._reduce import (
+    offset_periods,
+    offsets_at,
+    offsets_on,
+    probe_digest,
+    reduced_box,
+    row_major_offsets,
+    same_offsets,
+    translations,
+)
 
 __all__ = [
     "AXIS_SEPARATOR",
@@ -84,12 +94,19 @@ __all__ = [
     "fits_int32",
     "identity",
     "load_versioned",
+    "offset_periods",
+    "offsets_at",
+    "offsets_on",
     "pack",
     "pad_every",
     "pad_rows",
     "panel",
     "permute",
+    "probe_digest",
+    "reduced_box",
+    "row_major_offsets",
     "row_xor",
+    "same_offsets",
     "simplify",
     "substitute",
     "swizzle",
@@ -97,6 +114,7 @@ __all__ = [
     "tile",
     "to_opencl",
     "to_text",
+    "translations",
     "unpack",
     "variables",
 ]

@@ -11,15 +11,25 @@ Semantics (the ones DESIGN.md commits to):
 - The map is valid on S when it is injective there; otherwise
   :class:`NonInjectiveLayoutError` names two colliding logical indices.
 
-Every query on a shape is vectorised: logical indices are broadcast index
-grids (``Var(k)`` is an array of shape ``(1, .., S[k], .., 1)``), so each
-subexpression is only as large as the axes it depends on, and injectivity is
-one scatter into an occupancy array of the physical size.
+What a shape tells is found without looking at every element where the
+map's form allows it: an affine output is bounded by intervals, any other on
+one quasi-period per axis where its extreme lies
+(:mod:`laytune.layout._periods`); an affine map's injectivity has a closed
+form; a layout built by a family or a composition of layouts is injective by
+construction (it says so, :meth:`IndexMap._known_injective`); and once a
+map's validity on a shape is known it is remembered by (map, shape) across
+instances, so padding (the physical size less the logical one) follows.
+What remains, a map written by hand, is looked at once, vectorised: logical
+indices are broadcast index grids (``Var(k)`` is an array of shape
+``(1, .., S[k], .., 1)``), so each subexpression is only as large as the
+axes it depends on, and injectivity is one scatter into an occupancy array
+of the physical size.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -45,6 +55,7 @@ from laytune.layout import _expr as ex
 from laytune.layout._expr import Const, Expr, Var
 from laytune.layout._json import load_versioned
 from laytune.layout._parse import MAX_INDICES, SEPARATOR_TOKEN, parse_index_map
+from laytune.layout._periods import drift, window
 
 __all__ = ["AXIS_SEPARATOR", "IndexMap", "Shape", "compose"]
 
@@ -215,6 +226,7 @@ class _ShapeFacts:
 
 
 _EVAL_LIMIT = 1 << 22  # elements evaluated at once when bounding an output
+_WINDOW_FROM = 4096  # outputs over fewer indices than this are simply evaluated
 
 
 def _output_range(expr: Expr, shape: Shape) -> tuple[int, int, Shape]:
@@ -235,6 +247,9 @@ def _output_range(expr: Expr, shape: Shape) -> tuple[int, int, Shape]:
         for atom, coeff in linear.terms.items():
             where[atom.index] = shape[atom.index] - 1 if coeff < 0 else 0
         return low, high, tuple(where)
+    windowed = _windowed_range(expr, shape, used, ranges)
+    if windowed is not None:
+        return windowed
     # evaluate over the used axes, the first one in chunks
     rest = _prod([shape[v] for v in used[1:]])
     step = max(1, _EVAL_LIMIT // rest)
@@ -267,6 +282,101 @@ def _output_range(expr: Expr, shape: Shape) -> tuple[int, int, Shape]:
     return low, high, where
 
 
+def _windowed_range(
+    expr: Expr, shape: Shape, used: list[int], ranges: list[ex.Range]
+) -> tuple[int, int, Shape] | None:
+    """:func:`_output_range` on the windows of :func:`~laytune.layout._periods.window`:
+    per used axis one quasi-period at the end where the extreme lies (exact,
+    see there); None when the windows are not much smaller than the axes."""
+    periods = {v: drift(expr, v, ranges) for v in used}
+    full = _prod([shape[v] for v in used])
+    out: list[Any] = []
+    for highest in (False, True):
+        windows = {v: window(shape[v], periods[v], highest) for v in used}
+        if full < _WINDOW_FROM or 2 * _prod([len(w) for w in windows.values()]) > full:
+            return None
+        args: list[Any] = [0] * len(shape)
+        for position, v in enumerate(used):
+            w = windows[v]
+            args[v] = np.arange(w.start, w.stop, dtype=np.int64).reshape(
+                [len(w) if p == position else 1 for p in range(len(used))]
+            )
+        arr = np.broadcast_to(
+            np.asarray(ex.evaluate(expr, args), dtype=np.int64), [len(windows[v]) for v in used]
+        )
+        if highest:
+            out.append(int(arr.max()))
+        else:
+            local = np.unravel_index(int(arr.argmin()), arr.shape)
+            where = [0] * len(shape)
+            for position, v in enumerate(used):
+                where[v] = windows[v].start + int(local[position])
+            out += [int(arr.min()), tuple(where)]
+    return out[0], out[2], out[1]
+
+
+#: Whether a map is injective on a shape, by (map, shape) across IndexMap
+#: instances (the same layout is rebuilt for every candidate and record):
+#: None or the colliding pair. A map is looked at once, then never again.
+_VALIDITY: OrderedDict[tuple[IndexMap, Shape], tuple[Shape, Shape] | None] = OrderedDict()
+_VALIDITY_LIMIT = 8192
+_VALIDITY_LOCK = threading.Lock()
+_UNKNOWN = object()
+
+
+def _remember_validity(key: tuple[IndexMap, Shape], collision: tuple[Shape, Shape] | None) -> None:
+    with _VALIDITY_LOCK:
+        _VALIDITY[key] = collision
+        _VALIDITY.move_to_end(key)
+        while len(_VALIDITY) > _VALIDITY_LIMIT:
+            _VALIDITY.popitem(last=False)
+
+
+def _affine_collision(
+    index_map: IndexMap, shape: Shape, pshape: Shape
+) -> tuple[bool, tuple[Shape, Shape] | None]:
+    """(decided, collision) for a map whose outputs are affine on ``shape``,
+    without a pass: its flat offset is ``c + sum(s_k * i_k)``, injective
+    unless some ``d != 0`` with ``|d_k| < S_k`` has ``sum(s_k * d_k) == 0``.
+    Decided when a stride is 0 (a collision), when the strides nest (each
+    larger than the reach of the smaller ones: injective), or with two axes
+    of extent > 1 (the least such ``d`` is ``(s_1, -s_0) / gcd``)."""
+    simplifier = ex._Simplifier([(0, s - 1) for s in shape])
+    strides = [0] * len(shape)
+    for k, out in enumerate(index_map.outputs):
+        linear = simplifier.linear(out)
+        if not all(isinstance(atom, Var) for atom in linear.terms):
+            return False, None
+        stride = _prod(pshape[k + 1 :])
+        for atom, coeff in linear.terms.items():
+            strides[atom.index] += coeff * stride  # type: ignore[union-attr]
+    axes = [k for k, extent in enumerate(shape) if extent > 1]
+
+    def pair(step: dict[int, int]) -> tuple[Shape, Shape]:
+        a = tuple(max(step.get(k, 0), 0) for k in range(len(shape)))
+        b = tuple(max(-step.get(k, 0), 0) for k in range(len(shape)))
+        return a, b
+
+    for k in axes:
+        if strides[k] == 0:
+            return True, pair({k: 1})
+    reach = 0
+    for k in sorted(axes, key=lambda k: abs(strides[k])):
+        if abs(strides[k]) <= reach:
+            break
+        reach += abs(strides[k]) * (shape[k] - 1)
+    else:
+        return True, None
+    if len(axes) == 2:
+        a, b = axes
+        g = math.gcd(strides[a], strides[b])
+        step = {a: strides[b] // g, b: -strides[a] // g}
+        if abs(step[a]) < shape[a] and abs(step[b]) < shape[b]:
+            return True, pair(step)
+        return True, None
+    return False, None
+
+
 def _unravel(k: int, shape: Shape) -> Shape:
     return tuple(int(v) for v in np.unravel_index(k, shape))
 
@@ -287,6 +397,7 @@ class IndexMap:
     _facts: dict[Shape, _ShapeFacts] = field(
         default_factory=dict, repr=False, compare=False, hash=False
     )
+    _hash: list[int] = field(default_factory=list, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.outputs:
@@ -385,7 +496,16 @@ class IndexMap:
         return isinstance(other, IndexMap) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        # kept: the caches of facts by (map, shape) hash a map often, and
+        # hashing its expression trees is as deep as they are
+        if not self._hash:
+            self._hash.append(hash(self._key()))
+        return self._hash[0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a hash of strings differs from process to process, and the facts'
+        # arrays are as large as the buffer: neither travels
+        return {**self.__dict__, "_hash": [], "_facts": {}}
 
     @property
     def ndim_in(self) -> int:
@@ -510,14 +630,38 @@ class IndexMap:
     def physical_size(self, shape: Sequence[int]) -> int:
         return _prod(self.physical_shape(shape))
 
+    def _collision(self, shape: Sequence[int]) -> tuple[Shape, Shape] | None:
+        """Two logical indices of ``shape`` that collide, or None. Known for a
+        (map, shape) seen before (by any instance), closed-form for affine
+        maps, else one vectorised pass, remembered."""
+        facts = self._shape_facts(shape)
+        key = (self, facts.shape)
+        with _VALIDITY_LOCK:
+            hit = _VALIDITY.get(key, _UNKNOWN)
+            if hit is not _UNKNOWN:
+                _VALIDITY.move_to_end(key)
+                return hit  # type: ignore[return-value]
+        decided, collision = _affine_collision(self, facts.shape, facts.physical_shape)
+        if not decided:
+            collision = facts.collision
+        _remember_validity(key, collision)
+        return collision
+
+    def _known_injective(self, shape: Sequence[int]) -> None:
+        """Record that the map is injective on ``shape`` because of how it was
+        built (a family, a composition of valid layouts), so that no query
+        ever looks at it element by element."""
+        facts = self._shape_facts(shape)
+        _remember_validity((self, facts.shape), None)
+
     def is_injective(self, shape: Sequence[int]) -> bool:
-        return self._shape_facts(shape).collision is None
+        return self._collision(shape) is None
 
     def validate(self, shape: Sequence[int]) -> IndexMap:
         """Raise unless the map is a valid layout on ``shape``; return self."""
-        facts = self._shape_facts(shape)
-        if facts.collision is not None:
-            a, b = facts.collision
+        collision = self._collision(shape)
+        if collision is not None:
+            a, b = collision
             raise NonInjectiveLayoutError(
                 f"{excerpt(self)} is not injective on shape {tuple(shape)}: logical indices {a} and {b} "
                 f"both map to physical index {self.map_indices(a)}",
@@ -527,8 +671,11 @@ class IndexMap:
         return self
 
     def padding_count(self, shape: Sequence[int]) -> int:
-        """Physical positions that no logical index of ``shape`` reaches."""
+        """Physical positions that no logical index of ``shape`` reaches:
+        the physical size less the logical one when the map is injective."""
         facts = self._shape_facts(shape)
+        if self._collision(shape) is None:
+            return _prod(facts.physical_shape) - _prod(facts.shape)
         if facts.occupancy is not None:
             return int(facts.occupancy.size - np.count_nonzero(facts.occupancy))
         return _prod(facts.physical_shape) - int(np.unique(facts.offsets).size)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -14,9 +16,11 @@ from laytune.layout import (
     identity,
     pad_every,
     pad_rows,
+    panel,
     permute,
     row_xor,
     swizzle,
+    texture,
     tile,
 )
 from laytune.layout._expr import Const, Expr, Var, _make
@@ -108,3 +112,65 @@ def one_family(draw: st.DrawFn, shape: tuple[int, ...]) -> Layout:
     except LayoutError:
         assume(False)
         raise
+
+
+FAMILIES = (
+    "identity",
+    "permute",
+    "block",
+    "panel",
+    "tile",
+    "pad_rows",
+    "pad_every",
+    "row_xor",
+    "swizzle",
+    "texture",
+)
+"""Every family a global buffer's layouts are drawn from."""
+
+
+@st.composite
+def one_of_every_family(draw: st.DrawFn, shape: tuple[int, ...]) -> Layout:
+    """Any family with any parameters its constructor takes, padded ones included."""
+    ndim = len(shape)
+    kind = draw(st.sampled_from(FAMILIES))
+    try:
+        if kind == "identity":
+            return identity(shape)
+        if kind == "permute":
+            return permute(shape, draw(st.permutations(range(ndim))))
+        if kind == "block":
+            return block(shape, draw(st.integers(0, ndim - 1)), draw(st.integers(1, 9)))
+        if kind == "panel":
+            return panel(shape, draw(st.integers(0, ndim - 1)), draw(st.integers(1, 9)))
+        if kind == "tile":
+            k = draw(st.integers(1, min(2, ndim)))
+            return tile(shape, draw(st.lists(st.integers(1, 9), min_size=k, max_size=k)))
+        if kind == "pad_rows":
+            return pad_rows(shape, draw(st.integers(1, 9)))
+        if kind == "pad_every":
+            return pad_every(shape, draw(st.integers(1, 5)), draw(st.integers(1, 9)))
+        if kind == "row_xor":
+            return row_xor(shape, draw(st.integers(1, 9)), draw(st.sampled_from([1, 2, 3, 4])))
+        if kind == "texture":
+            return texture(shape, draw(st.integers(0, ndim - 1)))
+        bits = draw(st.integers(1, 3))
+        return swizzle(shape, bits, draw(st.integers(0, 3)), draw(st.integers(bits, 5)))
+    except LayoutError:
+        assume(False)
+        raise
+
+
+@st.composite
+def every_family_layouts(draw: st.DrawFn, max_extent: int = 40) -> Layout:
+    """A family on a shape up to ``max_extent`` per axis (larger than most
+    periods, so that reduced shapes are smaller than the shape), possibly followed by a second
+    one on its physical shape (texture last: it splits axes)."""
+    shape = draw(st.lists(st.integers(1, max_extent), min_size=2, max_size=3).map(tuple))
+    assume(math.prod(shape) <= 6000)
+    layout = draw(one_of_every_family(shape))
+    if draw(st.booleans()) and not layout.index_map.separators:
+        pshape = layout.physical_shape
+        assume(len(pshape) <= 4 and math.prod(pshape) <= 20000)
+        layout = compose(draw(one_of_every_family(pshape)), layout)
+    return layout
