@@ -1,12 +1,17 @@
 """Intrinsic constraints: what an access instruction needs from a layout.
 
 A constraint is a frozen, hashable, JSON-serialisable value. ``check(layout,
-logical_shape, dtype, device)`` decides it *exactly* on the concrete shape:
-every logical element's flat physical offset is computed at once
-(``IndexMap.flat_offsets``) and the rule is evaluated with numpy slicing over
-the whole index grid, never by sampling and never by a Python loop over
-elements. A rejection names where the rule breaks ("row 2 of tile (0, 0)
-starts at offset 132, expected 128").
+logical_shape, dtype, device)`` decides it *exactly* on the concrete shape,
+never by sampling and never by a Python loop over elements. The rules of
+global buffers (vectors, sub-group runs, tiles) look at groups of elements
+and hold or fail alike for two groups whose offsets differ by a multiple of
+their alignment, so they are evaluated with numpy over the reduced box of
+:func:`~laytune.layout.reduced_box` (one quasi-period of the layout's flat
+offset per axis, a size that does not grow with the extents), each group of
+the box counting for the groups of the shape it stands for; ``__local``
+tiles are evaluated whole. A rejection names where the rule breaks ("row 2
+of tile (0, 0) starts at offset 132, expected 128") and counts the failing
+groups of the whole shape.
 
 Offsets are in elements of the flat physical buffer (for a layout with an axis
 separator, the row-major position in its ``flat_shape`` array); byte
@@ -28,7 +33,7 @@ import numpy as np
 
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import LayoutError, ShapeMismatchError
-from laytune.layout import Layout
+from laytune.layout import Layout, offsets_on, reduced_box
 from laytune.space._workload import BUFFER_ROLES, IMAGE_DTYPES, VECTOR_WIDTHS, dtype_bytes
 
 __all__ = [
@@ -201,6 +206,35 @@ def _offsets(layout: Layout, logical_shape: Sequence[int]) -> np.ndarray:
     return layout.index_map.flat_offsets(shape).reshape(shape)
 
 
+def _check_shape(layout: Layout, logical_shape: Sequence[int]) -> tuple[int, ...]:
+    """``logical_shape``, which must be the layout's own."""
+    shape = tuple(int(s) for s in logical_shape)
+    if shape != layout.shape:
+        raise ShapeMismatchError(
+            f"constraint checked on shape {shape} but the layout {layout.describe()} is built "
+            f"on {layout.shape}"
+        )
+    return shape
+
+
+def _outer(counts: Sequence[np.ndarray]) -> np.ndarray:
+    """The product of per-axis counts over their grid (one axis each)."""
+    out = np.ones((), dtype=np.int64)
+    for c in counts:
+        out = np.multiply.outer(out, np.asarray(c, dtype=np.int64))
+    return out
+
+
+def _reduced_offsets(
+    layout: Layout, logical_shape: Sequence[int], groups: Sequence[int], modulus: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The layout's flat offsets on the box that decides a group query
+    (:func:`~laytune.layout.reduced_box`), and the counts per axis."""
+    shape = _check_shape(layout, logical_shape)
+    box, counts = reduced_box(layout.index_map, shape, groups, modulus)
+    return offsets_on(layout.index_map, shape, box), counts
+
+
 def _fmt(index: Iterable[int]) -> str:
     return "(" + ", ".join(str(int(i)) for i in index) + ")"
 
@@ -214,6 +248,20 @@ def _positive_int(owner: str, name: str, value: Any) -> None:
         raise LayoutError(f"{owner}: {name} must be a positive integer, got {value!r}")
 
 
+def _tile_error(shape: tuple[int, ...], tile: tuple[int, ...]) -> str | None:
+    """Why ``tile`` does not tile the last axes of ``shape``, or None."""
+    if len(tile) > len(shape):
+        return f"tile {_fmt(tile)} has more axes than the buffer shape {_fmt(shape)}"
+    lead = len(shape) - len(tile)
+    for k, t in enumerate(tile):
+        if shape[lead + k] % t:
+            return (
+                f"axis {lead + k} extent {shape[lead + k]} is not a multiple of the tile extent {t} "
+                f"(tile {_fmt(tile)} on shape {_fmt(shape)})"
+            )
+    return None
+
+
 def _tiles(
     owner: str, offsets: np.ndarray, tile: tuple[int, ...]
 ) -> tuple[np.ndarray, tuple[int, ...], str | None]:
@@ -222,17 +270,10 @@ def _tiles(
     shape of the tile grid (leading axes + tile counts) for naming tiles.
     Returns an error text instead when the tile does not divide the shape."""
     shape = offsets.shape
-    if len(tile) > len(shape):
-        return offsets, (), f"tile {_fmt(tile)} has more axes than the buffer shape {_fmt(shape)}"
+    error = _tile_error(shape, tile)
+    if error:
+        return offsets, (), error
     lead = len(shape) - len(tile)
-    for k, t in enumerate(tile):
-        if shape[lead + k] % t:
-            return (
-                offsets,
-                (),
-                f"axis {lead + k} extent {shape[lead + k]} is not a multiple of the tile extent {t} "
-                f"(tile {_fmt(tile)} on shape {_fmt(shape)})",
-            )
     split: list[int] = list(shape[:lead])
     for k, t in enumerate(tile):
         split += [shape[lead + k] // t, t]
@@ -243,6 +284,40 @@ def _tiles(
     grid = tuple(shape[:lead]) + tuple(shape[lead + k] // t for k, t in enumerate(tile))
     rows = math.prod(tile[:-1])
     return arr.reshape(-1, rows, tile[-1]), grid, None
+
+
+def _reduced_tiles(
+    owner: str, layout: Layout, logical_shape: Sequence[int], tile: tuple[int, ...], modulus: int
+) -> tuple[np.ndarray, tuple[int, ...], str | None, np.ndarray | None]:
+    """:func:`_tiles` on the box that decides a tile query whose verdict on a
+    tile holds when ``modulus`` is added to its offsets, and how many tiles
+    of the whole shape each tile stands for."""
+    shape = _check_shape(layout, logical_shape)
+    error = _tile_error(shape, tile)
+    if error:
+        return np.empty(0), (), error, None
+    lead = len(shape) - len(tile)
+    groups = [1] * lead + list(tile)
+    offsets, counts = _reduced_offsets(layout, shape, groups, modulus)
+    arr, grid, _ = _tiles(owner, offsets, tile)
+    return arr, grid, None, _outer(counts).reshape(-1)
+
+
+def _alignment(alignment_bytes: int | None, dtype: str) -> int:
+    """The element count whose multiples are the offsets aligned to ``alignment_bytes``."""
+    if alignment_bytes is None:
+        return 1
+    return alignment_bytes // math.gcd(alignment_bytes, dtype_bytes(dtype))
+
+
+def _weighed(bad: np.ndarray, weights: np.ndarray | None) -> tuple[int, int]:
+    """(failing, all) over tiles (the first axis of ``bad``), each tile
+    counting ``weights`` times."""
+    if weights is None:
+        return int(np.count_nonzero(bad)), int(bad.size)
+    w = np.asarray(weights, dtype=np.int64).reshape((-1,) + (1,) * (bad.ndim - 1))
+    w = np.broadcast_to(w, bad.shape)
+    return int(w[bad].sum()), int(w.sum())
 
 
 def _tile_start(tile_no: int, grid: tuple[int, ...], tile: tuple[int, ...]) -> tuple[int, ...]:
@@ -290,12 +365,39 @@ class VectorAccess(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        return self.check_offsets(layout, _offsets(layout, logical_shape))
+        _check_shape(layout, logical_shape)
+        return self.check_layout(layout)
 
-    def check_offsets(self, layout: Layout, offsets: np.ndarray) -> Verdict:
-        """:meth:`check` on the layout's flat offsets, already computed (an
-        array of the logical shape), for callers that check many widths."""
-        shape, n = offsets.shape, self.width
+    def check_layout(self, layout: Layout) -> Verdict:
+        """:meth:`check` on the layout's own shape, decided on its reduced box
+        (:func:`~laytune.layout.reduced_box`: groups of ``width`` along the
+        axis, offsets modulo ``width``), whatever the extents."""
+        shape, n = layout.shape, self.width
+        if not -len(shape) <= self.axis < len(shape):
+            raise ShapeMismatchError(f"{self}: axis {self.axis} is out of range for {_fmt(shape)}")
+        axis = self.axis % len(shape)
+        if shape[axis] % n:
+            return self._reject(
+                f"axis {axis} has extent {shape[axis]}, not a multiple of the vector width {n}"
+            )
+        groups = [1] * len(shape)
+        groups[axis] = n
+        box, counts = reduced_box(layout.index_map, shape, groups, n)
+        return self.check_offsets(layout, offsets_on(layout.index_map, shape, box), shape, counts)
+
+    def check_offsets(
+        self,
+        layout: Layout,
+        offsets: np.ndarray,
+        shape: Sequence[int] | None = None,
+        counts: Sequence[np.ndarray] | None = None,
+    ) -> Verdict:
+        """:meth:`check` on the layout's flat offsets, already computed: an
+        array of the logical ``shape`` (the default), or of a reduced box of
+        it, with ``counts`` the groups of ``shape`` each group of the box
+        stands for (:func:`~laytune.layout.reduced_box`)."""
+        n = self.width
+        shape = tuple(offsets.shape if shape is None else shape)
         if not -len(shape) <= self.axis < len(shape):
             raise ShapeMismatchError(f"{self}: axis {self.axis} is out of range for {_fmt(shape)}")
         axis = self.axis % len(shape)
@@ -310,12 +412,17 @@ class VectorAccess(Constraint):
                 f"of {n}, so a vector could straddle two rows"
             )
         moved = np.moveaxis(offsets, axis, -1)
-        groups = moved.reshape(*moved.shape[:-1], extent // n, n)
+        groups = moved.reshape(*moved.shape[:-1], moved.shape[-1] // n, n)
         first = groups[..., 0]
         consecutive = np.all(np.diff(groups, axis=-1) == 1, axis=-1)
         aligned = first % n == 0
         bad = ~(consecutive & aligned)
-        count = int(np.count_nonzero(bad))
+        if counts is None:
+            count, total = int(np.count_nonzero(bad)), bad.size
+        else:
+            order = [k for k in range(len(shape)) if k != axis] + [axis]
+            weights = _outer([counts[k] for k in order])
+            count, total = int(weights[bad].sum()), math.prod(shape) // n
         if not count:
             return self._accept()
         reasons = []
@@ -341,7 +448,7 @@ class VectorAccess(Constraint):
                 f"the layout {layout.describe()} is padded (physical shape "
                 f"{_fmt(layout.physical_shape)} for logical {_fmt(layout.shape)})"
             )
-        return self._reject(f"{count} of {bad.size} vector groups fail", *reasons)
+        return self._reject(f"{count} of {total} vector groups fail", *reasons)
 
 
 @dataclass(frozen=True)
@@ -366,7 +473,7 @@ class Image2DRead(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        _offsets(layout, logical_shape)
+        _check_shape(layout, logical_shape)
         reasons = []
         if self.role != "input":
             reasons.append(
@@ -432,29 +539,32 @@ class ContiguousTileCopy(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        arr, grid, error = _tiles(str(self), _offsets(layout, logical_shape), self.tile)
+        arr, grid, error, weights = _reduced_tiles(str(self), layout, logical_shape, self.tile, 1)
         if error:
             return self._reject(error)
-        return self.check_tiles(arr, dtype, _tile_namer(grid, self.tile))
+        return self.check_tiles(arr, dtype, _tile_namer(grid, self.tile), weights)
 
-    def check_tiles(self, arr: np.ndarray, dtype: str, name: TileNamer) -> Verdict:
+    def check_tiles(
+        self, arr: np.ndarray, dtype: str, name: TileNamer, weights: np.ndarray | None = None
+    ) -> Verdict:
         """The rule on tiles given as flat offsets ``arr`` of shape (tiles,
         rows, columns), wherever they lie (a staging plan's footprints);
-        ``name(t)`` names tile ``t`` in a rejection."""
+        ``name(t)`` names tile ``t`` in a rejection; tile ``t`` counts
+        ``weights[t]`` times in it (once each by default)."""
         flat = arr.reshape(arr.shape[0], -1)
         low, high = flat.min(axis=1), flat.max(axis=1)
         size = flat.shape[1]
-        bad = np.flatnonzero(high - low + 1 != size)
+        failing = high - low + 1 != size
+        bad = np.flatnonzero(failing)
         if not bad.size:
             return self._accept()
+        count, total = _weighed(failing, weights)
         reasons = [
             f"tile {name(int(t))} spans offsets {int(low[t])}..{int(high[t])} "
             f"({int(high[t] - low[t] + 1)} positions for {size} elements)"
             for t in bad[:MAX_REASONS]
         ]
-        return self._reject(
-            f"{bad.size} of {flat.shape[0]} tiles are not contiguous", *reasons, *_more(bad.size)
-        )
+        return self._reject(f"{count} of {total} tiles are not contiguous", *reasons, *_more(count))
 
 
 @dataclass(frozen=True)
@@ -483,12 +593,17 @@ class StridedTileCopy(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        arr, grid, error = _tiles(str(self), _offsets(layout, logical_shape), self.tile)
+        modulus = _alignment(self.alignment_bytes, dtype)
+        arr, grid, error, weights = _reduced_tiles(
+            str(self), layout, logical_shape, self.tile, modulus
+        )
         if error:
             return self._reject(error)
-        return self.check_tiles(arr, dtype, _tile_namer(grid, self.tile))
+        return self.check_tiles(arr, dtype, _tile_namer(grid, self.tile), weights)
 
-    def check_tiles(self, arr: np.ndarray, dtype: str, name: TileNamer) -> Verdict:
+    def check_tiles(
+        self, arr: np.ndarray, dtype: str, name: TileNamer, weights: np.ndarray | None = None
+    ) -> Verdict:
         """The rule on tiles given as flat offsets (see
         :meth:`ContiguousTileCopy.check_tiles`)."""
         ntiles, rows, _ = arr.shape
@@ -508,9 +623,11 @@ class StridedTileCopy(Constraint):
         aligned = np.ones_like(row_ok)
         if self.alignment_bytes is not None:
             aligned = (starts * size) % self.alignment_bytes == 0
-        bad_tiles = np.flatnonzero(~np.all(row_ok & stride_ok & aligned, axis=1))
+        failing = ~np.all(row_ok & stride_ok & aligned, axis=1)
+        bad_tiles = np.flatnonzero(failing)
         if not bad_tiles.size:
             return self._accept()
+        count, total = _weighed(failing, weights)
         reasons = []
         for t in bad_tiles[:MAX_REASONS]:
             tname = name(int(t))
@@ -548,10 +665,10 @@ class StridedTileCopy(Constraint):
                     f"bytes"
                 )
         return self._reject(
-            f"{bad_tiles.size} of {ntiles} tiles have no constant row stride"
+            f"{count} of {total} tiles have no constant row stride"
             + (" with aligned rows" if self.alignment_bytes is not None else ""),
             *reasons,
-            *_more(bad_tiles.size),
+            *_more(count),
         )
 
 
@@ -599,19 +716,20 @@ class RowPointerTileLoad(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        offsets = _offsets(layout, logical_shape)
+        shape = _check_shape(layout, logical_shape)
         length = self.row_length(dtype)
-        tile = (self.rows, length) if offsets.ndim >= 2 else (length,)
-        if offsets.ndim < 2 and self.rows != 1:
-            return self._reject(
-                f"a 1-D buffer {_fmt(offsets.shape)} has no tiles of {self.rows} rows"
-            )
-        arr, grid, error = _tiles(str(self), offsets, tile)
+        tile = (self.rows, length) if len(shape) >= 2 else (length,)
+        if len(shape) < 2 and self.rows != 1:
+            return self._reject(f"a 1-D buffer {_fmt(shape)} has no tiles of {self.rows} rows")
+        modulus = _alignment(self.alignment_bytes, dtype)
+        arr, grid, error, weights = _reduced_tiles(str(self), layout, shape, tile, modulus)
         if error:
             return self._reject(error)
-        return self.check_tiles(arr, dtype, _tile_namer(grid, tile))
+        return self.check_tiles(arr, dtype, _tile_namer(grid, tile), weights)
 
-    def check_tiles(self, arr: np.ndarray, dtype: str, name: TileNamer) -> Verdict:
+    def check_tiles(
+        self, arr: np.ndarray, dtype: str, name: TileNamer, weights: np.ndarray | None = None
+    ) -> Verdict:
         """The rule on tiles given as flat offsets (see
         :meth:`ContiguousTileCopy.check_tiles`); their rows are the rows."""
         length = arr.shape[2]
@@ -619,7 +737,7 @@ class RowPointerTileLoad(Constraint):
         contiguous = np.all(np.diff(arr, axis=2) == 1, axis=2)
         aligned = (arr[:, :, 0] * size) % self.alignment_bytes == 0
         bad = ~(contiguous & aligned)
-        count = int(np.count_nonzero(bad))
+        count, total = _weighed(bad, weights)
         if not count:
             return self._accept()
         reasons = []
@@ -639,7 +757,7 @@ class RowPointerTileLoad(Constraint):
                     f"({int(row[0]) * size} bytes), not aligned to {self.alignment_bytes} bytes"
                 )
         return self._reject(
-            f"{count} of {bad.size} rows of {length} elements fail", *reasons, *_more(count)
+            f"{count} of {total} rows of {length} elements fail", *reasons, *_more(count)
         )
 
 
@@ -673,21 +791,28 @@ class SubgroupBlockAccess(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        offsets = _offsets(layout, logical_shape)
+        _check_shape(layout, logical_shape)
         if layout.image_rank == 2:
             return self._reject(
                 f"the layout {layout.describe()} is an image2d; block reads of a buffer need a "
                 f"pointer"
             )
-        shape = offsets.shape
-        if not -len(shape) <= self.axis < len(shape):
-            raise ShapeMismatchError(f"{self}: axis {self.axis} is out of range for {_fmt(shape)}")
-        axis = self.axis % len(shape)
+        full = layout.shape
+        if not -len(full) <= self.axis < len(full):
+            raise ShapeMismatchError(f"{self}: axis {self.axis} is out of range for {_fmt(full)}")
+        axis = self.axis % len(full)
         n = self.sub_group_size
-        if shape[axis] % n:
+        if full[axis] % n:
             return self._reject(
-                f"axis {axis} has extent {shape[axis]}, not a multiple of the sub-group size {n}"
+                f"axis {axis} has extent {full[axis]}, not a multiple of the sub-group size {n}"
             )
+        groups = [1] * len(full)
+        groups[axis] = n
+        offsets, counts = _reduced_offsets(
+            layout, full, groups, _alignment(self.alignment_bytes, dtype)
+        )
+        shape = offsets.shape
+        weights = _outer([counts[k] for k in range(len(full)) if k != axis] + [counts[axis]])
         moved = np.moveaxis(offsets, axis, -1)
         runs = moved.reshape(-1, 1, n)
         rest = moved.shape[:-1]
@@ -697,9 +822,11 @@ class SubgroupBlockAccess(Constraint):
             where.insert(axis, (t % (shape[axis] // n)) * n)
             return _fmt(where)
 
-        return self.check_tiles(runs, dtype, name)
+        return self.check_tiles(runs, dtype, name, weights.reshape(-1))
 
-    def check_tiles(self, arr: np.ndarray, dtype: str, name: TileNamer) -> Verdict:
+    def check_tiles(
+        self, arr: np.ndarray, dtype: str, name: TileNamer, weights: np.ndarray | None = None
+    ) -> Verdict:
         """The rule on rows of tiles given as flat offsets (see
         :meth:`ContiguousTileCopy.check_tiles`): each row splits into runs of
         ``sub_group_size`` elements from its start."""
@@ -714,7 +841,7 @@ class SubgroupBlockAccess(Constraint):
         contiguous = np.all(np.diff(runs, axis=2) == 1, axis=2)
         aligned = (runs[:, :, 0] * size) % self.alignment_bytes == 0
         bad = ~(contiguous & aligned)
-        count = int(np.count_nonzero(bad))
+        count, total = _weighed(bad, weights)
         if not count:
             return self._accept()
         reasons = []
@@ -736,7 +863,7 @@ class SubgroupBlockAccess(Constraint):
                     f"aligned to {self.alignment_bytes} bytes"
                 )
         return self._reject(
-            f"{count} of {bad.size} sub-group runs of {n} elements fail", *reasons, *_more(count)
+            f"{count} of {total} sub-group runs of {n} elements fail", *reasons, *_more(count)
         )
 
 
@@ -866,7 +993,7 @@ class PaddingBudget(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        _offsets(layout, logical_shape)
+        _check_shape(layout, logical_shape)
         fraction = layout.padding_fraction
         if fraction <= self.max_fraction:
             return self._accept()
@@ -894,7 +1021,7 @@ class LocalMemoryBudget(Constraint):
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
-        _offsets(layout, logical_shape)
+        _check_shape(layout, logical_shape)
         return self.check_buffers([("buffer", layout, dtype)], device)
 
     def check_buffers(

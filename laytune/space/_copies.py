@@ -35,15 +35,14 @@ tile's, for the space and ``check_candidate`` alike.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from laytune.device_info import DeviceInfo
-from laytune.layout import Layout
+from laytune.layout import Layout, offsets_at, translations
 from laytune.space._constraints import (
     ContiguousTileCopy,
     RowPointerTileLoad,
@@ -137,26 +136,79 @@ def _rows_view(tile: tuple[int, ...]) -> tuple[int, int]:
     return math.prod(tile[:-1]), tile[-1]
 
 
-def _box_origins(workload: WorkloadLike, plan: StagingPlan, staged: StagedInput) -> np.ndarray:
-    """The first index of every footprint of ``staged`` (one row per box
-    that some work-group copies in some stage), shape (boxes, rank)."""
+def _choices(
+    workload: WorkloadLike, plan: StagingPlan, staged: StagedInput
+) -> tuple[list[int], list[np.ndarray]]:
+    """The axes a footprint's origin depends on, and the values each takes
+    (evenly spaced, from 0)."""
     used = sorted({k for coeffs, _ in staged.terms for k, _ in coeffs})
-    choices = []
+    values = []
     for k in used:
         axis = workload.axes[k]
         if k in plan.spatial:
-            step = plan.block[k]
-            choices.append([g * step for g in range(plan.counts[k])])
+            values.append(np.arange(plan.counts[k], dtype=np.int64) * plan.block[k])
         elif k == plan.stepped:
-            step = plan.block[k]
-            choices.append(list(range(0, axis.extent, step)))
+            values.append(np.arange(0, axis.extent, plan.block[k], dtype=np.int64))
         else:  # a reduce axis a stage covers whole: its first value
-            choices.append([0])
-    rows = []
-    for values in itertools.product(*choices):
-        at = dict(zip(used, values, strict=True))
-        rows.append([const + sum(c * at[k] for k, c in coeffs) for coeffs, const in staged.terms])
-    return np.array(rows, dtype=np.int64).reshape(len(rows), len(staged.terms))
+            values.append(np.zeros(1, dtype=np.int64))
+    return used, values
+
+
+def _box_origins(
+    workload: WorkloadLike,
+    plan: StagingPlan,
+    staged: StagedInput,
+    periods: Sequence[int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first index of footprints of ``staged`` (one row per box that some
+    work-group copies in some stage), shape (boxes, rank), and how many
+    footprints each row stands for.
+
+    Without ``periods``, every footprint once. With ``periods`` (per input
+    dimension ``d``, a translation ``Q_d`` that leaves the verdict of a copy
+    unchanged), one footprint per class of origins modulo ``Q`` (the first
+    one met), counting the class: an origin is affine in the axes' values,
+    so its residues repeat along each axis with a period of that axis's own,
+    and only that many values per axis are listed."""
+    used, values = _choices(workload, plan, staged)
+    counts = []
+    for position, k in enumerate(used):
+        v = values[position]
+        n = len(v)
+        repeat = n
+        if periods is not None and n > 1:
+            step = int(v[1] - v[0])
+            repeat = 1
+            for d, (coeffs, _) in enumerate(staged.terms):
+                c = dict(coeffs).get(k, 0) * step
+                if c:
+                    repeat = math.lcm(repeat, periods[d] // math.gcd(c, periods[d]))
+            repeat = min(repeat, n)
+        values[position] = v[:repeat]
+        counts.append((n - 1 - np.arange(repeat, dtype=np.int64)) // repeat + 1)
+    grids = np.meshgrid(*values, indexing="ij") if values else []
+    at = {k: g.reshape(-1) for k, g in zip(used, grids, strict=True)}
+    boxes = math.prod(len(v) for v in values)
+    origins = np.empty((boxes, len(staged.terms)), dtype=np.int64)
+    for d, (coeffs, const) in enumerate(staged.terms):
+        origins[:, d] = const
+        for k, c in coeffs:
+            origins[:, d] += c * at[k]
+    weights = np.ones((), dtype=np.int64)
+    for c in counts:
+        weights = np.multiply.outer(weights, c)
+    weights = weights.reshape(-1)
+    if periods is None:
+        return origins, weights
+    _, first, inverse = np.unique(
+        origins % np.asarray(periods, dtype=np.int64),
+        axis=0,
+        return_index=True,
+        return_inverse=True,
+    )
+    summed = np.bincount(inverse.reshape(-1), weights=weights).astype(np.int64)
+    order = np.argsort(first, kind="stable")
+    return origins[first[order]], summed[order]
 
 
 def footprints_inside(workload: WorkloadLike, plan: StagingPlan) -> dict[str, str]:
@@ -166,13 +218,18 @@ def footprints_inside(workload: WorkloadLike, plan: StagingPlan) -> dict[str, st
     out = {}
     for staged in plan.inputs:
         shape = _decl(workload, staged.buffer).shape
-        origins = _box_origins(workload, plan, staged)
+        used, values = _choices(workload, plan, staged)
         extents = [1] * len(shape)
         for t, d in enumerate(staged.dims):
             extents[d] = staged.tile[t]
         for d, extent in enumerate(shape):
-            low = int(origins[:, d].min())
-            high = int(origins[:, d].max()) + extents[d] - 1
+            coeffs, const = staged.terms[d]
+            low = high = const  # an affine origin is extreme at its axes' extremes
+            for k, c in coeffs:
+                v = values[used.index(k)]
+                ends = (c * int(v.min()), c * int(v.max()))
+                low, high = low + min(ends), high + max(ends)
+            high += extents[d] - 1
             if low < 0 or high > extent - 1:
                 out[staged.buffer] = (
                     f"the footprints of {staged.buffer!r} span indices {low}..{high} of its "
@@ -184,24 +241,28 @@ def footprints_inside(workload: WorkloadLike, plan: StagingPlan) -> dict[str, st
 
 
 def _footprints(
-    workload: WorkloadLike, plan: StagingPlan, staged: StagedInput, layout: Layout
-) -> tuple[np.ndarray, TileNamer]:
-    """Flat offsets of every footprint under ``layout``: (boxes, rows, row
-    length), and the namer of a box (its first logical index)."""
-    origins = _box_origins(workload, plan, staged)
-    offsets = np.asarray(layout.index_map.flat_offsets(layout.shape)).reshape(layout.shape)
+    workload: WorkloadLike, plan: StagingPlan, staged: StagedInput, layout: Layout, modulus: int
+) -> tuple[np.ndarray, TileNamer, np.ndarray]:
+    """Flat offsets of the footprints under ``layout`` that decide a copy
+    whose verdict holds when ``modulus`` is added to a footprint's offsets:
+    (boxes, rows, row length), one footprint per class of
+    :func:`_box_origins` under the layout's periods; the namer of a box (its
+    first logical index); how many footprints each box stands for."""
+    shape = layout.shape
+    periods = translations(layout.index_map, shape, None, modulus)
+    origins, weights = _box_origins(workload, plan, staged, periods)
     grids = np.meshgrid(*[np.arange(t) for t in staged.tile], indexing="ij")
     index = []
-    for d in range(len(layout.shape)):
+    for d in range(len(shape)):
         inner = grids[staged.dims.index(d)].reshape(-1) if d in staged.dims else 0
         index.append(origins[:, d][:, None] + inner)
     rows, length = _rows_view(staged.tile)
-    arr = offsets[tuple(index)].reshape(len(origins), rows, length)
+    arr = offsets_at(layout.index_map, shape, index).reshape(len(origins), rows, length)
 
     def name(t: int) -> str:
         return "footprint (" + ", ".join(str(int(v)) for v in origins[t]) + ")"
 
-    return arr, name
+    return arr, name, weights
 
 
 def _pattern(arr: np.ndarray) -> str | None:
@@ -221,6 +282,7 @@ def _judge(
     checks: dict[str, Callable[[], Verdict] | str],
     subgroup: Callable[[int], SubgroupBlockAccess],
     sizes: tuple[int, ...],
+    weights: np.ndarray | None = None,
 ) -> TileCopyFacts:
     accepts = set()
     reasons: dict[str, str] = {}
@@ -233,7 +295,7 @@ def _judge(
             reasons[variant] = f"{buffer!r}: {text}"
     subgroups = set()
     for size in sizes:
-        verdict = subgroup(size).check_tiles(arr, dtype, name)
+        verdict = subgroup(size).check_tiles(arr, dtype, name, weights)
         if verdict.ok:
             subgroups.add(size)
         else:
@@ -279,24 +341,27 @@ def global_copy_facts(
         return TileCopyFacts(
             name, frozenset(), None, frozenset(), tuple((w, refuse) for w in whats)
         )
-    arr, box = _footprints(workload, plan, staged, layout)
+    # every copy's verdict on a footprint holds modulo the row vector and a 4-byte word
+    arr, box, weights = _footprints(workload, plan, staged, layout, math.lcm(length, 4))
     size = dtype_bytes(dtype)
     vector = _row_vector(length)
     checks: dict[str, Callable[[], Verdict] | str] = {
         "rows": lambda: RowPointerTileLoad(
             rows, row_elements=length, alignment_bytes=size
-        ).check_tiles(arr, dtype, box),
+        ).check_tiles(arr, dtype, box, weights),
         "async_strided": vector
         or (
             lambda: StridedTileCopy(tile, alignment_bytes=length * size).check_tiles(
-                arr, dtype, box
+                arr, dtype, box, weights
             )
         ),
         "async_contiguous": lambda: _same_order(
-            ContiguousTileCopy(tile).check_tiles(arr, dtype, box), arr
+            ContiguousTileCopy(tile).check_tiles(arr, dtype, box, weights), arr
         ),
     }
-    return _judge(name, arr, box, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 4), sizes)
+    return _judge(
+        name, arr, box, dtype, checks, lambda n: SubgroupBlockAccess(-1, n, 4), sizes, weights
+    )
 
 
 def _same_order(verdict: Verdict, arr: np.ndarray) -> Verdict:

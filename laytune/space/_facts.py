@@ -18,10 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from laytune.device_info import DeviceInfo
-from laytune.layout import Layout, Var, bounds
+from laytune.layout import Layout, Var, bounds, row_major_offsets
 from laytune.space._constraints import SubgroupBlockAccess, VectorAccess
 from laytune.space._copies import (
     SUBGROUP_SIZES,
@@ -140,8 +138,7 @@ def keeps_logical_order(workload: WorkloadLike, buf: BufferLike, layout: Layout)
     axes = [e.index for e in buf.indices if isinstance(e, Var)]
     if axes != sorted(axes) or layout.has_padding or layout.image_rank != 1:
         return False
-    offsets = layout.index_map.flat_offsets(layout.shape)
-    return bool(np.array_equal(offsets, np.arange(offsets.size)))
+    return row_major_offsets(layout.index_map, layout.shape)
 
 
 def buffer_facts(
@@ -156,7 +153,6 @@ def buffer_facts(
     refuses, why."""
     accepted: set[tuple[int, int]] = set()
     refused: Refused = {}
-    offsets: np.ndarray | None = None
     for axis in spatial_axes(workload):
         extent = workload.axes[axis].extent
         dim = vector_dim(buf, axis)
@@ -168,9 +164,7 @@ def buffer_facts(
             elif isinstance(dim, str):
                 refused[(axis, width)] = f"{dim} ({index_text(workload, buf)})"
             else:
-                if offsets is None:
-                    offsets = layout.index_map.flat_offsets(layout.shape).reshape(layout.shape)
-                verdict = VectorAccess(dim, width).check_offsets(layout, offsets)
+                verdict = VectorAccess(dim, width).check_layout(layout)
                 if verdict.ok:
                     accepted.add((axis, width))
                 else:
@@ -232,8 +226,7 @@ def serves_vector(buf: BufferLike, layout: Layout, axis: int, width: int) -> boo
         return True
     if isinstance(dim, str):
         return False
-    offsets = layout.index_map.flat_offsets(layout.shape).reshape(layout.shape)
-    return VectorAccess(dim, width).check_offsets(layout, offsets).ok
+    return VectorAccess(dim, width).check_layout(layout).ok
 
 
 def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:

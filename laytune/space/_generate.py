@@ -11,7 +11,6 @@ innermost axis by a divisor never counts twice.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,9 @@ from laytune.layout import (
     pad_rows,
     panel,
     permute,
+    probe_digest,
     row_xor,
+    same_offsets,
     swizzle,
     texture,
     tile,
@@ -43,6 +44,7 @@ __all__ = [
     "global_layouts",
     "layout_fingerprint",
     "local_layouts",
+    "same_layout_offsets",
 ]
 
 GLOBAL_FAMILIES = (
@@ -199,10 +201,21 @@ class SpaceOptions:
 
 
 def layout_fingerprint(layout: Layout) -> tuple[tuple[int, ...], str]:
-    """(flat shape, digest of every flat offset): equal iff the layouts store
-    every logical element at the same place in the same physical array."""
-    offsets = layout.index_map.flat_offsets(layout.shape)
-    return layout.flat_shape, hashlib.sha1(offsets.tobytes()).hexdigest()
+    """(flat shape, digest of the flat offsets of the first indices of every
+    axis): equal when the layouts store every logical element at the same
+    place in the same physical array; layouts that do not may share one too
+    (:func:`same_layout_offsets` tells them apart)."""
+    return layout.flat_shape, probe_digest(layout.index_map, layout.shape)
+
+
+def same_layout_offsets(a: Layout, b: Layout) -> bool:
+    """Whether ``a`` and ``b`` store every logical element at the same place
+    in the same physical array (exact, on their periods, not element by element)."""
+    return (
+        a.shape == b.shape
+        and a.flat_shape == b.flat_shape
+        and same_offsets(a.index_map, b.index_map, a.shape)
+    )
 
 
 def _try(make: Callable[[], Layout]) -> Layout | None:
@@ -280,16 +293,16 @@ def _block2(shape: tuple[int, ...], x: int, y: int) -> Layout:
 
 
 def _dedupe(makers: Iterator[Callable[[], Layout]], limit: int | None) -> list[Layout]:
-    seen: set[tuple[tuple[int, ...], str]] = set()
+    seen: dict[tuple[tuple[int, ...], str], list[Layout]] = {}
     out: list[Layout] = []
     for make in makers:
         layout = _try(make)
         if layout is None:
             continue
-        fingerprint = layout_fingerprint(layout)
-        if fingerprint in seen:
+        alike = seen.setdefault(layout_fingerprint(layout), [])
+        if any(same_layout_offsets(layout, kept) for kept in alike):
             continue
-        seen.add(fingerprint)
+        alike.append(layout)
         out.append(layout)
         if limit is not None and len(out) >= limit:
             break
