@@ -38,6 +38,14 @@ def _charges(record: Record) -> dict[tuple[str, str], float]:
     return {(c.buffer, c.direction): c.seconds for c in price.charges}
 
 
+def _sources(record: Record) -> dict[tuple[str, str], str]:
+    """(buffer, direction) -> where the time of that conversion comes from."""
+    price = record.objective
+    if price is None:
+        return {}
+    return {(c.buffer, c.direction): c.source for c in price.charges}
+
+
 def _buffer_line(
     name: str, layout: Any, boundary: Boundary, best: Record, reference: Record
 ) -> str:
@@ -45,6 +53,7 @@ def _buffer_line(
     mine, theirs = _charges(best), _charges(reference)
     paid = {d: s for (b, d), s in mine.items() if b == name}
     saved = {d: s for (b, d), s in theirs.items() if b == name}
+    sources = _sources(reference)
     where = f"{name} as {layout.index_map}"
     if policy.kind == "constant":
         return f"{where}: a constant, packed once, so free per call"
@@ -52,14 +61,17 @@ def _buffer_line(
         return f"{where}: free, its producer or consumer adopts the layout"
     held = policy.layout
     if held is not None and not held.is_identity and not paid:
-        cost = " + ".join(f"{d} {_ms(s)}" for d, s in saved.items()) or "a conversion"
+        cost = (
+            " + ".join(f"{d} {_ms(s)} ({sources[name, d]})" for d, s in saved.items())
+            or "a conversion"
+        )
         return (
             f"{where}: the layout the caller holds it in, so nothing to convert, where "
             f"identity layouts pay {cost} a call to convert it from the caller's layout"
         )
     cost = " + ".join(f"{d} {_ms(s)}" for d, s in paid.items())
     if cost:
-        return f"{where}: converted every call ({cost}), which the kernel repays"
+        return f"{where}: converted every call ({cost})"
     return f"{where}: nothing to convert"
 
 

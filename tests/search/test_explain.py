@@ -79,7 +79,7 @@ def test_a_layout_held_by_the_caller_wins_by_the_conversion_it_saves() -> None:
     )
     assert "the best's layouts:               2.0000 ms = kernel 2.0000 ms, nothing to" in text
     assert "A as lambda i, j: [j, i]: the layout the caller holds it in" in text
-    assert "identity layouts pay pack 7.0000 ms a call" in text
+    assert "identity layouts pay pack 7.0000 ms (conversion record 99) a call" in text
     assert "of the 6.9000 ms difference: 7.0000 ms of conversions not paid, " in text
     assert "0.1000 ms lost in the kernel" in text
 
