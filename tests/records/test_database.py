@@ -264,6 +264,35 @@ def test_reading_a_postgresql_database_without_records_creates_nothing(postgres_
     open_database(url, create=False).close()
 
 
+@pytest.mark.xdist_group("postgres")  # one server per test run
+def test_a_newer_postgresql_database_is_refused_before_any_table_is_made(
+    postgres_url: str,
+) -> None:
+    """On a server, opening checks the schema version before creating
+    tables (it created the missing ones first), and reading runs no DDL."""
+    server = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.execute(sa.text("CREATE DATABASE newer_for_reading"))
+    server.dispose()
+    url = postgres_url.rsplit("/", 1)[0] + "/newer_for_reading"
+    with open_database(url) as database:
+        database.add(record(candidate("identity"), 4e-6))
+    probe = sa.create_engine(url)
+    with probe.begin() as conn:
+        conn.execute(sa.text("UPDATE laytune_meta SET value = '2' WHERE name = 'schema_version'"))
+        conn.execute(sa.text("DROP TABLE laytune_claims"))
+    for opening in (dict(read_only=True), dict(create=False), dict()):
+        with pytest.raises(DatabaseError, match="holds records of schema version 2"):
+            open_database(url, **opening)
+        with probe.connect() as conn:
+            assert "laytune_claims" not in sa.inspect(conn).get_table_names(), opening
+    with probe.begin() as conn:
+        conn.execute(sa.text("UPDATE laytune_meta SET value = 'two' WHERE name = 'schema_version'"))
+    with pytest.raises(DatabaseError, match="schema version 'two', which is not a number"):
+        open_database(url, read_only=True)
+    probe.dispose()
+
+
 def test_identity_twins_of_a_vector_transpose_include_the_direct_read(db) -> None:
     """The transpose's input permuted and read along i, then transposed in
     registers to store along j: identity layouts read along j directly, so
