@@ -27,6 +27,7 @@ from laytune.search._model import CostModel, Observation, spearman
 from laytune.search._model_search import ModelSearch, transfer_observations
 from laytune.search._options import DEFAULT_MEASURE, TuneOptions
 from laytune.search._strategies import STRATEGIES, make_sampler, params_of
+from laytune.search._structure import Contraction, Window, classify
 from laytune.search._tune import (
     conversion_starts,
     layout_reference,
@@ -40,6 +41,7 @@ from laytune.search._tune import (
 __all__ = [
     "DEFAULT_MEASURE",
     "STRATEGIES",
+    "Contraction",
     "CostModel",
     "Demo",
     "Job",
@@ -51,7 +53,9 @@ __all__ = [
     "TuneCallback",
     "TuneOptions",
     "TuneResult",
+    "Window",
     "candidate_features",
+    "classify",
     "conversion_starts",
     "conversions_of",
     "demos",

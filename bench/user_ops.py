@@ -1,0 +1,400 @@
+"""Operators users define themselves, tuned with the default job, beside ONNX Runtime and numpy.
+
+    python -m bench.user_ops [--quick] [--trials N] [--timeout S] [--repeats N]
+                             [--match TEXT] [--out FILE]
+
+Each workload is written here with ``Workload.define`` (no constructor of
+``laytune.ops`` knows it), tuned by ``laytune.tune`` with the default
+strategy from an empty database, so its kernels come from the starts derived
+from the statement's structure (``laytune.search.classify``) and the search:
+
+- a batched matmul ``C[b, i, j] += A[b, i, k] * B[b, k, j]``, 8 x 128 x 128 x 64
+  (ONNX Runtime: ``MatMul``);
+- a depthwise 3 x 3 convolution over 64 channels of 56 x 56 (``Conv``, ``group=64``);
+- a grouped 3 x 3 convolution, 4 groups of 16 -> 16 channels, 28 x 28, written
+  5-D (``Y[n, g, f, oh, ow]``; ``Conv``, ``group=4`` on the same memory);
+- a 1 x 1 (pointwise) convolution 64 -> 128 channels at 56 x 56, written as
+  the contraction it is (``Conv`` 1 x 1);
+- an image stem: 3 input channels, 7 x 7, stride 2, padding 3, 224 x 224 ->
+  64 x 112 x 112 (``Conv``);
+- a row-wise max and a row-wise sum of a 2048 x 1024 matrix (softmax's two
+  reductions; ``ReduceMax`` / ``ReduceSum``).
+
+The best record is measured again with its conversions (the per-call pack of
+every input that is not a weight and the unpack of the output), and that
+end-to-end time is set beside ONNX Runtime's session (2 threads, the model's
+weights as initializers) and numpy on the same host. Rates: GFLOP/s and the
+fraction of the peak (``bench._peak``) for the accumulations, GB/s for the
+reductions. The table is printed and written to ``bench/results/user_ops.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import _report
+from bench._peak import Peak, read_peak
+from bench.peers import (
+    Budget,
+    Case,
+    EndToEnd,
+    Row,
+    Search,
+    Timing,
+    measure,
+    relative_error,
+    remeasure,
+    tune_case,
+)
+from laytune.ops import Workload
+from laytune.runners import default_device
+from laytune.search import classify
+
+RESULT_NAME = "user_ops.md"
+TRIALS, TIMEOUT_S, REPEATS = 32, 240.0, 20
+QUICK_TRIALS, QUICK_TIMEOUT_S, QUICK_REPEATS = 8, 60.0, 10
+_OPSET, _IR_VERSION = 17, 8
+
+
+@dataclass(frozen=True)
+class UserOp:
+    """A user's statement, the ONNX node that computes the same, and numpy's way."""
+
+    case: Case
+    node: Callable[[], Any]  # () -> (onnx node, initializer names)
+    numpy: Callable[[dict[str, np.ndarray]], np.ndarray]
+    reduction: bool = False
+
+
+def _case(label: str, workload: Workload) -> Case:
+    return Case(label, workload, workload.flops)
+
+
+def _windows(x: np.ndarray, kernel: int, stride: int, pad: int) -> np.ndarray:
+    """``x[n, c, h, w]`` as ``[n, c, oh, ow, kh, kw]`` windows (zero padding)."""
+    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    view = np.lib.stride_tricks.sliding_window_view(padded, (kernel, kernel), axis=(2, 3))
+    return view[:, :, ::stride, ::stride]
+
+
+def user_ops() -> list[UserOp]:
+    from onnx import helper
+
+    bmm = Workload.define(
+        "bmm",
+        "C[b, i, j] += A[b, i, k] * B[b, k, j]",
+        {"b": 8, "i": 128, "j": 128, "k": 64},
+        {"A": (8, 128, 64), "B": (8, 64, 128)},
+    )
+    depthwise = Workload.define(
+        "depthwise",
+        "Y[n, c, oh, ow] += X[n, c, oh + kh, ow + kw] * W[c, kh, kw]",
+        {"n": 1, "c": 64, "oh": 54, "ow": 54, "kh": 3, "kw": 3},
+        {"X": (1, 64, 56, 56), "W": (64, 3, 3)},
+        weights=("W",),
+    )
+    grouped = Workload.define(
+        "grouped_conv",
+        "Y[n, g, f, oh, ow] += X[n, g, c, oh + kh - 1, ow + kw - 1] * W[g, f, c, kh, kw]",
+        {"n": 1, "g": 4, "f": 16, "oh": 28, "ow": 28, "c": 16, "kh": 3, "kw": 3},
+        {"X": (1, 4, 16, 28, 28), "W": (4, 16, 16, 3, 3)},
+        weights=("W",),
+    )
+    pointwise = Workload.define(
+        "pointwise",
+        "Y[n, f, oh, ow] += X[n, c, oh, ow] * W[f, c]",
+        {"n": 1, "f": 128, "oh": 56, "ow": 56, "c": 64},
+        {"X": (1, 64, 56, 56), "W": (128, 64)},
+        weights=("W",),
+    )
+    stem = Workload.define(
+        "stem",
+        "Y[n, f, oh, ow] += X[n, c, oh * 2 + kh - 3, ow * 2 + kw - 3] * W[f, c, kh, kw]",
+        {"n": 1, "f": 64, "oh": 112, "ow": 112, "c": 3, "kh": 7, "kw": 7},
+        {"X": (1, 3, 224, 224), "W": (64, 3, 7, 7)},
+        weights=("W",),
+    )
+    row_max = Workload.define(
+        "row_max", "Y[i] = max(X[i, j])", {"i": 2048, "j": 1024}, {"X": (2048, 1024)}
+    )
+    row_sum = Workload.define(
+        "row_sum", "Y[i] += X[i, j]", {"i": 2048, "j": 1024}, {"X": (2048, 1024)}
+    )
+
+    def conv(group: int, kernel: int, stride: int, pad: int, w4: Callable) -> Callable:
+        def node() -> Any:
+            return (
+                helper.make_node(
+                    "Conv",
+                    ["X", "W"],
+                    ["Y"],
+                    group=group,
+                    kernel_shape=[kernel, kernel],
+                    strides=[stride, stride],
+                    pads=[pad] * 4,
+                ),
+                {"W": w4},
+            )
+
+        return node
+
+    def conv_numpy(kernel: int, stride: int, pad: int, group: int, w4: Callable) -> Callable:
+        def run(inputs: dict[str, np.ndarray]) -> np.ndarray:
+            x = inputs["X"].reshape(1, -1, *inputs["X"].shape[-2:]).astype(np.float64)
+            w = w4(inputs["W"]).astype(np.float64)
+            win = _windows(x, kernel, stride, pad)  # n, C, oh, ow, kh, kw
+            n, channels = win.shape[:2]
+            win = win.reshape(n, group, channels // group, *win.shape[2:])
+            wg = w.reshape(group, w.shape[0] // group, *w.shape[1:])
+            return np.einsum("ngchwyx,gfcyx->ngfhw", win, wg, optimize=True)
+
+        return run
+
+    def reduce(op: str) -> Callable:
+        def node() -> Any:  # ReduceSum takes its axes as an input from opset 13 on
+            if op == "ReduceSum":
+                axes = {"axes": lambda _: np.array([1], dtype=np.int64)}
+                return helper.make_node(op, ["X", "axes"], ["Y"], keepdims=0), axes
+            return helper.make_node(op, ["X"], ["Y"], axes=[1], keepdims=0), {}
+
+        return node
+
+    return [
+        UserOp(
+            _case("batched matmul 8 x 128 x 128 x 64", bmm),
+            lambda: (helper.make_node("MatMul", ["A", "B"], ["C"]), {}),
+            lambda i: np.matmul(i["A"], i["B"]),
+        ),
+        UserOp(
+            _case("depthwise 3 x 3, 64 x 56 x 56", depthwise),
+            conv(64, 3, 1, 0, lambda w: w.reshape(64, 1, 3, 3)),
+            conv_numpy(3, 1, 0, 64, lambda w: w.reshape(64, 1, 3, 3)),
+        ),
+        UserOp(
+            _case("grouped 3 x 3, 4 x (16 -> 16), 28 x 28", grouped),
+            conv(4, 3, 1, 1, lambda w: w.reshape(64, 16, 3, 3)),
+            conv_numpy(3, 1, 1, 4, lambda w: w.reshape(64, 16, 3, 3)),
+        ),
+        UserOp(
+            _case("pointwise 1 x 1, 64 -> 128, 56 x 56", pointwise),
+            conv(1, 1, 1, 0, lambda w: w.reshape(128, 64, 1, 1)),
+            lambda i: np.einsum("fc,nchw->nfhw", i["W"], i["X"]),
+        ),
+        UserOp(
+            _case("stem 7 x 7 stride 2, 3 -> 64, 224 x 224", stem),
+            conv(1, 7, 2, 3, lambda w: w),
+            conv_numpy(7, 2, 3, 1, lambda w: w),
+        ),
+        UserOp(
+            _case("row max 2048 x 1024", row_max),
+            reduce("ReduceMax"),
+            lambda i: i["X"].max(axis=1),
+            True,
+        ),
+        UserOp(
+            _case("row sum 2048 x 1024", row_sum),
+            reduce("ReduceSum"),
+            lambda i: i["X"].sum(axis=1),
+            True,
+        ),
+    ]
+
+
+def onnx_session(op: UserOp, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
+    """``run()``: the op's node in a 2-thread CPU session; the weights are
+    initializers (prepacked once by ONNX Runtime, as laytune packs its own once)."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    node, weights = op.node()
+    workload = op.case.workload
+    initializers = [
+        numpy_helper.from_array(np.ascontiguousarray(reshape(inputs.get(name))), name)
+        for name, reshape in weights.items()
+    ]
+    feeds = {
+        name: array.reshape(1, -1, *array.shape[-2:]) if array.ndim == 5 else array
+        for name, array in inputs.items()
+        if name not in weights
+    }
+    shape = list(workload.output.shape)
+    if len(shape) == 5:  # the grouped convolution's 5-D output, as ONNX's 4-D one
+        shape = [shape[0], shape[1] * shape[2], *shape[3:]]
+    graph = helper.make_graph(
+        [node],
+        workload.name,
+        [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape))
+            for n, a in feeds.items()
+        ],
+        [helper.make_tensor_value_info(workload.output.name, TensorProto.FLOAT, shape)],
+        initializer=initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)])
+    model.ir_version = _IR_VERSION
+    onnx.checker.check_model(model)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda: session.run(None, feeds)[0]
+
+
+def _rate(op: UserOp, timing: Timing | None, peak: Peak) -> tuple[str, str]:
+    if timing is None:
+        return "-", "-"
+    if op.reduction:
+        moved = op.case.workload.bytes
+        return f"{moved / timing.wall_s / 1e9:.1f} GB/s", "-"
+    rate = op.case.flops / timing.wall_s
+    return f"{rate / 1e9:.1f} GFLOP/s", peak.fraction(rate)
+
+
+def _row(op: UserOp, name: str, timing: Timing | None, peak: Peak, note: str = "") -> Row:
+    rate, fraction = _rate(op, timing, peak)
+    return Row(op.case.label, name, timing, rate, fraction, note)
+
+
+def bench_op(op: UserOp, device: Any, budget: Budget, repeats: int, peak: Peak) -> list[Any]:
+    """Tune, re-measure, and time the peers of one op: its rows, the ratio
+    line and the search."""
+    workload = op.case.workload
+    with tempfile.TemporaryDirectory() as folder:
+        search: Search = tune_case(op.case, device, budget, f"sqlite:///{folder}/records.db")
+    rows: list[Row] = []
+    ours: float | None = None
+    if search.program is None:
+        rows.append(_row(op, "laytune", None, peak, "no verified candidate"))
+    else:
+        run = remeasure(device, workload, search.program, repeats)
+        if run.ok:
+            split = EndToEnd.of(run, frozenset(workload.weights))
+            ours = split.total.wall_s
+            rows.append(_row(op, "laytune end-to-end", split.total, peak, split.note()))
+        else:
+            rows.append(_row(op, "laytune", None, peak, f"re-measure failed: {run.error_kind}"))
+    inputs = workload.make_inputs(0)
+    reference = workload.reference(inputs)[workload.output.name].astype(np.float64)
+    peers: dict[str, float] = {}
+    try:
+        run_onnx = onnx_session(op, inputs)
+    except ImportError as err:
+        rows.append(_row(op, "ONNX Runtime", None, peak, f"not installed: {err}"))
+    else:
+        got = np.asarray(run_onnx()).reshape(reference.shape)
+        timing = measure(run_onnx, None, warmup=5, repeats=repeats * 5, events=False)
+        error = relative_error(got, reference)
+        rows.append(_row(op, "ONNX Runtime (2 threads)", timing, peak, f"rel. error {error:.1e}"))
+        peers["ONNX Runtime"] = timing.wall_s
+    got = op.numpy(inputs).reshape(reference.shape)
+    timing = measure(lambda: op.numpy(inputs), None, warmup=2, repeats=repeats, events=False)
+    rows.append(_row(op, "numpy", timing, peak, f"rel. error {relative_error(got, reference):.1e}"))
+    peers["numpy"] = timing.wall_s
+    ratios = [
+        f"{name} {seconds / ours:.2f}x" if ours else f"{name} -" for name, seconds in peers.items()
+    ]
+    form = type(classify(workload, windows_of_one=True)).__name__.lower()
+    if form == "nonetype":
+        form = "element-wise / reduction"
+    start = (
+        "-"
+        if search.best_start_s is None or not search.best_s
+        else (f"{search.best_start_s / search.best_s:.2f}")
+    )
+    summary = [
+        op.case.label,
+        form,
+        "-" if ours is None else f"{ours * 1e3:.3f}",
+        ", ".join(ratios),
+        start,
+        f"{search.measured} in {search.seconds:.0f} s",
+        search.best_from,
+    ]
+    return [rows, summary]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="8 trials, fewer repeats")
+    parser.add_argument("--trials", type=int, help=f"trials per workload ({TRIALS})")
+    parser.add_argument("--timeout", type=float, help=f"tuning seconds per workload ({TIMEOUT_S})")
+    parser.add_argument("--repeats", type=int, help=f"timed repeats ({REPEATS})")
+    parser.add_argument("--match", help="only the workloads whose label holds this text")
+    parser.add_argument("--out", type=Path, help=f"markdown file (bench/results/{RESULT_NAME})")
+    args = parser.parse_args(argv)
+    budget = Budget(
+        args.trials or (QUICK_TRIALS if args.quick else TRIALS),
+        args.timeout or (QUICK_TIMEOUT_S if args.quick else TIMEOUT_S),
+    )
+    repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
+    device = default_device()
+    peak = read_peak(device.open())
+    ops = [op for op in user_ops() if args.match is None or args.match in op.case.label]
+    rows: list[Row] = []
+    summaries: list[list[str]] = []
+    started = time.perf_counter()
+    for op in ops:
+        print(f"{op.case.label} ...", flush=True)
+        op_rows, summary = bench_op(op, device, budget, repeats, peak)
+        rows += op_rows
+        summaries.append(summary)
+        print("  " + " | ".join(summary), flush=True)
+    text = "\n".join(
+        [
+            "# User-defined operators beside ONNX Runtime and numpy",
+            "",
+            *_report.environment(device),
+            f"- peak: {peak.formula()}",
+            f"- budget per workload: {budget.text()}, default strategy, empty database; "
+            f"{time.perf_counter() - started:.0f} s in all",
+            "",
+            "A peer's wall time over laytune's end to end (above 1: laytune is faster); "
+            "`start / best`: the best derived start's kernel time over the best kernel time "
+            "the job found (1.00: the search found nothing better than a start).",
+            "",
+            *_report.table(
+                [
+                    "workload",
+                    "form",
+                    "laytune (ms)",
+                    "peer / laytune",
+                    "start / best",
+                    "trials",
+                    "best from",
+                ],
+                summaries,
+                "llrlrll",
+            ),
+            "",
+            *_report.table(
+                [
+                    "workload",
+                    "implementation",
+                    "event (ms)",
+                    "wall (ms)",
+                    "rate",
+                    "% of peak",
+                    "note",
+                ],
+                [r.cells() for r in rows],
+                "llrrrrl",
+            ),
+            "",
+        ]
+    )
+    path = _report.write(RESULT_NAME, text, args.out)
+    print(f"written to {_report.shown(path)}")
+
+
+if __name__ == "__main__":
+    main()
