@@ -400,6 +400,7 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
                 "op": row.op,
                 "shape": row.shape,
                 "device": row.device_name or row.device_key,
+                "boundary": row.boundary,
                 "counts": f"{row.ok}/{row.records}",
                 "best": "-" if _missing(row.best_record_id) else str(int(row.best_record_id)),
                 "time": _ms(row.best_time_s),
@@ -417,6 +418,7 @@ _WORKLOAD_TABLE = (
     _Column("workload", "op", shrink=8),
     _Column("shape", "shape", shrink=9),
     _Column("device", "device", shrink=8, drop=1),
+    _Column("boundary", "boundary", shrink=8, drop=4),
     _Column("ok/all", "counts", numeric=True),
     _Column("best", "best", numeric=True),
     _Column("ms", "time", numeric=True),
@@ -430,6 +432,7 @@ _RECORD_TABLE = (
     _Column("workload", "op", shrink=8),
     _Column("shape", "shape", shrink=9),
     _Column("device", "device", shrink=8, drop=1),
+    _Column("boundary", "boundary", shrink=8, drop=4),
     _Column("status", "status", shrink=6),
     _Column("kernel", "kernel", numeric=True, drop=3),
     _Column("ms", "time", numeric=True),
@@ -446,13 +449,22 @@ _TABLE_EPILOG = (
     "kernels alone; base: the speed-up over the baseline candidate "
     "(identity layouts, baseline knobs), what the whole candidate bought; layout: the "
     "speed-up over identity layouts with the same knobs, what the layouts alone bought; "
-    "buffers: those not in their identity layout; ok/all: verified and all records. "
+    "buffers: those not in their identity layout; ok/all: verified and all records; "
+    "boundary: the buffers whose policy differs from the default (inputs and outputs fixed "
+    "to their logical layouts, weights constant), as tune --free and --constant set them, "
+    "'default' where none does ('-' for a record not priced): a study of another boundary "
+    "has rows of its own, since it ranks by another objective. "
     "Tables fit the terminal width; csv and json give every column."
 )
 
 
 def _cmd_records(args: argparse.Namespace) -> int:
-    from laytune.records import records_dataframe, reference_records, select_records
+    from laytune.records import (
+        boundary_text,
+        records_dataframe,
+        reference_records,
+        select_records,
+    )
 
     db = _open_existing(args.db)
     keys = _workload_keys(db, args)
@@ -478,6 +490,10 @@ def _cmd_records(args: argparse.Namespace) -> int:
             "op": record.op,
             "shape": row.shape,
             "device": record.device_name or record.device_key,
+            "boundary": boundary_text(
+                None if record.objective is None else record.objective.boundary,
+                record.workload_key,
+            ),
             "status": record.status,
             "kernel": _ms(row.kernel_s),
             "time": _ms(row.time_s),

@@ -23,7 +23,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from laytune.records._boundary import POLICIES, Boundary, BufferPolicy, default_boundary
+from laytune.records._boundary import (
+    POLICIES,
+    Boundary,
+    BufferPolicy,
+    boundary_text,
+    default_boundary,
+)
 from laytune.records._export import MANIFEST, export, export_stem
 from laytune.records._frozen import (
     FROZEN_VERSION,
@@ -66,6 +72,7 @@ __all__ = [
     "RecordStore",
     "RecordedConversions",
     "best_priced",
+    "boundary_text",
     "conversion_seconds",
     "default_boundary",
     "error_reason",

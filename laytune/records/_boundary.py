@@ -28,7 +28,14 @@ from typing import Any, Literal
 from laytune.exceptions import BoundaryError, LaytuneError, excerpt
 from laytune.layout import IndexMap, Layout, custom, identity
 
-__all__ = ["POLICIES", "Boundary", "BufferPolicy", "default_boundary", "same_layout"]
+__all__ = [
+    "POLICIES",
+    "Boundary",
+    "BufferPolicy",
+    "boundary_text",
+    "default_boundary",
+    "same_layout",
+]
 
 PolicyKind = Literal["fixed", "free", "constant"]
 POLICIES: tuple[PolicyKind, ...] = ("fixed", "free", "constant")
@@ -190,6 +197,23 @@ class Boundary:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Boundary:
         return cls(tuple(sorted((name, BufferPolicy.from_json(p)) for name, p in data.items())))
+
+
+def boundary_text(boundary: Boundary | None, workload: Any) -> str:
+    """``boundary`` as a table says it: the buffers whose policy differs
+    from ``workload``'s default (:func:`default_boundary`; a workload or its
+    key), ``"A free"`` or ``"X,Y free; W fixed"``; ``"default"`` when none
+    does; ``"-"`` for no boundary (a record that was not priced)."""
+    if boundary is None:
+        return "-"
+    default = dict(default_boundary(workload).policies)
+    groups: dict[str, list[str]] = {}
+    for name, policy in boundary.policies:
+        if default.get(name, BufferPolicy("fixed")) != policy:
+            groups.setdefault(policy.describe(), []).append(name)
+    if not groups:
+        return "default"
+    return "; ".join(f"{','.join(sorted(names))} {kind}" for kind, names in sorted(groups.items()))
 
 
 def default_boundary(workload: Any) -> Boundary:

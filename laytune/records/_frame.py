@@ -358,6 +358,7 @@ WORKLOAD_COLUMNS = (
     "shape",
     "device_key",
     "device_name",
+    "boundary",
     "records",
     "ok",
     "best_record_id",
@@ -367,41 +368,74 @@ WORKLOAD_COLUMNS = (
 )
 
 
+def _study_boundaries(records: Iterable[Record]) -> dict[str, str]:
+    """study -> the words (:func:`boundary_text`) of the boundary its
+    priced records were ranked under."""
+    from laytune.records._boundary import Boundary, boundary_text
+
+    found: dict[str, str] = {}
+    for record in records:
+        stored = record.price.get("boundary") if record.price else None
+        if stored is not None and record.study not in found:
+            found[record.study] = boundary_text(Boundary.from_json(stored), record.workload_key)
+    return found
+
+
 def workloads_dataframe(database: Any) -> pd.DataFrame:
-    """One row per (workload, device) with records in ``database``: the
-    columns :data:`WORKLOAD_COLUMNS` (record counts, the best verified
-    record and time, and its two speed-ups, NaN where there is none),
-    sorted by workload key and device."""
-    best = {(r.workload_key, r.device_key): r for r in database.best_records()}
+    """One row per (workload, device, boundary) with records in
+    ``database``: the columns :data:`WORKLOAD_COLUMNS`, sorted by workload
+    key and device, the default boundary first. ``boundary`` names the
+    buffers whose policy differs from the workload's default
+    (:func:`laytune.records.boundary_text`: ``"default"``, ``"A free"``);
+    a study tuned under another boundary (``tune --free A``) gets a row of
+    its own. ``records`` and ``ok`` count the records of the studies of
+    that boundary (all and verified); the best verified record is the
+    fastest of all the pair's records under that boundary
+    (:meth:`~laytune.records.RecordStore.best_by_boundary`), with its two
+    speed-ups, NaN where there is none."""
+    from laytune.records._boundary import boundary_text
+
+    bests: dict[tuple[str, str], list[Record]] = {}
+    for record in database.best_by_boundary():
+        bests.setdefault((record.workload_key, record.device_key), []).append(record)
     rows = []
     for workload_key, device_key in database.workloads():
-        measured = database.measured(workload_key, device_key)
-        top = best.get((workload_key, device_key))
-        speedup = layout_speedup = np.nan
-        if top is not None:
-            device_name = top.device_name
-            references = database.records(workload=workload_key, device=device_key, status="ok")
-            baseline, twin = reference_times(references, top.candidate)
-            if baseline is not None:
-                speedup = baseline.value_s / top.value_s  # type: ignore[operator]
-            if twin is not None:
-                layout_speedup = twin.value_s / top.value_s  # type: ignore[operator]
-        else:
-            some = database.records(workload=workload_key, device=device_key, limit=1)
-            device_name = some[0].device_name if some else ""
-        rows.append(
-            {
-                "workload_key": workload_key,
-                "op": workload_key.split("(", 1)[0],
-                "shape": shape_text(workload_key),
-                "device_key": device_key,
-                "device_name": device_name,
-                "records": len(measured),
-                "ok": sum(value is not None for value in measured.values()),
-                "best_record_id": np.nan if top is None else top.id,
-                "best_time_s": np.nan if top is None else top.value_s,
-                "speedup": speedup,
-                "layout_speedup": layout_speedup,
-            }
-        )
+        every = database.records(workload=workload_key, device=device_key)
+        by_study = _study_boundaries(every)
+        counts: dict[str, list[int]] = {}
+        for record in every:
+            counts.setdefault(by_study.get(record.study, "default"), [0, 0])
+            counts[by_study.get(record.study, "default")][0] += 1
+            counts[by_study.get(record.study, "default")][1] += record.ok
+        tops = bests.get((workload_key, device_key), [])
+        texts = [boundary_text(top.objective.boundary, workload_key) for top in tops]
+        some = every[:1]
+        shown = list(dict.fromkeys([*texts, *counts]))
+        for text in shown:
+            top = tops[texts.index(text)] if text in texts else None
+            speedup = layout_speedup = np.nan
+            if top is not None:
+                references = [r for r in every if r.ok]
+                baseline, twin = reference_times(references, top.candidate)
+                if baseline is not None:
+                    speedup = baseline.value_s / top.value_s  # type: ignore[operator]
+                if twin is not None:
+                    layout_speedup = twin.value_s / top.value_s  # type: ignore[operator]
+            all_records, ok = counts.get(text, [0, 0])
+            rows.append(
+                {
+                    "workload_key": workload_key,
+                    "op": workload_key.split("(", 1)[0],
+                    "shape": shape_text(workload_key),
+                    "device_key": device_key,
+                    "device_name": (top or some[0]).device_name if (top or some) else "",
+                    "boundary": text,
+                    "records": all_records,
+                    "ok": ok,
+                    "best_record_id": np.nan if top is None else top.id,
+                    "best_time_s": np.nan if top is None else top.value_s,
+                    "speedup": speedup,
+                    "layout_speedup": layout_speedup,
+                }
+            )
     return pd.DataFrame(rows, columns=list(WORKLOAD_COLUMNS))

@@ -76,15 +76,16 @@ def select_records(
 ) -> list[Record]:
     """The records of the workloads ``keys`` (None: every workload) in the
     order they were written; with ``best``, the best verified record of each
-    (workload, device) instead, in key order."""
+    (workload, device) under each boundary it was tuned under instead, in key
+    order (:meth:`laytune.records.RecordStore.best_by_boundary`)."""
     if keys is None:
         if best:
-            return database.best_records(device=device, op=op)
+            return database.best_by_boundary(device=device, op=op)
         return database.records(device=device, status=status, op=op)
     found: list[Record] = []
     for key in keys:
         if best:
-            found += database.best_records(workload=key, device=device, op=op)
+            found += database.best_by_boundary(workload=key, device=device, op=op)
         else:
             found += database.records(workload=key, device=device, status=status, op=op)
     return found if best else sorted(found, key=lambda r: r.id or 0)

@@ -153,6 +153,40 @@ class RecordStore(abc.ABC):
                 found.append(best)
         return found
 
+    def best_by_boundary(
+        self, *, workload: Any = None, device: Any = None, op: str | None = None
+    ) -> list[Record]:
+        """The best verified record of every (workload, device) pair that
+        matches under each boundary its records were tuned under (a
+        ``--free X`` study has its own objective): the workload's default
+        boundary first, then the others in the order of their words, each
+        priced under its boundary (:func:`laytune.records.best_priced` over
+        all the pair's records: a record of one study may be the best of
+        another). Ordered by workload key, then device key."""
+        from laytune.records._boundary import Boundary, default_boundary
+        from laytune.records._price import RecordedConversions, best_priced
+
+        groups: dict[tuple[str, str], list[Record]] = {}
+        for record in self.records(workload=workload, device=device, op=op, status="ok"):
+            groups.setdefault((record.workload_key, record.device_key), []).append(record)
+        conversions: dict[str, RecordedConversions] = {}
+        found = []
+        for (workload_key, device_key), records in sorted(groups.items()):
+            times = conversions.setdefault(device_key, RecordedConversions(self, device_key))
+            default = default_boundary(workload_key)
+            tuned: dict[str, Boundary] = {}
+            for record in records:
+                stored = record.price.get("boundary") if record.price else None
+                if stored is not None:
+                    boundary = Boundary.from_json(stored)
+                    if boundary != default:
+                        tuned.setdefault(boundary.describe(), boundary)
+            for boundary in [default, *(tuned[k] for k in sorted(tuned))]:
+                best = best_priced(records, boundary, times)
+                if best is not None:
+                    found.append(best)
+        return found
+
     def workloads(self) -> list[tuple[str, str]]:
         """Every (workload key, device key) pair with records, sorted."""
         return sorted({(r.workload_key, r.device_key) for r in self.records()})
