@@ -53,6 +53,7 @@ from laytune.exceptions import (
 )
 from laytune.layout import _expr as ex
 from laytune.layout._expr import Const, Expr, Var
+from laytune.layout._inverse import Inverse, invert
 from laytune.layout._json import load_versioned
 from laytune.layout._parse import MAX_INDICES, SEPARATOR_TOKEN, parse_index_map
 from laytune.layout._periods import drift, window
@@ -769,8 +770,6 @@ class IndexMap:
     def inverse(self, shape: Sequence[int]) -> Inverse:
         """The inverse on ``shape``: physical index -> logical index, and the
         padding predicate (see :class:`~laytune.layout.Inverse`)."""
-        from laytune.layout._inverse import invert
-
         return invert(self, shape)
 
 
@@ -815,9 +814,6 @@ def compose(g: IndexMap, f: IndexMap) -> IndexMap:
             )
     outs = tuple(ex.substitute(o, f.outputs) for o in g.outputs)
     return IndexMap(f.params, outs, g.separators)
-
-
-from laytune.layout._inverse import Inverse  # noqa: E402  (cycle: Inverse uses IndexMap)
 
 
 @functools.lru_cache(maxsize=4096)

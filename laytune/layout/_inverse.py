@@ -153,8 +153,6 @@ def _split(atom: Expr) -> tuple[int, int, int, int | None] | None:
 
 
 def invert(m: IndexMap, shape: Sequence[int]) -> Inverse:
-    from laytune.layout._index_map import IndexMap
-
     m.validate(shape)
     shape = tuple(int(s) for s in shape)
     lranges = m.ranges(shape)
@@ -321,14 +319,15 @@ def invert(m: IndexMap, shape: Sequence[int]) -> Inverse:
         for d in digits[var]:  # prepend: the highest digit prints first
             expr = known[d] * d.factor + expr
         logical.append(expr)
-    return inverse_from(m, shape, IndexMap(names, tuple(logical)))
+    return inverse_from(m, shape, type(m)(names, tuple(logical)))
 
 
 def inverse_from(m: IndexMap, shape: Sequence[int], inverse_map: IndexMap) -> Inverse:
     """Build (and verify exactly) the :class:`Inverse` of ``m`` on ``shape`` from a
-    known physical -> logical map, such as the one a layout family provides."""
-    from laytune.layout._index_map import IndexMap
+    known physical -> logical map, such as the one a layout family provides.
 
+    Maps are built as ``type(m)(...)``: this module never imports the
+    :class:`~laytune.layout.IndexMap` it inverts (which imports it)."""
     shape = tuple(int(s) for s in shape)
     pshape = m.physical_shape(shape)
     pranges = [(0, e - 1) for e in pshape]
@@ -336,7 +335,7 @@ def inverse_from(m: IndexMap, shape: Sequence[int], inverse_map: IndexMap) -> In
     if inverse_map.ndim_in != m.ndim_out or inverse_map.ndim_out != m.ndim_in:
         raise _fail(m, f"{inverse_map} does not take {m.ndim_out} indices to {m.ndim_in}")
     logical = tuple(ex.simplify(e, pranges) for e in inverse_map.outputs)
-    inverse_map = IndexMap(names, logical)
+    inverse_map = type(m)(names, logical)
     conditions = []
     if m.padding_count(shape) == 0:
         # every physical index is reached: nothing to test
