@@ -511,7 +511,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     import numpy as np
 
     from laytune.ops import short_key
-    from laytune.records import reference_times
+    from laytune.records import layout_text, reference_times
     from laytune.search import speedup_text
 
     db = _open_existing(args.db)
@@ -556,7 +556,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print("  layouts:")
     for name, layout in record.candidate.layouts:
         pad = record.candidate.pad_value(name)
-        print(f"    {name}: {layout.index_map}  ({layout.describe()}, pad {pad})")
+        text = layout_text(record.workload_key, name, layout)
+        print(f"    {name}: {text}  ({layout.describe()}, pad {pad})")
     print("  knobs: " + ", ".join(f"{k}={v}" for k, v in record.candidate.knobs))
     if record.program and not args.no_source:
         print(f"  source ({record.source_hash}):")

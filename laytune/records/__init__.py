@@ -38,6 +38,7 @@ from laytune.records._frozen import (
     freeze,
     load_frozen,
 )
+from laytune.records._names import buffer_axis_names, layout_text
 from laytune.records._price import (
     Charge,
     ConversionTimes,
@@ -73,6 +74,7 @@ __all__ = [
     "RecordedConversions",
     "best_priced",
     "boundary_text",
+    "buffer_axis_names",
     "conversion_seconds",
     "default_boundary",
     "error_reason",
@@ -83,6 +85,7 @@ __all__ = [
     "identity_twin",
     "identity_twins",
     "is_baseline",
+    "layout_text",
     "load_frozen",
     "match_workloads",
     "measured_cold",

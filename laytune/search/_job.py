@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from laytune.records import Boundary, Record, is_baseline
+from laytune.records import Boundary, Record, is_baseline, layout_text
 from laytune.space import Candidate, SearchSpace
 
 __all__ = [
@@ -212,7 +212,7 @@ class TuneResult:
             )
         )
         for name, layout in self.best.candidate.layouts:
-            lines.append(f"    {name}: {layout.index_map}")
+            lines.append(f"    {name}: {layout_text(self.workload_key, name, layout)}")
         knobs = ", ".join(f"{k}={v}" for k, v in self.best.candidate.knobs)
         lines.append(f"    knobs: {knobs}")
         return "\n".join(lines)
