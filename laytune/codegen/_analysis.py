@@ -16,8 +16,21 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from laytune.layout import UNDEF, Layout, Var, simplify, variables
-from laytune.ops import VALUE_OPS, BinaryOp, Literal, Load, Negate, Value, Workload, reduction
+from laytune.ops import (
+    FUNCTIONS,
+    VALUE_OPS,
+    BinaryOp,
+    Function,
+    Literal,
+    Load,
+    Negate,
+    Value,
+    Workload,
+    reduction,
+)
 
 __all__ = ["PaddedLoop", "neutral_at_padding", "padded_loop"]
 
@@ -108,6 +121,12 @@ def neutral_at_padding(
         if isinstance(v, Negate):
             inner = value(v.operand)
             return -inner if isinstance(inner, float) else inner
+        if isinstance(v, Function):
+            inner = value(v.operand)
+            if not isinstance(inner, float):
+                return inner
+            with np.errstate(all="ignore"):
+                return float(FUNCTIONS[v.name].compute(inner))
         a, b = value(v.lhs), value(v.rhs)
         if a is None or b is None:
             return None

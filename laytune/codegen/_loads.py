@@ -20,7 +20,7 @@ from laytune.codegen._grid import GridCode
 from laytune.codegen._nest import Nest, access_width
 from laytune.codegen._stage import tile_index
 from laytune.layout import Expr, Var, bounds, substitute
-from laytune.ops import VALUE_OPS, BinaryOp, Literal, Load, Negate, Value
+from laytune.ops import VALUE_OPS, BinaryOp, Function, Literal, Load, Negate, Value
 
 __all__ = [
     "IndexTest",
@@ -183,6 +183,9 @@ def value_text(w: Writer, v: Value, names: Mapping[str, tuple[str, int]]) -> tup
     if isinstance(v, Negate):
         text, width = value_text(w, v.operand, names)
         return f"-({text})", width
+    if isinstance(v, Function):  # exp, sqrt, rsqrt, tanh, erf: OpenCL C built-ins of any width
+        text, width = value_text(w, v.operand, names)
+        return f"{v.name}({text})", width
     assert isinstance(v, BinaryOp)
     a, aw = value_text(w, v.lhs, names)
     b, bw = value_text(w, v.rhs, names)

@@ -38,13 +38,16 @@ from laytune.ops._registry import (
     register,
 )
 from laytune.ops._statement import (
+    FUNCTIONS,
     VALUE_OPS,
     BinaryOp,
+    Function,
     Literal,
     Load,
     Negate,
     Statement,
     Value,
+    ValueFunction,
     ValueOp,
     loads,
     parse_statement,
@@ -54,11 +57,13 @@ from laytune.ops._workload import DTYPES, Axis, BufferDecl, Workload
 
 __all__ = [
     "DTYPES",
+    "FUNCTIONS",
     "REDUCTIONS",
     "VALUE_OPS",
     "Axis",
     "BinaryOp",
     "BufferDecl",
+    "Function",
     "Literal",
     "Load",
     "Negate",
@@ -68,6 +73,7 @@ __all__ = [
     "StatementError",
     "UnknownWorkloadError",
     "Value",
+    "ValueFunction",
     "ValueOp",
     "Workload",
     "WorkloadConstructor",

@@ -10,6 +10,7 @@ Grammar (Python syntax, so ``ast.parse`` does the tokenising)::
     value     := value ("+" | "-" | "*" | "/") value | "-" value | NUMBER
                | NAME "[" index ("," index)* "]"     # a load
                | ("max" | "min") "(" value "," value ")"   # element-wise
+               | ("exp" | "sqrt" | "rsqrt" | "tanh" | "erf") "(" value ")"
     index     := NAME | INTEGER | index ("+" | "-" | "*" | "//" | "%") index | "(" index ")"
 
 Index names are axis names; an index expression becomes a
@@ -21,6 +22,7 @@ convolution).
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
@@ -31,14 +33,17 @@ from laytune.exceptions import LaytuneError, StatementError
 from laytune.layout import Const, Expr, Var, to_text
 
 __all__ = [
+    "FUNCTIONS",
     "VALUE_OPS",
     "BinaryOp",
+    "Function",
     "Literal",
     "Load",
     "Negate",
     "Statement",
     "StatementError",
     "Value",
+    "ValueFunction",
     "ValueOp",
     "loads",
     "parse_statement",
@@ -100,7 +105,44 @@ class Negate:
     operand: Value
 
 
-Value = Union[Load, Literal, BinaryOp, Negate]  # noqa: UP007 - used at runtime
+@dataclass(frozen=True)
+class Function:
+    """``name(operand)``: one of the unary functions of :data:`FUNCTIONS`."""
+
+    name: str
+    operand: Value
+
+
+@dataclass(frozen=True)
+class ValueFunction:
+    """A unary function of statement values: ``compute`` element-wise on
+    numpy arrays or floats (float64 in the reference), ``name`` as the
+    statement and OpenCL C both write it (each is an OpenCL C built-in of
+    every float and vector type)."""
+
+    name: str
+    compute: Callable[[Any], Any]
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf_float(x: Any) -> Any:
+    # numpy has no erf; math.erf is exact to the last bit of a double
+    return np.asarray(_erf(np.asarray(x, dtype=np.float64)), dtype=np.float64)[()]
+
+
+#: The unary functions a statement's values may call.
+FUNCTIONS: dict[str, ValueFunction] = {
+    "exp": ValueFunction("exp", np.exp),
+    "sqrt": ValueFunction("sqrt", np.sqrt),
+    "rsqrt": ValueFunction("rsqrt", lambda x: 1.0 / np.sqrt(x)),
+    "tanh": ValueFunction("tanh", np.tanh),
+    "erf": ValueFunction("erf", _erf_float),
+}
+
+
+Value = Union[Load, Literal, BinaryOp, Negate, Function]  # noqa: UP007 - used at runtime
 
 
 @dataclass(frozen=True)
@@ -218,15 +260,25 @@ class _Parser:
             fn = node.func.id
             if fn in ("max", "min") and len(node.args) == 2 and not node.keywords:
                 return BinaryOp(fn, self.value(node.args[0]), self.value(node.args[1]))
+            if fn in FUNCTIONS and len(node.args) == 1 and not node.keywords:
+                return Function(fn, self.value(node.args[0]))
             if fn in ("sum", "max"):
                 raise self.error(node, f"a one-argument {fn}(...) must be the whole right side")
-            raise self.error(node, f"unknown function {fn!r} (element-wise: max(a, b), min(a, b))")
+            if fn in FUNCTIONS:
+                raise self.error(node, f"{fn}(...) takes one value")
+            raise self.error(
+                node,
+                f"unknown function {fn!r} (element-wise: max(a, b), min(a, b), "
+                f"{', '.join(f'{f}(a)' for f in FUNCTIONS)})",
+            )
         if isinstance(node, ast.Name):
             raise self.error(
                 node, f"{node.id!r} alone is not a value; read a buffer: {node.id}[...]"
             )
         raise self.error(
-            node, "a value is a load, a number, + - * / of values, max(a, b) or min(a, b)"
+            node,
+            "a value is a load, a number, + - * / of values, max(a, b), min(a, b) or "
+            f"a function of one value ({', '.join(FUNCTIONS)})",
         )
 
 
@@ -236,7 +288,7 @@ def loads(value: Value) -> list[Load]:
         return [value]
     if isinstance(value, BinaryOp):
         return loads(value.lhs) + loads(value.rhs)
-    if isinstance(value, Negate):
+    if isinstance(value, (Negate, Function)):
         return loads(value.operand)
     return []
 
@@ -249,4 +301,6 @@ def value_text(value: Value, names: Sequence[str]) -> str:
         return repr(value.value)
     if isinstance(value, Negate):
         return f"-({value_text(value.operand, names)})"
+    if isinstance(value, Function):
+        return f"{value.name}({value_text(value.operand, names)})"
     return VALUE_OPS[value.op].text(value_text(value.lhs, names), value_text(value.rhs, names))

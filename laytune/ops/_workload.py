@@ -24,13 +24,16 @@ from typing import Any
 
 import numpy as np
 
+from laytune.dtypes import KERNEL_DTYPES
 from laytune.exceptions import StatementError, UnknownNameError
 from laytune.layout import Expr, Var, bounds, evaluate, to_text
 from laytune.ops._reductions import reduction
 from laytune.ops._registry import format_value, remember_defined
 from laytune.ops._statement import (
+    FUNCTIONS,
     VALUE_OPS,
     BinaryOp,
+    Function,
     Literal,
     Load,
     Negate,
@@ -42,8 +45,8 @@ from laytune.ops._statement import (
 
 __all__ = ["DTYPES", "Axis", "BufferDecl", "Workload"]
 
-#: The element types a workload may have.
-DTYPES = ("float32", "float16")
+#: The element types a workload may have: those an emitter writes.
+DTYPES = KERNEL_DTYPES
 
 
 @dataclass(frozen=True)
@@ -354,7 +357,7 @@ class Workload:
 def _count_ops(value: Value) -> int:
     if isinstance(value, BinaryOp):
         return 1 + _count_ops(value.lhs) + _count_ops(value.rhs)
-    if isinstance(value, Negate):
+    if isinstance(value, (Negate, Function)):
         return 1 + _count_ops(value.operand)
     return 0
 
@@ -366,6 +369,8 @@ def _eval_value(
         return value.value
     if isinstance(value, Negate):
         return -_eval_value(value.operand, args, arrays, workload)
+    if isinstance(value, Function):
+        return FUNCTIONS[value.name].compute(_eval_value(value.operand, args, arrays, workload))
     if isinstance(value, Load):
         decl = workload.buffer(value.buffer)
         data = arrays[value.buffer]
