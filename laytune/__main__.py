@@ -8,6 +8,8 @@ signal's status (130, 143) and its one line, without running the command
 interpreter's own start, before this module runs, is left to Python.
 """
 
+from __future__ import annotations
+
 import os
 import signal
 import sys
