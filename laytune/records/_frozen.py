@@ -43,7 +43,8 @@ class FrozenEntry:
     """The frozen layouts of one workload on one device.
 
     ``time_s`` is the end-to-end time of one call under the workload's
-    default boundary (the compute kernels plus the conversions it charges),
+    default boundary, or the one :func:`freeze` was given for it (the
+    compute kernels plus the conversions it charges),
     ``kernel_s`` the compute kernels alone, ``boundary`` that boundary in
     words. ``speedup`` is the baseline candidate's time (identity layouts,
     baseline knobs) over ``time_s``, what the whole candidate bought;
@@ -250,21 +251,48 @@ def load_frozen(path: str | os.PathLike[str]) -> FrozenLayouts:
     )
 
 
+def _callers(boundaries: Mapping[Any, Any]) -> dict[str, Any]:
+    """Workload key -> the :class:`~laytune.records.Boundary` its caller has."""
+    from laytune.ops import from_key
+    from laytune.records._boundary import Boundary
+
+    callers = {}
+    for workload, spec in boundaries.items():
+        if isinstance(workload, str):
+            workload = from_key(workload)
+        callers[workload.key] = Boundary.of(workload, spec)
+    return callers
+
+
+def _priced(record: Any, boundary: Any, conversions: Any) -> Any:
+    """``record`` priced under ``boundary`` (None when it cannot be)."""
+    from laytune.records._price import price_record
+
+    price = price_record(record, boundary, conversions)
+    return None if price is None else record.priced(price)
+
+
 def freeze(
     database: Any,
     path: str | os.PathLike[str] = "laytune-frozen.json",
     *,
     workloads: Iterable[Any] | None = None,
     device: Any = None,
+    boundaries: Mapping[Any, Any] | None = None,
 ) -> Path:
     """Write the best verified record per (workload, device) of ``database`` (a
     Database or URL) to ``path``; optionally only some workloads (Workloads or
     keys) or one device. Raises FrozenFileError when nothing matches.
 
     "Best" is the least end-to-end time under each workload's default
-    boundary (:meth:`laytune.records.Database.best`); each frozen program
-    packs and unpacks with the device's best recorded conversion kernels
-    where there are some (:attr:`FrozenEntry.conversions`)."""
+    boundary (:meth:`laytune.records.Database.best`), or under the boundary
+    its caller has where ``boundaries`` maps the workload (or its key) to
+    one (a :class:`~laytune.records.Boundary` or a mapping, as
+    ``TuneOptions.boundary`` takes it: ``{"A": "lambda i, j: [j, i]"}`` for a
+    caller that holds ``A`` transposed); the entry's speed-ups are then
+    priced under that boundary too. Each frozen program packs and unpacks
+    with the device's best recorded conversion kernels where there are some
+    (:attr:`FrozenEntry.conversions`)."""
     from laytune.records._database import open_database
     from laytune.records._frame import reference_times
     from laytune.records._price import RecordedConversions, own_times
@@ -273,6 +301,7 @@ def freeze(
     db = open_database(database)
     wanted = None if workloads is None else {w if isinstance(w, str) else w.key for w in workloads}
     device_key = None if device is None else _device_key(device)
+    callers = _callers(boundaries or {})
     entries = []
     for best in db.best_records(device=device_key):
         if wanted is not None and best.workload_key not in wanted:
@@ -280,6 +309,12 @@ def freeze(
         if wanted is None and best.op == CONVERSION_OP:
             continue  # frozen into the entries that pack and unpack with it
         references = db.records(workload=best.workload_key, device=best.device_key, status="ok")
+        caller = callers.get(best.workload_key)
+        if caller is not None:
+            recorded = RecordedConversions(db, best.device_key)
+            best = db.best(best.workload_key, best.device_key, boundary=caller) or best
+            references = [_priced(r, caller, recorded) for r in references]
+            references = [r for r in references if r is not None]
         baseline, twin = reference_times(references, best.candidate)
         assert best.value_s is not None
         program, conversions = with_tuned_conversions(
