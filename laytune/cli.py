@@ -1002,7 +1002,7 @@ def _exit_now(status: int) -> None:
     os._exit(status)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
     """Run one command and return its exit status.
 
     Called without ``argv`` (the ``laytune`` program), it owns the process:
@@ -1010,7 +1010,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     does, after the usual exit clean-up, with the status that the first
     signal decided, if any came (see :class:`_StopSignals`). Called with
     ``argv`` (tests, embedding), it restores the previous handlers and
-    leaves the process alone.
+    leaves the process alone. ``held`` is what held the stop signals while
+    the program loaded (:mod:`laytune.__main__`): a signal it holds stops
+    the program before the command runs.
     """
     if threading.current_thread() is not threading.main_thread():
         return _run(argv, None)  # signal handlers can only be set in the main thread
@@ -1022,10 +1024,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if program:  # registered before anything else registers, so it runs last
         atexit.register(lambda: _exit_now(signals.status(status[0])))
     previous = signals.install()
+    if held is not None and held.first is not None:  # a stop came while the program loaded
+        signals.first = held.first
+        signals.signalled.set()
     previous_hook = sys.unraisablehook
     sys.unraisablehook = lambda u: signals.unraisable(u, previous_hook)
     try:
         status[0] = _run(argv, signals)
+    except KeyboardInterrupt:  # a stop that came before _run's own handling
+        status[0] = _stopped(signals)
     except SystemExit as done:  # argparse: --help, a bad option
         status[0] = done.code if isinstance(done.code, int) else int(done.code is not None)
         raise
@@ -1058,10 +1065,19 @@ def _warnings_as_lines() -> Iterator[None]:
         yield
 
 
+def _stopped(signals: _StopSignals | None) -> int:
+    """Say that a stop signal ended the command; its exit status."""
+    terminated = signals is not None and signals.first == signal.SIGTERM
+    print(f"laytune: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+
+
 def _run(argv: Sequence[str] | None, signals: _StopSignals | None) -> int:
     from laytune.ops import import_workloads
 
     try:
+        if signals is not None and signals.first is not None:
+            raise KeyboardInterrupt  # stopped before the command began: run nothing
         _import_user_modules(_imports_named(sys.argv[1:] if argv is None else argv))
         args = _parser().parse_args(argv)
         for module in args.imports:  # those the scan above missed (--imp abbreviated)
@@ -1078,9 +1094,7 @@ def _run(argv: Sequence[str] | None, signals: _StopSignals | None) -> int:
         print(f"laytune: error: {err.args[0] if err.args else err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        terminated = signals is not None and signals.first == signal.SIGTERM
-        print(f"laytune: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
-        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        return _stopped(signals)
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
