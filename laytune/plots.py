@@ -216,14 +216,19 @@ def _figure(nrows: int, ncols: int, width: float, height: float) -> tuple[Figure
 
 
 def _rows(
-    titles: Sequence[str], ncols: int, width: float, height: float
+    titles: Sequence[str], ncols: int, width: float, height: float, per_row: int = 1
 ) -> tuple[Figure, list[np.ndarray]]:
     """A figure with one row of ``ncols`` panels per title, each row a
-    subfigure titled once."""
-    fig = Figure(figsize=(width * ncols + 1.5, height * len(titles) + 0.6), layout="constrained")
-    subfigures = np.atleast_1d(fig.subfigures(len(titles), 1))
+    subfigure titled once; ``per_row`` such rows side by side (a figure of
+    one panel per title would otherwise be a tall column)."""
+    across = min(per_row, len(titles))
+    down = math.ceil(len(titles) / across)
+    fig = Figure(
+        figsize=((width * ncols + 1.5) * across, height * down + 0.6), layout="constrained"
+    )
+    subfigures = np.atleast_1d(fig.subfigures(down, across)).ravel()
     rows = []
-    for subfigure, title in zip(subfigures, titles, strict=True):
+    for subfigure, title in zip(subfigures, titles, strict=False):
         subfigure.suptitle(title, fontsize=10, x=0.02, ha="left")
         rows.append(np.atleast_1d(subfigure.subplots(1, ncols, squeeze=False)[0]))
     return fig, rows
@@ -464,7 +469,8 @@ def convergence(
     }
     labels = [line[1] for drawn in lines.values() for each in drawn.values() for line in each]
     colours = _colours(list(dict.fromkeys(labels)))  # one colour per label in every row
-    fig, rows_of_axes = _rows([t for t, _ in facets], len(panels[x]), 4.6, 3.0)
+    per_row = 2 if len(panels[x]) == 1 and len(facets) > 2 else 1
+    fig, rows_of_axes = _rows([t for t, _ in facets], len(panels[x]), 4.6, 3.0, per_row)
     for row, (_, rows) in zip(rows_of_axes, facets, strict=True):
         baseline = None
         if "is_identity" in rows.columns:

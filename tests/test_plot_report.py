@@ -35,6 +35,7 @@ def _conv2d_buffer(db) -> Figure:
 FIGURES = {
     "convergence": lambda db: plots.convergence(db),
     "convergence by strategy": lambda db: plots.convergence(db, by="strategy"),
+    "convergence in time": lambda db: plots.convergence(db, by="strategy", x="time"),
     "families": lambda db: plots.families(db),
     "speedup": lambda db: plots.speedup(db),
     "pareto": lambda db: plots.pareto(db),
