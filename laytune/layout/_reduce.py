@@ -45,6 +45,7 @@ __all__ = [
     "row_major_offsets",
     "same_offsets",
     "translations",
+    "vanishes",
 ]
 
 #: The logical box per axis whose offsets :func:`probe_digest` hashes.
@@ -178,9 +179,10 @@ def probe_digest(index_map: IndexMap, shape: Sequence[int]) -> str:
     return hashlib.sha1(offsets_on(index_map, shape, box).tobytes()).hexdigest()
 
 
-def _is_zero(expr: Expr, shape: Shape) -> bool:
+def vanishes(expr: Expr, shape: Sequence[int]) -> bool:
     """Whether ``expr`` is 0 at every index of ``shape``: it drifts by 0 along
     every axis longer than its period, and is 0 on one period per axis."""
+    shape = tuple(int(s) for s in shape)
     ranges = [(0, s - 1) for s in shape]
     box = []
     for k, extent in enumerate(shape):
@@ -199,7 +201,7 @@ def same_offsets(a: IndexMap, b: IndexMap, shape: Sequence[int]) -> bool:
     same flat offset (each on its own physical shape; compare the flat shapes
     apart)."""
     shape = tuple(int(s) for s in shape)
-    return _is_zero(flat_offset_expr(a, shape) - flat_offset_expr(b, shape), shape)
+    return vanishes(flat_offset_expr(a, shape) - flat_offset_expr(b, shape), shape)
 
 
 def row_major_offsets(index_map: IndexMap, shape: Sequence[int]) -> bool:
@@ -208,4 +210,4 @@ def row_major_offsets(index_map: IndexMap, shape: Sequence[int]) -> bool:
     rank: Expr = Const(0)
     for k, extent in enumerate(shape):
         rank = rank * extent + Var(k)
-    return _is_zero(flat_offset_expr(index_map, shape) - rank, shape)
+    return vanishes(flat_offset_expr(index_map, shape) - rank, shape)

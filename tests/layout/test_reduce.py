@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from laytune.exceptions import NegativeIndexError, NonInjectiveLayoutError
+from laytune.exceptions import LayoutError, NegativeIndexError, NonInjectiveLayoutError
 from laytune.layout import (
     IndexMap,
     Layout,
@@ -36,6 +36,7 @@ from laytune.layout import (
     translations,
 )
 from laytune.layout import _index_map as im
+from laytune.layout import _inverse as inverse_module
 from laytune.layout._expr import Const, Expr, Var
 from laytune.layout._periods import drift, window
 
@@ -277,3 +278,46 @@ def test_same_offsets_tells_apart_maps_that_differ_past_the_probe() -> None:
     late = IndexMap.parse("lambda i, j: [i, j ^ ((j // 32) * (j % 2))]")
     assert probe_digest(plain, shape) == probe_digest(late, shape)
     assert not same_offsets(plain, late, shape)
+
+
+# -- inverses verified on periods ----------------------------------------------
+
+
+def _verdict(layout: Layout, inverse_map: IndexMap, whole: int) -> bool:
+    """Whether ``inverse_from`` accepts ``inverse_map``, verifying shapes of
+    more than ``whole`` elements on periods."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(inverse_module, "VERIFY_WHOLE", whole)
+        try:
+            inverse_module.inverse_from(layout.index_map, layout.shape, inverse_map)
+        except LayoutError:
+            return False
+        return True
+
+
+@PROPERTY
+@given(every_family_layouts(), st.integers(0, 3), st.integers(1, 9))
+def test_inverse_verified_on_periods_agrees_with_every_index(
+    layout: Layout, where: int, divisor: int
+) -> None:
+    """A family's inverse passes both ways; one made wrong at some indices
+    fails both ways (or passes both, where the change vanishes on the shape)."""
+    assert layout.inverse_map is not None
+    assert _verdict(layout, layout.inverse_map, 0)
+    outs = list(layout.inverse_map.outputs)
+    k = where % len(outs)
+    outs[k] = outs[k] + (Var(len(layout.inverse_map.params) - 1) // divisor) % 2
+    wrong = IndexMap(layout.inverse_map.params, tuple(outs))
+    assert _verdict(layout, wrong, 0) == _verdict(layout, wrong, 1 << 40)
+
+
+def test_a_wrong_inverse_of_a_large_layout_is_refused_without_an_array() -> None:
+    shape = (4096, 4096)
+    layout = block(shape, 1, 16)
+    before = dict(im._HELD)
+    right = layout.inverse()  # verified on periods
+    assert right.shape == shape and not right.has_padding
+    wrong = IndexMap.parse("lambda p0, p1, p2: [p0, p1 * 16 + p2 + p1 // 200]")
+    with pytest.raises(LayoutError, match="does not recover index 1"):
+        inverse_module.inverse_from(layout.index_map, shape, wrong)
+    assert dict(im._HELD) == before
