@@ -26,6 +26,7 @@ __all__ = [
     "LayoutSyntaxError",
     "LaytuneError",
     "ModelFallbackWarning",
+    "ModelImportError",
     "ModuleImportError",
     "NegativeIndexError",
     "NonInjectiveLayoutError",
@@ -41,6 +42,7 @@ __all__ = [
     "TuningError",
     "UnknownNameError",
     "UnknownWorkloadError",
+    "UnsupportedNodeError",
     "WorkerError",
     "WorkerStartError",
 ]
@@ -266,6 +268,26 @@ class FlowError(LaytuneError, ValueError):
 class PlanError(LaytuneError, ValueError):
     """A graph that cannot be planned: a frozen candidate codegen refuses, a
     ``critical`` name that matches nothing or has no candidate."""
+
+
+class ModelImportError(LaytuneError, ValueError):
+    """An ONNX model that cannot become a graph: a file that does not load,
+    shapes that are not static, a tensor whose element type is not float32;
+    the message names the model's tensor or file."""
+
+
+class UnsupportedNodeError(ModelImportError):
+    """An ONNX node laytune does not import, named with its op type: an op
+    type outside the supported set (the message lists the set) or an
+    attribute or input the import does not take (the message says which).
+    ``node``, ``op_type`` and ``supported`` hold the same for a program."""
+
+    def __init__(self, node: str, op_type: str, reason: str, supported: tuple[str, ...]):
+        self.node, self.op_type, self.reason, self.supported = node, op_type, reason, supported
+        super().__init__(f"node {node!r} ({op_type}): {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.node, self.op_type, self.reason, self.supported))
 
 
 class PlotError(LaytuneError, ValueError):

@@ -11,6 +11,9 @@ with ``str(plan)``. ``plan.compile()`` builds it for an OpenCL device
 (:class:`CompiledPlan`); tensors stay on the device in their planned layouts
 between operators, and only graph inputs and outputs cross to the host.
 
+:func:`from_onnx` turns an ONNX model into a :class:`Graph` (the ``onnx``
+extra), each node a workload written as a statement.
+
 How a layout flows through an operator is read off its statement's index
 expressions (:func:`flow_layout`), never written per operator; rewrites fold
 and cancel with the index-map algebra (:class:`Rewrite`).
@@ -21,11 +24,13 @@ from __future__ import annotations
 from laytune.plan._execute import CompiledPlan, PlanTiming, Step
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._graph import Graph, GraphError, Op, Tensor
+from laytune.plan._onnx import ONNX_OPS, from_onnx
 from laytune.plan._planner import Placement, Plan, PlanError, Version, plan_layouts
 from laytune.plan._rewrite import Rewrite, same_layout
 from laytune.plan._source import LayoutSource, SourceLike, lookup_candidate
 
 __all__ = [
+    "ONNX_OPS",
     "CompiledPlan",
     "FlowError",
     "Graph",
@@ -42,6 +47,7 @@ __all__ = [
     "Tensor",
     "Version",
     "flow_layout",
+    "from_onnx",
     "lookup_candidate",
     "plan_layouts",
     "same_layout",
