@@ -33,7 +33,6 @@ __all__ = [
     "Scope",
     "c_float",
     "c_ident",
-    "contiguous_along",
     "ctype_of",
     "paren",
     "pointer",
@@ -289,25 +288,3 @@ def pointer(base: str, offset: str) -> str:
 def paren(text: str) -> str:
     """``text`` ready to be an operand of a comparison or ``&&``."""
     return text if text.replace("_", "a").isalnum() else f"({text})"
-
-
-def contiguous_along(layout: Layout, dim: int, width: int) -> str | None:
-    """None when every run of ``width`` logical elements along ``dim`` that
-    starts at a multiple of ``width`` is ``width`` consecutive physical
-    elements starting at a multiple of ``width``; else why not."""
-    if width == 1:
-        return None
-    shape = layout.shape
-    if shape[dim] % width:
-        return f"extent {shape[dim]} of dimension {dim} is not a multiple of {width}"
-    offsets = np.asarray(layout.index_map.flat_offsets(shape)).reshape(shape)
-    runs = np.moveaxis(offsets, dim, -1).reshape(-1, shape[dim] // width, width)
-    first = runs[..., :1]
-    bad = np.flatnonzero((runs != first + np.arange(width)).any(axis=-1).reshape(-1))
-    if bad.size:
-        return f"{width} elements along dimension {dim} are not consecutive in {layout.index_map}"
-    misaligned = np.flatnonzero((first % width).reshape(-1))
-    if misaligned.size:
-        start = int(first.reshape(-1)[misaligned[0]])
-        return f"a run along dimension {dim} starts at offset {start}, not a multiple of {width}"
-    return None

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from laytune.codegen._emit import Scope, c_bits, c_float, contiguous_along, paren
+from laytune.codegen._emit import Scope, c_bits, c_float, paren
+from laytune.codegen._runs import contiguous_along
 from laytune.codegen._source import decompose
 from laytune.layout import Const, Expr, Layout, Var, substitute
 from laytune.space import affine_terms

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from laytune.codegen._emit import Scope, contiguous_along, pointer, vector_store
+from laytune.codegen._emit import Scope, pointer, vector_store
 from laytune.codegen._gather import (
     affine_in_digits,
     as_values,
@@ -22,6 +22,7 @@ from laytune.codegen._gather import (
     widest,
     work_items,
 )
+from laytune.codegen._runs import contiguous_along
 from laytune.codegen._shuffle import TRANSPOSE_WIDTHS, transpose_lines
 from laytune.codegen._source import decompose
 from laytune.layout import Const, Expr, Layout, Var, substitute
