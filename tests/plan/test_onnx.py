@@ -104,9 +104,17 @@ def test_conv_batchnorm_relu_pool(cl_context: cl.Context) -> None:
     y = m.node("Relu", [y])
     y = m.node("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
     y = m.node("Conv", [y, m.weight((4, 8, 3, 3))], strides=[2, 2], pads=[1, 0, 0, 1])
-    y = m.node("AveragePool", [y], "avg", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    y = m.node(
+        "AveragePool",
+        [y],
+        "avg",
+        kernel_shape=[2, 2],
+        strides=[2, 2],
+        ceil_mode=1,  # 3 x 3 -> 2 x 2, the last windows half outside
+    )
     model = m.build({"x": (1, 3, 12, 12)}, [y])
     graph = _check(model, cl_context)
+    assert graph.tensors["avg"].shape == (1, 4, 2, 2)
     names = [op.workload.name for op in graph.ops]
     # the batch norm is folded into the first convolution's filters and bias
     assert names == ["conv2d", "bias_add", "relu", "max_pool2d", "conv", "average_pool"]
@@ -124,7 +132,10 @@ def test_grouped_dilated_conv_and_padded_max_pool(cl_context: cl.Context) -> Non
     )
     y = m.node("Conv", [y, m.weight((6, 1, 3, 3))], group=6, auto_pad="SAME_UPPER")
     y = m.node("Clip", [y, m.weight(()), m.weight((), 1.0, 2.0)])
-    y = m.node("MaxPool", [y], "out", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = m.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+    y = m.node(
+        "AveragePool", [y], "out", kernel_shape=[2, 3], pads=[1, 0, 0, 2], count_include_pad=1
+    )
     model = m.build({"x": (2, 4, 9, 10)}, [y])
     graph = _check(model, cl_context)
     assert [op.workload.name for op in graph.ops] == [
@@ -133,6 +144,7 @@ def test_grouped_dilated_conv_and_padded_max_pool(cl_context: cl.Context) -> Non
         "conv",
         "clip",
         "max_pool",
+        "average_pool",
     ]
 
 
