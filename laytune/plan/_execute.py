@@ -17,6 +17,12 @@ Else a rewrite from the logical layout is one pack kernel, one to it one
 unpack kernel; between two other layouts it is one pack kernel of the
 composed map ``dst . src^-1`` when the source is a flat buffer without
 padding, else an unpack into a scratch buffer followed by a pack.
+
+An operator that copies its one input element for element in row-major
+order (a reshape or flatten, :func:`row_major_view`) launches nothing where
+it reads and writes logical layouts: its result is its input's buffer, a
+view (``CompiledPlan.views`` names them). Every buffer is written once per
+run, by its producer, so the two names never disagree.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ from laytune._cl_build import build_source
 from laytune.codegen import KernelProgram, Launch, lower, lower_conversion
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import ConfigError, LaytuneError, PlanError
-from laytune.layout import Layout, custom, pack
+from laytune.layout import Layout, custom, evaluate, pack
+from laytune.ops import Load, Workload
 from laytune.plan._rewrite import Rewrite, is_identity_layout
 from laytune.runners import image_format
 from laytune.space import ConversionWorkload
@@ -43,7 +50,31 @@ from laytune.space import ConversionWorkload
 if TYPE_CHECKING:  # the planner compiles through this module
     from laytune.plan._planner import Plan, Version
 
-__all__ = ["CompiledPlan", "PlanTiming", "Step"]
+__all__ = ["CompiledPlan", "PlanTiming", "Step", "row_major_view"]
+
+
+def row_major_view(workload: Workload) -> bool:
+    """Whether ``workload`` copies its one input to its output element for
+    element in row-major order (``Y[d] = X[unflatten(flatten(d))]``: a
+    reshape, a flatten, a copy): for every output index ``d``, the input
+    element read has the row-major offset of ``d``. In logical layouts its
+    output is then its input's memory."""
+    stmt = workload.statement
+    if stmt.reduction is not None or not isinstance(stmt.value, Load):
+        return False
+    (source,) = workload.inputs
+    out = workload.output
+    if source.size != out.size or source.dtype != out.dtype:
+        return False
+    grid = np.indices(out.shape, dtype=np.int64).reshape(len(out.shape), -1)
+    args: list[Any] = [0] * len(workload.axes)
+    for d, index in enumerate(out.indices):
+        args[index.index] = grid[d]  # type: ignore[union-attr]
+    read = [np.broadcast_to(np.asarray(evaluate(e, args)), grid.shape[1:]) for e in source.indices]
+    if any((r < 0).any() or (r >= n).any() for r, n in zip(read, source.shape, strict=True)):
+        return False
+    offsets = np.ravel_multi_index(tuple(read), source.shape)
+    return bool((offsets == np.arange(out.size)).all())
 
 
 @dataclass(frozen=True)
@@ -115,6 +146,7 @@ class CompiledPlan:
             conversions = plan.conversions
         self.conversions = conversions
         self.tuned: list[str] = []  # labels of the rewrites a recorded conversion kernel runs
+        self.views: list[str] = []  # operators whose result is their input's buffer
         self.queue = cl.CommandQueue(
             context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
@@ -208,10 +240,19 @@ class CompiledPlan:
             program = lower(op.workload, plan.candidate(name), self.info)
         except LaytuneError as err:
             raise PlanError(f"operator {name} cannot run on {self.info.name}: {err}") from None
+        out = self._storage[op.output]
+        if len(op.inputs) == 1:
+            read = plan.read_index(name, op.inputs[0][0])
+            layouts = (plan.versions[read].layout, plan.versions[out].layout)
+            if all(is_identity_layout(x) for x in layouts) and row_major_view(op.workload):
+                self._mem[out].release()
+                self._mem[out] = self._mem[read]
+                self.views.append(name)
+                return
         memory = {
             (port, "physical"): self._mem[plan.read_index(name, port)] for port, _ in op.inputs
         }
-        memory[(op.output_port, "physical")] = self._mem[self._storage[op.output]]
+        memory[(op.output_port, "physical")] = self._mem[out]
         for launch in program.compute:
             self._step(name, "compute", program, launch, memory)
 
@@ -331,8 +372,11 @@ class CompiledPlan:
         return PlanTiming(tuple(device), tuple(wall), per_step)
 
     def release(self) -> None:
+        released = set()
         for mem in (*self._mem, *self._scratch):
-            mem.release()
+            if id(mem) not in released:  # a view shares its input's buffer
+                released.add(id(mem))
+                mem.release()
         self._mem, self._scratch = [], []
 
     def __enter__(self) -> CompiledPlan:

@@ -13,10 +13,13 @@ import pytest
 from laytune import layout as L
 from laytune import ops
 from laytune.exceptions import ConfigError
+from laytune.ops import Workload
 from laytune.plan import Graph, Plan, plan_layouts
+from laytune.plan._execute import row_major_view
 from tests.plan.graphs import (
     conv_candidate,
     padded_graph,
+    reshape,
     reshape_graph,
     seed_graph,
     weights,
@@ -151,3 +154,15 @@ def test_planned_operators_with_vectors_equal_numpy(cl_context: cl.Context) -> N
     plan = plan_layouts(g)
     assert plan.candidate("relu").knob("vector") == 16
     assert _check(plan, cl_context) == [("bias", "compute"), ("relu", "compute")]
+
+
+def test_a_row_major_copy_is_a_view_and_a_transpose_is_not() -> None:
+    """A reshape or flatten reads the element of its output's row-major offset;
+    a transpose and a shifted copy do not."""
+    assert row_major_view(reshape((1, 8, 4, 4), (1, 16, 2, 4)))
+    assert row_major_view(reshape((2, 3, 4), (6, 4)))
+    assert row_major_view(ops.copy((3, 5)))
+    assert not row_major_view(ops.transpose((3, 5)))
+    assert not row_major_view(ops.relu((3, 5)))
+    shifted = Workload.define("shift", "Y[i] = X[i + 1]", {"i": 6}, {"X": (6,)})
+    assert not row_major_view(shifted)

@@ -69,7 +69,8 @@ class Model:
 
 def _check(model: onnx.ModelProto, context: cl.Context, seed: int = 1) -> Graph:
     """Import, plan in identity layouts (nothing tuned), run on the device and
-    compare every output with ONNX Runtime's (relative 1e-3)."""
+    compare every output with ONNX Runtime's (relative 1e-3). The graph's
+    ``views`` attribute names the operators that ran as views."""
     graph = from_onnx(model)
     rng = np.random.default_rng(seed)
     feeds = {
@@ -86,6 +87,7 @@ def _check(model: onnx.ModelProto, context: cl.Context, seed: int = 1) -> Graph:
     want = session.run(None, feeds)
     with plan_layouts(graph).compile(context) as compiled:
         got = compiled.run(feeds)
+        graph.views = list(compiled.views)  # type: ignore[attr-defined]
     assert graph.outputs == [o.name for o in model.graph.output]
     for name, expected in zip(graph.outputs, want, strict=True):
         assert got[name].shape == expected.shape, name
@@ -160,7 +162,9 @@ def test_a_residual_add_and_global_pool_gemm_head(cl_context: cl.Context) -> Non
     y = m.node("Gemm", [y, m.weight((10, 4)), m.weight((10,))], "logits", transB=1, alpha=0.5)
     model = m.build({"x": (1, 4, 6, 6)}, [y])
     graph = _check(model, cl_context)
-    assert "global_average_pool" in [op.workload.name for op in graph.ops]
+    names = [op.workload.name for op in graph.ops]
+    assert "global_average_pool" in names and "reshape" in names
+    assert graph.views == [graph.ops[names.index("reshape")].name]  # the flatten is a view
 
 
 def test_a_small_mlp(cl_context: cl.Context) -> None:
@@ -194,6 +198,9 @@ def test_a_tiny_attention_block(cl_context: cl.Context) -> None:
     model = m.build({"x": (1, s, h)}, [y, probs])
     graph = _check(model, cl_context)
     names = {op.name: op.workload.name for op in graph.ops}
+    # the reshapes that split the heads and join them are views; the transposes copy
+    assert sorted(graph.views) == sorted(n for n, w in names.items() if w == "reshape")
+    assert len(graph.views) == 4
     assert [names[f"{probs}.max"], names[f"{probs}.sum"], names[probs]] == [
         "softmax_max",
         "softmax_sum",
