@@ -27,7 +27,12 @@ with a bias is ``<out>.conv`` and the bias add ``<out>``. The graph's
 outputs are named as the model's, in the model's order.
 
 Reshape and Flatten are copies in index notation (a tensor has one shape in
-a graph); a Reshape that keeps the shape, and Identity, are the same tensor.
+a graph), which a compiled plan runs as views of their input where both sides
+are in logical layouts (:class:`~laytune.plan.CompiledPlan`); a Reshape that
+keeps the shape, and Identity, are the same tensor. A MatMul of a stacked
+left operand by a 2-D right one, ``(..., M, K) @ (K, N)``, is the library's
+``matmul`` of ``(prod(...) * M, K)`` between two such reshapes, so that it is
+tuned and planned as the one GEMM it is.
 Nothing is guessed: a node, attribute or input the import does not take is
 an :class:`~laytune.exceptions.UnsupportedNodeError` naming the node.
 """
@@ -688,6 +693,14 @@ class _Importer:
         if not batch and not ta and not tb:
             workload = dataclasses.replace(ops.matmul(m, nn, ka), weights=weights)
             return self.apply(node, workload, out, A=a, B=b)
+        if len(sb) == 2 and not ta and not tb:
+            # (..., M, K) @ (K, N) is the library's matmul of (prod(...) * M, K): the
+            # reshapes on either side are row-major views, which launch nothing
+            rows = math.prod(sa[:-1])
+            a2 = self.apply(node, _reshape(sa, (rows, ka)), f"{out}.rows", X=a)
+            workload = dataclasses.replace(ops.matmul(rows, nn, ka), weights=weights)
+            y = self.apply(node, workload, f"{out}.matmul", A=a2, B=b)
+            return self.apply(node, _reshape((rows, nn), (*sa[:-1], nn)), out, X=y)
         names = [f"b{i}" for i in range(len(batch))]
         ia = ["k", "i"] if ta else ["i", "k"]
         ib = ["j", "k"] if tb else ["k", "j"]

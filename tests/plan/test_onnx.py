@@ -198,9 +198,13 @@ def test_a_tiny_attention_block(cl_context: cl.Context) -> None:
     model = m.build({"x": (1, s, h)}, [y, probs])
     graph = _check(model, cl_context)
     names = {op.name: op.workload.name for op in graph.ops}
-    # the reshapes that split the heads and join them are views; the transposes copy
+    # the projections (1, 8, 16) @ (16, 16) are the library's matmul of (8, 16)
+    # between two reshapes; the per-head products are batched
+    kinds = list(names.values())
+    assert (kinds.count("matmul"), kinds.count("batch_matmul")) == (3, 2)
+    # every reshape is a view (2 per projection, 4 for the heads); the transposes copy
     assert sorted(graph.views) == sorted(n for n, w in names.items() if w == "reshape")
-    assert len(graph.views) == 4
+    assert len(graph.views) == 10
     assert [names[f"{probs}.max"], names[f"{probs}.sum"], names[probs]] == [
         "softmax_max",
         "softmax_sum",
