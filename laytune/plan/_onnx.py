@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from laytune import ops
-from laytune.exceptions import ModelImportError, UnsupportedNodeError
+from laytune.exceptions import GraphError, ModelImportError, UnsupportedNodeError
 from laytune.ops import Workload
 from laytune.plan._graph import Graph
 
@@ -209,7 +209,7 @@ class _Importer:
     def apply(self, node: Any, workload: Workload, out: str, **ports: str) -> str:
         try:
             return self.graph.apply(workload, out, **ports).name
-        except Exception as err:
+        except GraphError as err:  # a tensor name taken, a port whose shape disagrees
             raise ModelImportError(f"{_node_name(node)}: {err}") from None
 
     def done(self, node: Any, onnx_name: str, tensor: str) -> None:
