@@ -38,7 +38,6 @@ __all__ = ["DeviceSession", "PreparedWorkload", "measure_candidate"]
 
 _MIN_FLUSH_BYTES = 64 << 20
 _HOST_ARRAYS_KEPT = 16
-_KEPT_REFERENCE_ELEMENTS = 1 << 22
 _STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {
     "median": lambda times: float(np.median(times)),
     "mean": lambda times: float(np.mean(times)),
@@ -52,19 +51,30 @@ _END = cl.profiling_info.END
 MemoryKey = tuple[Any, ...]
 
 
+#: Elements of an output compared at a time: the float64 temporaries of a
+#: comparison are a few chunks, never a few copies of the output.
+_COMPARE_CHUNK = 1 << 18
+
+
+def _chunks(array: np.ndarray) -> Iterable[np.ndarray]:
+    flat = array.reshape(-1)
+    for start in range(0, flat.size, _COMPARE_CHUNK):
+        yield flat[start : start + _COMPARE_CHUNK]
+
+
 @dataclass(frozen=True)
 class _FloatReference:
-    """What comparing a float output with its reference needs, per element."""
+    """What comparing a float output with its reference needs besides the
+    reference itself: its largest finite magnitude (the scale of ``atol``)
+    and whether it is finite everywhere. Two numbers, whatever its size."""
 
-    want: np.ndarray  # the reference as float64
-    limit: np.ndarray  # atol * scale + rtol * |want| (see Tolerance)
-    finite: np.ndarray
+    scale: float
     all_finite: bool
 
 
 class _Expected:
-    """One reference output with its tolerance; its float arrays are made once
-    per workload when they are small enough to keep (16 bytes per element)."""
+    """One reference output with its tolerance; the figures of its float
+    comparison (:class:`_FloatReference`) are made once per workload."""
 
     def __init__(self, reference: np.ndarray, tolerance: Tolerance) -> None:
         self.reference = reference
@@ -72,17 +82,19 @@ class _Expected:
         self._kept: _FloatReference | None = None
 
     def float_reference(self) -> _FloatReference:
-        if self._kept is not None:
-            return self._kept
-        want = self.reference.astype(np.float64)
-        finite = np.isfinite(want)
-        scale = max(1.0, float(np.abs(want[finite]).max())) if finite.any() else 1.0
-        with np.errstate(invalid="ignore"):
-            limit = self.tolerance.atol * scale + self.tolerance.rtol * np.abs(want)
-        made = _FloatReference(want, limit, finite, bool(finite.all()))
-        if want.size <= _KEPT_REFERENCE_ELEMENTS:
-            self._kept = made
-        return made
+        if self._kept is None:
+            largest, all_finite = 0.0, True
+            for chunk in _chunks(self.reference):
+                want = chunk.astype(np.float64)
+                finite = np.isfinite(want)
+                if finite.all():
+                    largest = max(largest, float(np.abs(want).max(initial=0.0)))
+                    continue
+                all_finite = False
+                if finite.any():
+                    largest = max(largest, float(np.abs(want[finite]).max()))
+            self._kept = _FloatReference(max(1.0, largest), all_finite)
+        return self._kept
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,8 @@ class PreparedWorkload:
         key = (buffer, dtype.str)
         if key not in self._expected:
             tolerance = Tolerance.for_dtype(dtype, self.reduction_length)
-            reference = np.asarray(self.references[buffer])
+            # Contiguous once here, so that comparing never copies it whole.
+            reference = np.ascontiguousarray(self.references[buffer])
             self._expected[key] = _Expected(reference, tolerance)
         return self._expected[key]
 
@@ -373,27 +386,28 @@ def _compare(buffer: str, out: np.ndarray, expected: _Expected) -> OutputCheck:
         diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
         worst = float(diff.max()) if diff.size else 0.0
         return OutputCheck(buffer, worst, tolerance, bool(np.array_equal(out, ref)))
-    got = out.astype(np.float64)
     floats = expected.float_reference()
-    want = floats.want
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(got - want)
-        within = diff <= floats.limit
-    if floats.all_finite:
-        # NaN in the output makes the max NaN; a non-finite output counts as inf.
-        worst = float(diff.max()) if diff.size else 0.0
-        return OutputCheck(
-            buffer, math.inf if math.isnan(worst) else worst, tolerance, bool(within.all())
-        )
-    finite = floats.finite
-    same_special = ~finite & ((got == want) | (np.isnan(got) & np.isnan(want)))
-    passed = bool(np.all(within | same_special))
-    if (finite & ~np.isfinite(got)).any():
+    worst, passed, lost = 0.0, True, False  # lost: a finite reference value came out non-finite
+    for got_chunk, want_chunk in zip(_chunks(out), _chunks(ref), strict=True):
+        got, want = got_chunk.astype(np.float64), want_chunk.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(got - want)
+            within = diff <= tolerance.atol * floats.scale + tolerance.rtol * np.abs(want)
+        if floats.all_finite:
+            # NaN in the output makes the max NaN; a non-finite output counts as inf.
+            largest = float(diff.max()) if diff.size else 0.0
+            worst = max(worst, math.inf if math.isnan(largest) else largest)
+            passed = passed and bool(within.all())
+            continue
+        finite = np.isfinite(want)
+        same_special = ~finite & ((got == want) | (np.isnan(got) & np.isnan(want)))
+        passed = passed and bool(np.all(within | same_special))
+        if (finite & ~np.isfinite(got)).any():
+            lost = True
+        elif finite.any():
+            worst = max(worst, float(diff[finite].max()))
+    if lost:
         worst = math.inf
-    elif finite.any():
-        worst = float(diff[finite].max())
-    else:
-        worst = 0.0
     return OutputCheck(buffer, worst, tolerance, passed)
 
 
