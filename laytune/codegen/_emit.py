@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from laytune.dtypes import DTYPES, KERNEL_DTYPES, Dtype
 from laytune.layout import (
     Const,
     Expr,
@@ -96,29 +97,36 @@ _C_RESERVED = frozenset(
 )
 
 
+def _emitted(dtype: str) -> Dtype:
+    known = DTYPES.get(dtype)
+    if known is None or known.ctype is None:
+        raise ValueError(
+            f"dtype {dtype!r} has no OpenCL type in this codegen ({', '.join(KERNEL_DTYPES)})"
+        )
+    return known
+
+
 def ctype_of(dtype: str) -> str:
-    if dtype == "float32":
-        return "float"
-    if dtype == "float16":
-        return "half"
-    raise ValueError(f"dtype {dtype!r} has no OpenCL type in this codegen (float32, float16)")
+    """The OpenCL C type kernels compute ``dtype`` in (``float``, ``half``)."""
+    return _emitted(dtype).ctype  # type: ignore[return-value]
 
 
 def storage_ctype(dtype: str) -> str:
     """The C type that moves ``dtype``'s bits without computing on them:
     ``float`` for float32, ``ushort`` for float16, so that a copy of halves
     (a conversion kernel, a padding fill) needs no ``cl_khr_fp16``."""
-    return "ushort" if dtype == "float16" else ctype_of(dtype)
+    return _emitted(dtype).storage_ctype or ctype_of(dtype)
 
 
 def c_bits(value: float, dtype: str) -> str:
     """A literal of ``value`` in :func:`storage_ctype` of ``dtype``: the
     float literal for float32, the half's bit pattern for float16 (NaN the
     quiet NaN 0x7e00, as numpy's)."""
-    if dtype != "float16":
+    known = _emitted(dtype)
+    if known.storage_ctype == known.ctype:
         return c_float(value, dtype)
-    bits = int(np.array(value, dtype=np.float16).view(np.uint16))
-    return f"(ushort)0x{bits:04x}"
+    bits = np.array(value, dtype=dtype).view(f"u{known.bytes}").item()
+    return f"({known.storage_ctype})0x{bits:0{2 * known.bytes}x}"
 
 
 def c_ident(name: str) -> str:
@@ -136,7 +144,8 @@ def c_float(value: float, dtype: str) -> str:
         text = repr(float(value)) + "f"
         if "e" in text and "." not in text.split("e")[0]:
             text = text.replace("e", ".0e", 1)
-    return text if dtype == "float32" else f"(half)({text})"
+    ctype = ctype_of(dtype)
+    return text if ctype == "float" else f"({ctype})({text})"
 
 
 class Scope:

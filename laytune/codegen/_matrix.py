@@ -33,7 +33,7 @@ statements with ``nvcc`` for ``sm_80``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from laytune.codegen._emit import Scope, ctype_of
 from laytune.codegen._kernel import _comments, _params
@@ -43,9 +43,10 @@ from laytune.codegen._program import ArgRef, Launch
 from laytune.codegen._source import indent
 from laytune.codegen._stage import local_accesses
 from laytune.layout import Const, Expr, Var
-from laytune.space import MATRIX_FRAGMENT, MATRIX_TILE, STORAGE_HALF_VARIANTS, matrix_operands
+from laytune.space import MATRIX_INTRINSICS, MATRIX_TILE, matrix_operands
 
 __all__ = [
+    "MATRIX_EMITTERS",
     "ldmatrix_x4",
     "matrix_kernel",
     "mma_m16n8k16",
@@ -336,13 +337,18 @@ def _intel_dpas(t: _Tiles, name: str) -> str:
     return t.kernel(name, attributes, init, stages, stores)
 
 
-_VARIANTS = {"nv_mma": _nv_mma, "nv_wmma": _nv_wmma, "intel_dpas": _intel_dpas}
-_LANE_IDS = {"nv_mma": "get_local_id(0)", "nv_wmma": "get_local_id(0)"}
+MATRIX_EMITTERS: dict[str, Callable[[_Tiles, str], str]] = {
+    "intel_dpas": _intel_dpas,
+    "nv_wmma": _nv_wmma,
+    "nv_mma": _nv_mma,
+}
+"""The kernel emitter of each intrinsic of ``laytune.space.MATRIX_INTRINSICS``
+(whose descriptor gives the lanes, the lane id and whether half is storage
+only); the emitters need the codegen floor, which the space cannot import."""
 
 
 def matrix_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
     """The matrix kernel of ``nest.knobs["matrix"]`` and its launch."""
-    variant = nest.knobs["matrix"]
-    lane_id = _LANE_IDS.get(variant, "get_sub_group_local_id()")
-    t = _Tiles(nest, MATRIX_FRAGMENT[variant], lane_id, variant in STORAGE_HALF_VARIANTS)
-    return _VARIANTS[variant](t, name), t.launch(name)
+    intrinsic = MATRIX_INTRINSICS[nest.knobs["matrix"]]
+    t = _Tiles(nest, intrinsic.lanes, intrinsic.lane_id, intrinsic.storage_only)
+    return MATRIX_EMITTERS[intrinsic.name](t, name), t.launch(name)

@@ -8,6 +8,7 @@ from typing import Literal
 
 import numpy as np
 
+from laytune.dtypes import DTYPES
 from laytune.exceptions import ConfigError
 
 __all__ = ["Clock", "MeasureConfig", "Statistic", "Tolerance"]
@@ -158,14 +159,6 @@ class MeasureConfig:
         return timed_repeats + conversions
 
 
-# (rtol, atol) for one element that is not a reduction.
-_BASE_TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-9, 1e-12),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-}
-
-
 @dataclass(frozen=True)
 class Tolerance:
     """When an output element counts as correct.
@@ -184,14 +177,15 @@ class Tolerance:
     def for_dtype(cls, dtype: str | np.dtype, reduction_length: int = 1) -> Tolerance:
         """The tolerance for ``dtype``, widened by ``sqrt(reduction_length)``.
 
-        Base values: float64 rtol 1e-9 / atol 1e-12, float32 rtol 1e-4 /
-        atol 1e-5, float16 rtol 1e-2 / atol 1e-3, anything else exact. A sum
+        Base values: the dtype's ``tolerance`` in :data:`laytune.dtypes.DTYPES`
+        (float64 rtol 1e-9 / atol 1e-12, float32 rtol 1e-4 / atol 1e-5,
+        float16 rtol 1e-2 / atol 1e-3), anything else exact. A sum
         of K float terms accumulates rounding error roughly like sqrt(K)
         units, so both bounds grow by ``sqrt(K)``.
         """
-        name = np.dtype(dtype).name
-        if name not in _BASE_TOLERANCES:
+        known = DTYPES.get(np.dtype(dtype).name)
+        if known is None or known.tolerance is None:
             return cls(0.0, 0.0)
-        rtol, atol = _BASE_TOLERANCES[name]
+        rtol, atol = known.tolerance
         factor = math.sqrt(max(1, reduction_length))
         return cls(rtol * factor, atol * factor)

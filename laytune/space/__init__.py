@@ -51,6 +51,12 @@ from laytune.space._generate import (
     SpaceOptions,
     layout_fingerprint,
 )
+from laytune.space._intrinsics import (
+    MATRIX_INTRINSICS,
+    FragmentLoad,
+    MatrixIntrinsic,
+    matrix_intrinsic,
+)
 from laytune.space._knobs import (
     KNOB_SPECS,
     ORDER_LOGICAL,
@@ -71,7 +77,6 @@ from laytune.space._knobs import (
     spatial_axes,
 )
 from laytune.space._matrix import (
-    MATRIX_FRAGMENT,
     MATRIX_TILE,
     MATRIX_VARIANTS,
     STORAGE_HALF_VARIANTS,
@@ -113,7 +118,7 @@ __all__ = [
     "JOINT_RULES",
     "KNOB_SPECS",
     "LOCAL_FAMILIES",
-    "MATRIX_FRAGMENT",
+    "MATRIX_INTRINSICS",
     "MATRIX_TILE",
     "MATRIX_VARIANTS",
     "ORDER_LOGICAL",
@@ -131,11 +136,13 @@ __all__ = [
     "ConversionGeometry",
     "ConversionSpace",
     "ConversionWorkload",
+    "FragmentLoad",
     "Image2DRead",
     "ImageDtype",
     "KnobSpec",
     "LayoutFacts",
     "LocalMemoryBudget",
+    "MatrixIntrinsic",
     "MatrixTileLoad",
     "PadValue",
     "PaddingBudget",
@@ -177,6 +184,7 @@ __all__ = [
     "local_tiles",
     "local_vector_dims",
     "matrix_capability",
+    "matrix_intrinsic",
     "matrix_operands",
     "matrix_schedule",
     "order_buffers",

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from laytune.device_info import DeviceInfo
+from laytune.dtypes import DTYPES
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import UNDEF, Layout
 from laytune.ops import reduction
@@ -83,12 +84,14 @@ def usable_staging(workload: WorkloadLike) -> StagingPlan | None:
 
 def dtype_reasons(workload: WorkloadLike, device: DeviceInfo) -> list[str]:
     """Why ``device`` cannot compute in the workload's dtypes (empty: it can)."""
-    dtypes = sorted({b.dtype for b in workload.buffers})
-    if "float16" in dtypes and not device.supports_fp16:
-        if half_storage_only(workload, device):
-            return []  # the matrix kernels; the matrix step refuses every other candidate
-        return [f"dtype float16 needs cl_khr_fp16, which {device.name} lacks"]
-    return []
+    reasons = []
+    for name in sorted({b.dtype for b in workload.buffers}):
+        extension = DTYPES[name].extension
+        if DTYPES[name].emitted and extension and not device.has_extension(extension):
+            reasons.append(f"dtype {name} needs {extension}, which {device.name} lacks")
+    if reasons and half_storage_only(workload, device):
+        return []  # the matrix kernels; the matrix step refuses every other candidate
+    return reasons
 
 
 def stageable_buffers(workload: WorkloadLike) -> dict[str, tuple[int, ...]]:

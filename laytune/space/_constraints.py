@@ -32,13 +32,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from laytune.device_info import DeviceInfo
+from laytune.dtypes import DTYPES
 from laytune.exceptions import LayoutError, ShapeMismatchError
 from laytune.layout import Layout, offsets_on, reduced_box
+from laytune.space._intrinsics import MATRIX_INTRINSICS, MatrixIntrinsic, matrix_intrinsic
 from laytune.space._workload import BUFFER_ROLES, IMAGE_DTYPES, VECTOR_WIDTHS, dtype_bytes
 
 __all__ = [
     "MATRIX_DTYPES",
-    "MATRIX_INTRINSICS",
     "BankConflicts",
     "Constraint",
     "ContiguousTileCopy",
@@ -227,7 +228,7 @@ def _outer(counts: Sequence[np.ndarray]) -> np.ndarray:
 
 def _reduced_offsets(
     layout: Layout, logical_shape: Sequence[int], groups: Sequence[int], modulus: int
-) -> tuple[np.ndarray, list[np.ndarray] | None]:
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """The layout's flat offsets on the box that decides a group query
     (:func:`~laytune.layout.reduced_box`), and the counts per axis."""
     shape = _check_shape(layout, logical_shape)
@@ -300,7 +301,7 @@ def _reduced_tiles(
     groups = [1] * lead + list(tile)
     offsets, counts = _reduced_offsets(layout, shape, groups, modulus)
     arr, grid, _ = _tiles(owner, offsets, tile)
-    return arr, grid, None, None if counts is None else _outer(counts).reshape(-1)
+    return arr, grid, None, _outer(counts).reshape(-1)
 
 
 def _alignment(alignment_bytes: int | None, dtype: str) -> int:
@@ -482,10 +483,11 @@ class Image2DRead(Constraint):
             )
         if not device.image_support:
             reasons.append(f"device {device.name} has no image support")
+        extension = DTYPES[dtype].extension if dtype in DTYPES else ""
         if dtype not in IMAGE_DTYPES:
-            reasons.append(f"dtype {dtype} has no image channel type (float32 or float16)")
-        elif dtype == "float16" and not device.supports_fp16:
-            reasons.append(f"dtype float16 needs cl_khr_fp16, which device {device.name} lacks")
+            reasons.append(f"dtype {dtype} has no image channel type ({' or '.join(IMAGE_DTYPES)})")
+        elif extension and not device.has_extension(extension):
+            reasons.append(f"dtype {dtype} needs {extension}, which device {device.name} lacks")
         if layout.image_rank != 2:
             reasons.append(
                 f"the layout {layout.describe()} has flat physical rank {layout.image_rank}, "
@@ -812,10 +814,7 @@ class SubgroupBlockAccess(Constraint):
             layout, full, groups, _alignment(self.alignment_bytes, dtype)
         )
         shape = offsets.shape
-        weights = None
-        if counts is not None:
-            order = [k for k in range(len(full)) if k != axis] + [axis]
-            weights = _outer([counts[k] for k in order]).reshape(-1)
+        weights = _outer([counts[k] for k in range(len(full)) if k != axis] + [counts[axis]])
         moved = np.moveaxis(offsets, axis, -1)
         runs = moved.reshape(-1, 1, n)
         rest = moved.shape[:-1]
@@ -825,7 +824,7 @@ class SubgroupBlockAccess(Constraint):
             where.insert(axis, (t % (shape[axis] // n)) * n)
             return _fmt(where)
 
-        return self.check_tiles(runs, dtype, name, weights)
+        return self.check_tiles(runs, dtype, name, weights.reshape(-1))
 
     def check_tiles(
         self, arr: np.ndarray, dtype: str, name: TileNamer, weights: np.ndarray | None = None
@@ -870,41 +869,24 @@ class SubgroupBlockAccess(Constraint):
         )
 
 
-MATRIX_INTRINSICS = ("intel_mad", "nv_mma", "nv_wmma")
-"""Matrix intrinsics a ``MatrixTileLoad`` describes: Intel's sub-group
-``intel_sub_group_f16_f16_matrix_mad_k16`` (M = 8, N = the sub-group size 8,
-K = 16) fed by sub-group block reads of ``__local`` rows, NVIDIA's
-``mma.sync.aligned.m16n8k16`` fed by ``ldmatrix.sync.aligned.m8n8.x4``
-(``.trans`` for B) through inline PTX, and NVIDIA's
-``wmma.mma.sync.aligned.m16n16k16`` fed by ``wmma.load.{a,b}`` of one
-pointer and one row stride (``load_matrix_sync(ptr, ldm)``)."""
-
-MATRIX_DTYPES = ("float16", "bfloat16")
-"""Input dtypes both matrix intrinsics multiply (fp32 accumulation)."""
-
-# (rows of one fragment load, elements of one row, alignment of a row start in bytes)
-_FRAGMENT_ROWS = {
-    ("intel_mad", "a"): (8, 16, 16),  # one block read of 16 halves per row of A
-    ("intel_mad", "b"): (16, 8, 16),  # one block read of 8 halves per row of B
-    ("nv_mma", "a"): (8, 8, 16),  # ldmatrix: eight 16-byte rows per 8 x 8 matrix
-    ("nv_mma", "b"): (8, 8, 16),  # ldmatrix .trans on B's rows
-    ("nv_wmma", "a"): (16, 16, 16),  # wmma.load rows; the one stride is checked apart
-    ("nv_wmma", "b"): (16, 16, 16),
-}
+MATRIX_DTYPES = tuple(sorted({d for i in MATRIX_INTRINSICS.values() for d in i.dtypes}))
+"""Input dtypes the matrix intrinsics multiply (fp32 accumulation)."""
 
 
 @dataclass(frozen=True)
 class MatrixTileLoad(Constraint):
-    """How a matrix intrinsic loads its ``operand`` (``"a"``: M x K rows of
-    the left matrix, ``"b"``: K x N rows of the right one) from a ``__local``
-    tile: one pointer per fragment row, so rows may lie anywhere (a padded
-    row, a pad every n rows, an XOR of row chunks) but each row segment is
-    contiguous and its start aligned.
+    """How a matrix intrinsic (:data:`MATRIX_INTRINSICS`, by name) loads
+    its ``operand`` (``"a"``: M x K rows of the left matrix, ``"b"``: K x N
+    rows of the right one) from a ``__local`` tile: one pointer per fragment
+    row, so rows may lie anywhere (a padded row, a pad every n rows, an XOR
+    of row chunks) but each row segment is contiguous and its start aligned
+    (the intrinsic's :class:`FragmentLoad` of the operand).
 
-    * ``intel_mad``: ``intel_sub_group_block_read`` of each 16-element row
+    * ``intel_dpas``: ``intel_sub_group_block_read`` of each 16-element row
       of an 8 x 16 A fragment and ``intel_sub_group_block_read_us`` of each
       8-element row of a 16 x 8 B fragment (16-byte aligned, the rule of
       ``__local`` block reads), then ``intel_sub_group_f16_f16_matrix_mad_k16``.
+      Its older name ``intel_mad`` is read as it.
     * ``nv_mma``: ``ldmatrix.sync.aligned.m8n8.x4`` (``.trans`` for B): each
       of 32 lanes points at one 16-byte row of an 8 x 8 matrix (16-byte
       aligned), then ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``.
@@ -915,37 +897,43 @@ class MatrixTileLoad(Constraint):
       row (``load_matrix_sync``'s 256-bit aligned pointer).
 
     The tile's last two extents must be multiples of the fragment's, and the
-    dtype one of :data:`MATRIX_DTYPES`.
+    dtype one the intrinsic multiplies.
     """
 
     intrinsic: str
     operand: str
 
     def __post_init__(self) -> None:
-        if self.intrinsic not in MATRIX_INTRINSICS:
-            raise LayoutError(
-                f"MatrixTileLoad: intrinsic {self.intrinsic!r} is not one of {MATRIX_INTRINSICS}"
-            )
-        if self.operand not in ("a", "b"):
-            raise LayoutError(f"MatrixTileLoad: operand {self.operand!r} is not 'a' or 'b'")
+        try:
+            object.__setattr__(self, "intrinsic", matrix_intrinsic(self.intrinsic).name)
+            self._intrinsic.load(self.operand)
+        except LayoutError as err:
+            raise LayoutError(f"MatrixTileLoad: {err}") from None
+
+    @property
+    def _intrinsic(self) -> MatrixIntrinsic:
+        return MATRIX_INTRINSICS[self.intrinsic]
 
     @property
     def fragment_rows(self) -> RowPointerTileLoad:
         """The row-pointer rule one fragment load obeys."""
-        rows, length, align = _FRAGMENT_ROWS[(self.intrinsic, self.operand)]
-        return RowPointerTileLoad(rows, row_elements=length, alignment_bytes=align)
+        load = self._intrinsic.load(self.operand)
+        return RowPointerTileLoad(
+            load.rows, row_elements=load.row_elements, alignment_bytes=load.alignment_bytes
+        )
 
     def check(
         self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
     ) -> Verdict:
         offsets = _offsets(layout, logical_shape)
-        if dtype not in MATRIX_DTYPES:
+        intrinsic = self._intrinsic
+        if dtype not in intrinsic.dtypes:
             return self._reject(
-                f"dtype {dtype}: {self.intrinsic} multiplies {' or '.join(MATRIX_DTYPES)}"
+                f"dtype {dtype}: {self.intrinsic} multiplies {' or '.join(intrinsic.dtypes)}"
             )
         if offsets.ndim < 2:
             return self._reject(f"a 1-D buffer {_fmt(offsets.shape)} holds no matrix fragment")
-        if self.intrinsic == "nv_wmma":
+        if intrinsic.stride_alignment:
             return self._check_strided(layout, logical_shape, dtype, device, offsets)
         rows = self.fragment_rows
         verdict = rows.check(layout, logical_shape, dtype, device)
@@ -961,22 +949,24 @@ class MatrixTileLoad(Constraint):
         device: DeviceInfo,
         offsets: np.ndarray,
     ) -> Verdict:
-        verdict = StridedTileCopy((16, 16), alignment_bytes=16).check(
+        load = self._intrinsic.load(self.operand)
+        fragment, align = (load.rows, load.row_elements), self._intrinsic.stride_alignment
+        verdict = StridedTileCopy(fragment, alignment_bytes=load.alignment_bytes).check(
             layout, logical_shape, dtype, device
         )
         if not verdict.ok:
             return self._reject(*verdict.reasons)
-        arr, grid, error = _tiles(str(self), offsets, (16, 16))
+        arr, grid, error = _tiles(str(self), offsets, fragment)
         if error:
             return self._reject(error)
         size = dtype_bytes(dtype)
         firsts = arr[:, 0, 0] * size
-        bad = np.flatnonzero(firsts % 32)
+        bad = np.flatnonzero(firsts % align)
         if bad.size:
             t = int(bad[0])
             return self._reject(
-                f"fragment {_tile_namer(grid, (16, 16))(t)} starts at byte {int(firsts[t])}, "
-                f"not aligned to 32 bytes"
+                f"fragment {_tile_namer(grid, fragment)(t)} starts at byte {int(firsts[t])}, "
+                f"not aligned to {align} bytes"
             )
         return self._accept()
 

@@ -35,7 +35,7 @@ from laytune.layout import (
 )
 from laytune.space._constraints import Constraint
 from laytune.space._knobs import knob_spec
-from laytune.space._workload import VECTOR_WIDTHS
+from laytune.space._workload import IMAGE_DTYPES, VECTOR_WIDTHS
 
 __all__ = [
     "GLOBAL_FAMILIES",
@@ -72,8 +72,6 @@ OPTIONAL_LOCAL_FAMILIES = ("pad_every",)
 """Local families a space offers only when its options name them:
 ``pad_every`` (``local_pad_amounts`` after every ``pad_every_rows`` rows),
 the auto memory planning seed's tile layout."""
-
-_FLOAT_DTYPES = ("float32", "float16")
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
@@ -280,7 +278,7 @@ def _global_makers(
                 for chunk in opts.xor_chunks:
                     if period < shape[-2] and shape[-1] % (chunk * period) == 0:
                         yield lambda period=period, chunk=chunk: row_xor(shape, period, chunk)
-        elif fam == "texture" and rank >= 2 and dtype in _FLOAT_DTYPES:
+        elif fam == "texture" and rank >= 2 and dtype in IMAGE_DTYPES:
             for axis in range(rank):
                 if shape[axis] % 4 == 0:
                     yield lambda axis=axis: texture(shape, axis)

@@ -10,7 +10,7 @@ tile layouts it takes (the auto memory planning seed's problem 1):
 ``matrix``     the fragment load                                    the local tile needs
 ============== ==================================================== ======================================
 ``none``       the plain fma loop of the nest (every other knob)    what the ``copy`` knob needs
-``intel_dpas`` ``intel_sub_group_block_read`` of each fragment row, ``MatrixTileLoad("intel_mad", op)``:
+``intel_dpas`` ``intel_sub_group_block_read`` of each fragment row, ``MatrixTileLoad("intel_dpas", op)``:
                ``intel_sub_group_f16_f16_matrix_mad_k16``           rows contiguous, 16-byte aligned
 ``nv_wmma``    PTX ``wmma.load.{a,b}.sync...m16n16k16.shared``      ``MatrixTileLoad("nv_wmma", op)``:
                ``(ptr, stride)``, ``wmma.mma.sync``                 one constant row stride
@@ -18,7 +18,9 @@ tile layouts it takes (the auto memory planning seed's problem 1):
                of one row pointer per lane, ``mma.sync m16n8k16``   rows contiguous, 16-byte aligned
 ============== ==================================================== ======================================
 
-The device decides which it has (:func:`matrix_capability`): Intel's
+Each intrinsic is one :class:`~laytune.space._intrinsics.MatrixIntrinsic`
+of :data:`~laytune.space._intrinsics.MATRIX_INTRINSICS`. The device decides
+which it has (:func:`matrix_capability`): Intel's
 ``cl_intel_subgroup_matrix_multiply_accumulate`` with sub-groups of 8 (and
 the block reads of ``__local`` memory), or an NVIDIA platform reporting
 compute capability 8.0 or more (``cl_nv_device_attribute_query``), whose
@@ -35,8 +37,8 @@ stored as float16. The NVIDIA kernels move half only through storage
 (``vload_half``, ``vstore_half`` and the instructions' own loads), so they run
 where ``cl_khr_fp16`` is missing, as on NVIDIA's OpenCL platform: there a
 float16 matmul's space holds only its matrix kernels
-(:func:`half_storage_only`). bfloat16 has no numpy dtype here, so no workload offers
-the bf16 forms of the instructions.
+(:func:`half_storage_only`). bfloat16 has no numpy dtype and no emitter here, so no
+intrinsic multiplies it.
 """
 
 from __future__ import annotations
@@ -46,11 +48,10 @@ from collections.abc import Callable
 from laytune.device_info import DeviceInfo
 from laytune.layout import Layout, Var
 from laytune.space._constraints import MATRIX_DTYPES, MatrixTileLoad, Verdict
+from laytune.space._intrinsics import MATRIX_INTRINSICS, OPERANDS
 from laytune.space._workload import WorkloadLike
 
 __all__ = [
-    "MATRIX_FRAGMENT",
-    "MATRIX_LOADS",
     "MATRIX_TILE",
     "MATRIX_VARIANTS",
     "STORAGE_HALF_VARIANTS",
@@ -62,66 +63,31 @@ __all__ = [
     "offers_matrix",
 ]
 
-MATRIX_VARIANTS = ("none", "intel_dpas", "nv_wmma", "nv_mma")
-"""The values of the ``matrix`` knob, the plain fma loop first."""
-
-MATRIX_LOADS = {"intel_dpas": "intel_mad", "nv_wmma": "nv_wmma", "nv_mma": "nv_mma"}
-"""The ``MatrixTileLoad`` intrinsic of each matrix variant."""
+MATRIX_VARIANTS = ("none", *MATRIX_INTRINSICS)
+"""The values of the ``matrix`` knob: the plain fma loop first, then each
+intrinsic of :data:`~laytune.space._intrinsics.MATRIX_INTRINSICS`."""
 
 MATRIX_TILE = 16
 """The staged tiles' extent the matrix kernels take: 16 x 16 tiles of A and
 B, one 16 x 16 tile of C per work-group, a K step of 16."""
 
-MATRIX_FRAGMENT = {"intel_dpas": 8, "nv_wmma": 32, "nv_mma": 32}
-"""Work-items per work-group of each matrix kernel: one sub-group of 8
-(Intel) or one warp of 32 (NVIDIA)."""
-
-INTEL_MATRIX_EXTENSIONS = (
-    "cl_intel_subgroup_matrix_multiply_accumulate",
-    "cl_intel_subgroups",
-    "cl_intel_subgroups_short",
-    "cl_intel_subgroup_local_block_io",
-    "cl_khr_fp16",
-)
-"""What the Intel kernel uses: the multiply, sub-group block reads of
-``__local`` halves, and half itself."""
-
-INTEL_SUB_GROUP = 8
-"""The sub-group size of ``intel_sub_group_f16_f16_matrix_mad_k16`` with an
-``int8`` A operand (M = 8, N = 8, K = 16), as on DG2."""
-
 
 def matrix_capability(device: DeviceInfo) -> tuple[frozenset[str], str]:
-    """The matrix variants ``device`` can run and, when it has none, why."""
-    if device.is_nvidia:
-        cc = device.compute_capability
-        if cc is None:
-            return frozenset(), (
-                f"{device.name} reports no compute capability (cl_nv_device_attribute_query)"
-            )
-        if cc < (8, 0):
-            return frozenset(), (
-                f"{device.name} has compute capability {cc[0]}.{cc[1]}; mma.sync m16n8k16 with "
-                f"ldmatrix needs 8.0"
-            )
-        return frozenset({"nv_wmma", "nv_mma"}), ""
-    if device.has_extension(INTEL_MATRIX_EXTENSIONS[0]):
-        missing = [e for e in INTEL_MATRIX_EXTENSIONS[1:] if not device.has_extension(e)]
-        if missing:
-            return frozenset(), f"{device.name} lacks {', '.join(missing)}"
-        if INTEL_SUB_GROUP not in device.sub_group_sizes:
-            return frozenset(), (
-                f"{device.name} has sub-group sizes {list(device.sub_group_sizes)}; the int8 form "
-                f"of intel_sub_group_f16_f16_matrix_mad_k16 runs in sub-groups of {INTEL_SUB_GROUP}"
-            )
-        return frozenset({"intel_dpas"}), ""
-    return frozenset(), (
-        f"{device.name} has neither {INTEL_MATRIX_EXTENSIONS[0]} nor an NVIDIA compute "
-        f"capability >= 8.0"
-    )
+    """The matrix variants ``device`` can run and, when it has none, why: the
+    first reason an intrinsic of the device's kind gives, else the
+    conditions none of them meets."""
+    lacks = {name: i.lacks(device) for name, i in MATRIX_INTRINSICS.items()}
+    available = frozenset(name for name, why in lacks.items() if why == "")
+    if available:
+        return available, ""
+    reasons = [why for why in lacks.values() if why]
+    if reasons:
+        return frozenset(), reasons[0]
+    requires = dict.fromkeys(i.requires for i in MATRIX_INTRINSICS.values())
+    return frozenset(), f"{device.name} has neither {' nor '.join(requires)}"
 
 
-STORAGE_HALF_VARIANTS = frozenset({"nv_wmma", "nv_mma"})
+STORAGE_HALF_VARIANTS = frozenset(n for n, i in MATRIX_INTRINSICS.items() if i.storage_only)
 """The matrix variants whose kernels compute nothing in half: they need no
 ``cl_khr_fp16``."""
 
@@ -202,7 +168,7 @@ def matrix_checks(layout: Layout, dtype: str) -> dict[str, Callable[[], Verdict]
         return lambda: load.check(layout, layout.shape, dtype, _ANY_DEVICE)
 
     return {
-        matrix_fact(variant, op): judge(MatrixTileLoad(load, op))
-        for variant, load in MATRIX_LOADS.items()
-        for op in ("a", "b")
+        matrix_fact(variant, op): judge(MatrixTileLoad(variant, op))
+        for variant in MATRIX_INTRINSICS
+        for op in OPERANDS
     }

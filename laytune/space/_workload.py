@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from laytune.dtypes import DTYPES, ImageDtype, dtype_of
 from laytune.exceptions import LayoutError
 from laytune.layout import Expr, Var, variables
 from laytune.ops import reduction
@@ -47,35 +48,11 @@ AXIS_KINDS = ("spatial", "reduce")
 BUFFER_ROLES = ("input", "output", "local")
 """Roles of a buffer: read-only global input, written global output, ``__local`` tile."""
 
-DTYPE_BYTES = {
-    "float16": 2,
-    "bfloat16": 2,
-    "float32": 4,
-    "float64": 8,
-    "int32": 4,
-    "int8": 1,
-    "uint8": 1,
-}
-"""Bytes per element of the numpy dtype names buffers may carry."""
-
-
-@dataclass(frozen=True)
-class ImageDtype:
-    """How an ``image2d`` of RGBA texels holds one dtype: the OpenCL channel
-    type (the name of a ``pyopencl.channel_type`` member), the read and
-    write built-ins and the texel type."""
-
-    channel_type: str
-    read: str
-    write: str
-    texel: str
-
+DTYPE_BYTES: Mapping[str, int] = MappingProxyType({name: d.bytes for name, d in DTYPES.items()})
+"""Bytes per element of the numpy dtype names buffers may carry (:data:`laytune.dtypes.DTYPES`)."""
 
 IMAGE_DTYPES: Mapping[str, ImageDtype] = MappingProxyType(
-    {
-        "float32": ImageDtype("FLOAT", "read_imagef", "write_imagef", "float4"),
-        "float16": ImageDtype("HALF_FLOAT", "read_imageh", "write_imageh", "half4"),
-    }
+    {name: d.image for name, d in DTYPES.items() if d.image is not None}
 )
 """The dtypes a buffer may have in an ``image2d`` (``Image2DRead`` accepts
 exactly these; codegen reads and runners allocate them as said here)."""
@@ -270,10 +247,7 @@ def _check_vars(expr: Expr, n_axes: int, buffer: str) -> None:
 
 def dtype_bytes(dtype: str) -> int:
     """Bytes per element of a numpy dtype name."""
-    try:
-        return DTYPE_BYTES[dtype]
-    except KeyError:
-        raise LayoutError(f"dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}") from None
+    return dtype_of(dtype).bytes
 
 
 def index_text(workload: WorkloadLike, buffer: BufferLike) -> str:

@@ -22,6 +22,7 @@ from laytune.layout import identity, pad_every, pad_rows
 from laytune.ops import matmul
 from laytune.runners import register_opencl_runtimes
 from laytune.space import (
+    MATRIX_INTRINSICS,
     Candidate,
     SearchSpace,
     SpaceOptions,
@@ -264,7 +265,7 @@ def _matrix_devices() -> tuple[list[tuple[cl.Device, DeviceInfo, frozenset[str]]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["intel_dpas", "nv_mma", "nv_wmma"])
+@pytest.mark.parametrize("variant", list(MATRIX_INTRINSICS))
 def test_matrix_kernels_match_numpy_on_a_capable_device(variant: str) -> None:
     """The seed's pad-every-2 tile (row-pointer loads) or a constant stride
     (wmma), run and verified on a device that has the instruction."""

@@ -77,7 +77,7 @@ def test_seed_003_strided_load_refuses_and_row_pointers_accept() -> None:
 def test_matrix_tile_load_names_the_dtype_and_the_intrinsic() -> None:
     shape = (16, 16)
     verdict = MatrixTileLoad("nv_mma", "a").check(identity(shape), shape, "float32", PLAIN)
-    assert not verdict.ok and "float16 or bfloat16" in verdict.reasons[0]
+    assert not verdict.ok and "nv_mma multiplies float16" in verdict.reasons[0]
     with pytest.raises(LayoutError, match="intrinsic 'wmma'"):
         MatrixTileLoad("wmma", "a")
     with pytest.raises(LayoutError, match="operand 'c'"):

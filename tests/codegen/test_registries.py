@@ -1,0 +1,176 @@
+"""Every registered dtype and matrix intrinsic, walked through the space, the
+constraints and the emitter: a small workload's source is generated for
+each, run where the device here has what it needs, and checked otherwise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from laytune.codegen import lower
+from laytune.device_info import DeviceInfo
+from laytune.dtypes import DTYPES, KERNEL_DTYPES
+from laytune.exceptions import LayoutError, StatementError
+from laytune.layout import identity, pad_rows, texture
+from laytune.ops import DTYPES as OPS_DTYPES
+from laytune.ops import matmul, transpose
+from laytune.runners import Tolerance
+from laytune.space import (
+    IMAGE_DTYPES,
+    MATRIX_INTRINSICS,
+    MATRIX_VARIANTS,
+    STORAGE_HALF_VARIANTS,
+    Buffer,
+    Image2DRead,
+    MatrixTileLoad,
+    SearchSpace,
+    SpaceOptions,
+    check_candidate,
+    constraint_from_json,
+    dtype_bytes,
+    matrix_capability,
+    matrix_intrinsic,
+)
+from tests.codegen.harness import Env, run
+from tests.codegen.test_matrix import INTEL, NVIDIA
+
+# -- dtypes ----------------------------------------------------------------------
+
+IMAGES = DeviceInfo(
+    "Hand",
+    "Image GPU",
+    extensions=("cl_khr_fp16",),
+    image_support=True,
+    image2d_max_width=16384,
+    image2d_max_height=16384,
+)
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_every_dtype_sizes_a_buffer_and_says_whether_an_image_holds_it(name: str) -> None:
+    dtype = DTYPES[name]
+    assert dtype_bytes(name) == dtype.bytes
+    if name in ("float32", "float16", "float64", "int32", "int8", "uint8"):
+        assert dtype.bytes == np.dtype(name).itemsize
+    Buffer("X", (4, 8), dtype=name)  # a buffer may carry every registered dtype
+    layout = texture((4, 8), 1)
+    verdict = Image2DRead().check(layout, (4, 8), name, IMAGES)
+    if dtype.image is None:
+        assert name not in IMAGE_DTYPES
+        assert f"dtype {name} has no image channel type" in " ".join(verdict.reasons)
+    else:
+        assert IMAGE_DTYPES[name] == dtype.image
+        assert verdict.ok, verdict.reasons
+
+
+def test_an_unknown_dtype_is_named_with_the_known_ones() -> None:
+    with pytest.raises(LayoutError, match=r"dtype 'float8' is not one of .*'bfloat16'"):
+        dtype_bytes("float8")
+    with pytest.raises(StatementError, match="dtype 'bfloat16' is not supported"):
+        transpose((8, 8), dtype="bfloat16")
+
+
+def test_a_workload_computes_in_exactly_the_dtypes_an_emitter_writes() -> None:
+    assert OPS_DTYPES == KERNEL_DTYPES == ("float32", "float16")
+    assert all(DTYPES[n].ctype and DTYPES[n].storage_ctype for n in KERNEL_DTYPES)
+
+
+@pytest.mark.parametrize("name", KERNEL_DTYPES)
+def test_every_kernel_dtype_runs_a_matmul_through_space_and_emitter(env: Env, name: str) -> None:
+    dtype = DTYPES[name]
+    workload = matmul(16, 8, 32, dtype=name)
+    space = SearchSpace(workload, env.info)
+    candidate = space.identity()
+    assert check_candidate(workload, candidate, env.info).ok
+    program = lower(workload, candidate, env.info)
+    assert f"__global {dtype.ctype}" in program.source
+    pragma = f"#pragma OPENCL EXTENSION {dtype.extension} : enable"
+    assert (pragma in program.source) == bool(dtype.extension)
+    if dtype.extension and not env.info.has_extension(dtype.extension):
+        return  # the source is all this device can check
+    rng = np.random.default_rng(1)
+    inputs = {b.name: rng.uniform(-1, 1, b.shape).astype(name) for b in workload.inputs}
+    outputs, _ = run(env, program, inputs)
+    want = inputs["A"].astype(np.float64) @ inputs["B"].astype(np.float64)
+    tolerance = Tolerance.for_dtype(name, 32)
+    assert dtype.tolerance is not None
+    assert tolerance.rtol == pytest.approx(dtype.tolerance[0] * math.sqrt(32))
+    scale = max(1.0, float(np.abs(want).max()))
+    error = np.abs(outputs["C"].astype(np.float64) - want)
+    assert (error <= tolerance.atol * scale + tolerance.rtol * np.abs(want)).all()
+
+
+def test_a_dtype_no_emitter_writes_has_no_matrix_intrinsic_and_no_tolerance() -> None:
+    assert not DTYPES["bfloat16"].emitted
+    assert all("bfloat16" not in i.dtypes for i in MATRIX_INTRINSICS.values())
+    assert Tolerance.for_dtype("int32") == Tolerance(0.0, 0.0)
+    assert Tolerance.for_dtype("float64") == Tolerance(1e-9, 1e-12)
+
+
+# -- matrix intrinsics -------------------------------------------------------------
+
+CAPABLE = {"intel_dpas": INTEL, "nv_wmma": NVIDIA, "nv_mma": NVIDIA}
+"""A hand-written device for each intrinsic (a new intrinsic needs one here)."""
+
+OPTIONS = SpaceOptions(
+    families=("identity",),
+    blocks=(1,),
+    groups=(0, 16),
+    splits=(1,),
+    unrolls=(1,),
+    vectors=(1,),
+    local_families=("identity", "pad_rows", "pad_every"),
+    local_pad_amounts=(4, 8),
+    pad_every_rows=(2,),
+)
+
+
+def test_the_matrix_knob_offers_every_intrinsic_once_by_one_name() -> None:
+    assert ("none", *MATRIX_INTRINSICS) == MATRIX_VARIANTS
+    assert set(CAPABLE) == set(MATRIX_INTRINSICS)
+    for name, intrinsic in MATRIX_INTRINSICS.items():
+        assert matrix_intrinsic(name) is intrinsic
+        for alias in intrinsic.aliases:
+            assert matrix_intrinsic(alias) is intrinsic
+    # a constraint written under the Intel instruction's older name still loads, as itself
+    old = constraint_from_json({"kind": "MatrixTileLoad", "intrinsic": "intel_mad", "operand": "a"})
+    assert old == MatrixTileLoad("intel_dpas", "a")
+    with pytest.raises(LayoutError, match="intrinsic 'wmma' is not one of"):
+        matrix_intrinsic("wmma")
+
+
+def _plain_device() -> DeviceInfo:
+    return DeviceInfo("Hand", "Plain GPU", extensions=("cl_khr_fp16",))
+
+
+@pytest.mark.parametrize("name", list(MATRIX_INTRINSICS))
+def test_every_intrinsic_walks_through_space_constraints_and_emitter(name: str) -> None:
+    intrinsic = MATRIX_INTRINSICS[name]
+    device = CAPABLE[name]
+    assert name in matrix_capability(device)[0]
+    assert name not in matrix_capability(_plain_device())[0]
+    workload = matmul(32, 48, 64, dtype=intrinsic.dtypes[0])
+    space = SearchSpace(workload, device, OPTIONS)
+    chosen = [c for c in space.enumerate() if c.knob("matrix") == name]
+    assert chosen, f"the space offers no {name} candidate"
+    seen_tiles = set()
+    for candidate in chosen:
+        assert check_candidate(workload, candidate, device).ok
+        for operand, buffer in zip(("a", "b"), ("A.local", "B.local"), strict=True):
+            tile = candidate.layout(buffer)
+            seen_tiles.add(tile)
+            load = MatrixTileLoad(name, operand)
+            assert load.check(tile, tile.shape, intrinsic.dtypes[0], device).ok
+        program = lower(workload, candidate, device)
+        assert intrinsic.instruction in program.source
+        assert program.compute[0].local_size == (intrinsic.lanes, 1)
+        assert ("cl_khr_fp16 : enable" in program.source) != intrinsic.storage_only
+        assert (name in STORAGE_HALF_VARIANTS) == intrinsic.storage_only
+    # the fragment load refuses rows that break its alignment, and a dtype it does not multiply
+    shape = (16, 16)
+    for operand in ("a", "b"):
+        load = MatrixTileLoad(name, operand)
+        assert not load.check(pad_rows(shape, 1), shape, intrinsic.dtypes[0], device).ok
+        assert not load.check(identity(shape), shape, "float32", device).ok
