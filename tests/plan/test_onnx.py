@@ -54,7 +54,9 @@ class Model:
         )
         return output
 
-    def build(self, inputs: dict[str, Sequence[int]], outputs: Sequence[str]) -> onnx.ModelProto:
+    def build(
+        self, inputs: dict[str, Sequence[int]], outputs: Sequence[str], opset: int = OPSET
+    ) -> onnx.ModelProto:
         graph = helper.make_graph(
             self.nodes,
             "test",
@@ -62,7 +64,7 @@ class Model:
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
             self.inits,
         )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = 9
         return model
 
@@ -230,6 +232,21 @@ def test_a_layer_norm_gelu_feed_forward(cl_context: cl.Context) -> None:
         "layer_norm_mean",
         "layer_norm_var",
         "layer_norm",
+    ]
+
+
+def test_an_opset_10_model_clips_by_attributes_and_softmaxes_the_trailing_axes(
+    cl_context: cl.Context,
+) -> None:
+    """Before opset 11 Clip's bounds are attributes; before opset 13 Softmax
+    normalises over every axis from ``axis`` on, as one."""
+    m = Model(12)
+    y = m.node("Clip", ["x"], min=-0.5, max=0.25)
+    y = m.node("Softmax", [m.node("Mul", [y, m.weight((4, 5), 2.0, 4.0)])], "out", axis=1)
+    graph = _check(m.build({"x": (2, 4, 5)}, [y], opset=10), cl_context)
+    assert [op.workload.key for op in graph.ops[-3:]] == [
+        f"{name}(shape=2x4x5,axes=1x2;float32)"
+        for name in ("softmax_max", "softmax_sum", "softmax_div")
     ]
 
 
