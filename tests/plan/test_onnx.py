@@ -317,3 +317,22 @@ def test_gelu_workload_matches_the_formula() -> None:
     np.testing.assert_allclose(got["a"], 0.5 * x * (1 + erf(x / math.sqrt(2))), rtol=1e-6)
     inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
     np.testing.assert_allclose(got["b"], 0.5 * x * (1 + np.tanh(inner)), rtol=1e-5, atol=1e-7)
+
+
+def test_a_gemm_of_two_inputs_transposed_and_scaled_equals_onnx_runtime() -> None:
+    """Gemm with transA and transB of operands given at run time (nothing to fold:
+    a transposed product, then alpha and beta as scale operators), by the graph's
+    numpy reference."""
+    m = Model(13)
+    y = m.node("Gemm", ["a", "b", "c"], "out", transA=1, transB=1, alpha=0.5, beta=-2.0)
+    model = m.build({"a": (6, 4), "b": (5, 6), "c": (4, 1)}, [y])
+    graph = from_onnx(model)
+    assert [op.workload.name for op in graph.ops] == ["gemm", "scale", "scale", "add"]
+    rng = np.random.default_rng(0)
+    feeds = {
+        n: rng.uniform(-1, 1, s).astype(np.float32)
+        for n, s in (("a", (6, 4)), ("b", (5, 6)), ("c", (4, 1)))
+    }
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, feeds)
+    np.testing.assert_allclose(graph.reference(feeds)["out"], want, rtol=1e-5, atol=1e-6)
