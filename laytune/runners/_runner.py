@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -36,7 +38,10 @@ class Runner(BaseRunner):
       that names the sizes, and is never sent to the worker.
     - Measurement is serial per device: one worker process, one candidate at
       a time. The worker is started with ``spawn`` on first use, keeps its
-      context, and caches each workload's inputs and reference by key. A
+      context, and caches each workload's inputs and reference by key; a
+      reference is computed once per runner (a worker started after a hang
+      maps the one its predecessor wrote to a temporary folder, removed by
+      ``close``). A
       batch goes to the worker in one message and the results come back one
       by one as each candidate finishes, so the worker never waits on this
       process between candidates; each candidate's time limit starts when
@@ -71,6 +76,8 @@ class Runner(BaseRunner):
         self._config = config if config is not None else MeasureConfig()
         self._startup_time_limit_s = startup_time_limit_s
         self._worker: WorkerProcess | None = None
+        # References the workers computed, kept for the workers started after them.
+        self._kept: str | None = None
         self.worker_starts = 0
         self._ever_ready = False  # a worker of this runner has opened the device
         # Tests only: program name -> the completion status the worker
@@ -140,6 +147,9 @@ class Runner(BaseRunner):
         if self._worker is not None:
             self._worker.close()
             self._worker = None
+        if self._kept is not None:
+            shutil.rmtree(self._kept, ignore_errors=True)
+            self._kept = None
 
     # -- a batch --------------------------------------------------------------
     def _refusal(self, item: RunInput) -> RunResult | None:
@@ -282,7 +292,9 @@ class Runner(BaseRunner):
         return worker
 
     def _start_worker(self) -> WorkerProcess:
-        self._worker = WorkerProcess(self._device, self._injected_statuses)
+        if self._kept is None:
+            self._kept = tempfile.mkdtemp(prefix="laytune-references-")
+        self._worker = WorkerProcess(self._device, self._injected_statuses, self._kept)
         self.worker_starts += 1
         return self._worker
 

@@ -20,29 +20,42 @@ reference it sends ``("preparing", index)`` and after it ``("prepared",
 index)``, so the parent knows which time limit runs. After a result whose
 device was lost the worker stops: its context is no longer trusted.
 
+A workload's reference is computed once per runner, not once per worker: the
+first worker to make it writes it to the runner's folder of kept references
+(``kept``, one ``.npy`` per output), and a worker started after a hang or a
+crash maps it from there instead of computing it again (a 4096^3 matmul's
+reference takes seconds on one BLAS thread). Inputs are made again from
+their seed, which costs a fraction of that.
+
 The worker ignores SIGINT and SIGTERM from its start and dies with the process
 that started it (:mod:`laytune.runners._lifeline`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Mapping
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from laytune.exceptions import WorkerError
 from laytune.runners._devices import Device
 from laytune.runners._lifeline import follow_owner, spawning
 
-__all__ = ["WorkerDied", "WorkerProcess", "WorkerTimeout"]
+__all__ = ["WorkerDied", "WorkerProcess", "WorkerTimeout", "keep_references", "kept_references"]
 
 # Workloads whose inputs and references a worker keeps (least recently used goes first).
 _WORKLOAD_CACHE_SIZE = 8
@@ -95,12 +108,17 @@ class WorkerProcess:
     :class:`~laytune.runners._measure.DeviceSession` (tests only).
     """
 
-    def __init__(self, device: Device, injected_statuses: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        device: Device,
+        injected_statuses: Mapping[str, int] | None = None,
+        kept: str | None = None,
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe(duplex=True)
         self.process = context.Process(
             target=worker_main,
-            args=(child_conn, device, dict(injected_statuses or {}), os.getpid()),
+            args=(child_conn, device, dict(injected_statuses or {}), os.getpid(), kept),
             name="laytune-runner",
             daemon=True,
         )
@@ -182,8 +200,52 @@ def one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
+def _kept_folder(kept: str, key: str, seed: int) -> Path:
+    digest = hashlib.sha1(f"{key}\0{seed}".encode()).hexdigest()[:20]
+    return Path(kept) / digest
+
+
+def kept_references(kept: str | None, key: str, seed: int) -> dict[str, np.ndarray] | None:
+    """The references of workload ``key`` (inputs from ``seed``) that a worker
+    of the same runner kept, mapped read-only from their files; None when
+    none did (or ``kept`` is None)."""
+    if kept is None:
+        return None
+    folder = _kept_folder(kept, key, seed)
+    if not folder.is_dir():
+        return None
+    names = (folder / "names").read_text().splitlines()
+    return {
+        name: np.load(folder / f"{k}.npy", mmap_mode="r", allow_pickle=False)
+        for k, name in enumerate(names)
+    }
+
+
+def keep_references(kept: str | None, key: str, seed: int, references: Mapping[str, Any]) -> None:
+    """Write ``references`` for the runner's later workers (whole: a folder
+    written aside, then renamed into place). Nothing is kept where the disk
+    refuses; a later worker then computes them again."""
+    if kept is None:
+        return
+    folder = _kept_folder(kept, key, seed)
+    if folder.exists():
+        return
+    scratch = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=kept))
+    try:
+        for k, array in enumerate(references.values()):
+            np.save(scratch / f"{k}.npy", np.asarray(array), allow_pickle=False)
+        (scratch / "names").write_text("\n".join(references))
+        os.replace(scratch, folder)
+    except OSError:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def worker_main(
-    conn: Connection, device: Device, injected_statuses: dict[str, int], owner_pid: int
+    conn: Connection,
+    device: Device,
+    injected_statuses: dict[str, int],
+    owner_pid: int,
+    kept: str | None = None,
 ) -> None:
     """Entry point of the measuring process: serve batches until told to stop."""
     follow_owner(owner_pid)
@@ -208,8 +270,12 @@ def worker_main(
         """Make the inputs and reference of a workload; None, or why not."""
         try:
             workload = pickle.loads(blob)
-            inputs = dict(workload.make_inputs(input_seed(base_seed, key)))
-            references = dict(workload.reference(inputs))
+            seed = input_seed(base_seed, key)
+            inputs = dict(workload.make_inputs(seed))
+            references = kept_references(kept, key, seed)
+            if references is None:
+                references = dict(workload.reference(inputs))
+                keep_references(kept, key, seed, references)
             reduction_length = int(getattr(workload, "reduction_length", 1))
             timed_cold = bool(getattr(workload, "timed_cold", False))
         except Exception:

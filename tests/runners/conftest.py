@@ -80,6 +80,18 @@ class CountingWorkload(ScaleWorkload):
 
 
 @dataclass(frozen=True)
+class ReferenceCountingWorkload(ScaleWorkload):
+    """ScaleWorkload that appends a line to ``log_path`` each time its reference is computed."""
+
+    log_path: str = ""
+
+    def reference(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with open(self.log_path, "a") as log:
+            log.write(f"{os.getpid()}\n")
+        return super().reference(inputs)
+
+
+@dataclass(frozen=True)
 class BlasThreadsWorkload(ScaleWorkload):
     """Its reference is y = 2 * x times the threads numpy's BLAS may use where
     the reference is computed: the scale program matches it only on one."""
@@ -279,6 +291,7 @@ def kit() -> SimpleNamespace:
         FAST=FAST,
         ScaleWorkload=ScaleWorkload,
         CountingWorkload=CountingWorkload,
+        ReferenceCountingWorkload=ReferenceCountingWorkload,
         BlasThreadsWorkload=BlasThreadsWorkload,
         AbortingWorkload=AbortingWorkload,
         UnpicklableWorkload=UnpicklableWorkload,
