@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of
 from laytune.codegen._grid import emit_grid
 from laytune.codegen._loads import (
+    ACCUMULATOR,
     IndexTest,
     Writer,
     buffer_accesses,
@@ -47,16 +48,19 @@ def _body(
     reduce_values: Mapping[int, Expr],
     guarded: bool = True,
     found: list[IndexTest] | None = None,
+    part: int = 0,
 ) -> list[str]:
     """The statement at one step of the reduce loops, for the whole block:
     each distinct operand element loaded once, then every point's update.
     Unless ``guarded``, loads are not tested (the caller proved them inside);
-    every test is appended to ``found``."""
+    every test is appended to ``found``. ``part``: which of a point's
+    accumulators the updates go to (``reduce_vector``'s unrolled copies)."""
     nest = w.nest
     workload = nest.workload
     stmt = workload.statement
     combine = reduction(workload.reduction)
-    acc_width = nest.tile.vector if nest.tile.vector_axis is not None else 1
+    acc_width = nest.tile.acc_width
+    suffix = f"_{part}" if part else ""
     lines: list[str] = []
     loaded: dict[tuple[str, str], tuple[str, int]] = {}
     chunks: dict[tuple[str, tuple[int, ...]], list[str]] = {}
@@ -78,7 +82,7 @@ def _body(
             key = (load.buffer, text)
             if key not in loaded:
                 count = sum(1 for k in loaded if k[0] == load.buffer)
-                var = f"v{load.buffer.replace('.', '_')}{count}"
+                var = f"v{load.buffer.replace('.', '_')}{count}{suffix}"
                 lines.append(f"const {w.vtype(width)} {var} = {text};")
                 loaded[key] = (var, width)
             names[load.buffer] = loaded[key]
@@ -86,7 +90,7 @@ def _body(
             text, width = value_text(w, stmt.value, names)
             updates.append(store_text(w, values, widen(w, text, width, acc_width), acc_width))
             continue
-        acc = f"acc{p}"
+        acc = f"acc{p}{suffix}"
         value = stmt.value
         if combine.name == "sum" and isinstance(value, BinaryOp) and value.op == "*":
             a, aw = value_text(w, value.lhs, names)
@@ -165,6 +169,80 @@ def _interior(w: Writer, tests: Sequence[IndexTest], loop_vars: Sequence[Var]) -
         if text not in out:
             out.append(text)
     return " && ".join(out) if out else None
+
+
+def _parts(
+    w: Writer,
+    values: Mapping[int, Expr],
+    guarded: bool = True,
+    found: list[IndexTest] | None = None,
+) -> list[str]:
+    """The body of one step for every accumulator part: ``reduce_vector``'s
+    ``parts`` consecutive vectors along the reduce axis, each into its own
+    accumulators (independent chains), else the body itself."""
+    tile = w.nest.tile
+    if tile.reduce_axis is None:
+        return _body(w, values, guarded, found)
+    axis = tile.reduce_axis
+    lines: list[str] = []
+    for part in range(tile.parts):
+        at = dict(values)
+        at[axis] = w.scope.simplify(values[axis] + part * tile.reduce_vector)
+        lines += _body(w, at, guarded, found, part)
+    return lines
+
+
+def _lanes_combined(w: Writer, p: int) -> tuple[list[str], str]:
+    """Lines folding point ``p``'s accumulator parts into one vector, then
+    its lanes pairwise (halves) into one value, and that value."""
+    tile = w.nest.tile
+    combine = reduction(w.nest.workload.reduction)
+    assert combine is not None
+
+    def both(a: str, b: str) -> str:
+        return combine.c_combine.format(acc=a, value=b)
+
+    total = f"acc{p}"
+    for part in range(1, tile.parts):
+        total = both(total, f"acc{p}_{part}")
+    width = tile.reduce_vector
+    lines = [f"const {w.vtype(width)} red{p}_{width} = {total};"]
+    while width > 1:
+        half = width // 2
+        lines.append(
+            f"const {w.vtype(half)} red{p}_{half} = "
+            f"{both(f'red{p}_{width}.lo', f'red{p}_{width}.hi')};"
+        )
+        width = half
+    return lines, f"red{p}_1"
+
+
+def _epilogue(
+    w: Writer, offsets: Sequence[int], values: list[Expr], acc: str, width: int
+) -> list[str]:
+    """The store of one point's finished reduction ``acc`` (``width`` wide),
+    through the statement's epilogue when it has one: its operands loaded
+    at the point (vectors along the vector axis, else broadcast), tested
+    where the block overshoots."""
+    after = w.nest.workload.statement.epilogue
+    if after is None:
+        return [store_text(w, values, acc, width)]
+    lines: list[str] = []
+    names: dict[str, tuple[str, int]] = {ACCUMULATOR: (acc, width)}
+    for load in loads(after):
+        if load.buffer in w.nest.tile.transposed:
+            chunks: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+            names[load.buffer] = _transposed(
+                w, load.buffer, offsets, {}, (chunks, lines), True, None
+            )
+            continue
+        text, tests, got = load_text(w, load.buffer, values, offsets)
+        text = guarded_load(w, text, tests, got, w.nest.workload.buffer(load.buffer).dtype)
+        var = f"e{load.buffer.replace('.', '_')}_{len(lines)}"
+        lines.append(f"const {w.vtype(got)} {var} = {text};")
+        names[load.buffer] = (var, got)
+    text, got = value_text(w, after, names)
+    return [*lines, store_text(w, values, widen(w, text, got, width), width)]
 
 
 def _loop(name: str, trips: int, body: list[str], note: str, unroll: int) -> list[str]:
@@ -273,16 +351,16 @@ def compute_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
         grid.lines.append(f"const int {scope.name(w.lane)} = get_sub_group_local_id();")
     combine = reduction(workload.reduction)
     points = nest.tile.offsets()
-    acc_width = nest.tile.vector if nest.tile.vector_axis is not None else 1
+    acc_width = nest.tile.acc_width
 
     def loops() -> list[str]:
         loop_vars, values = _loop_vars(w, nest.loops)
         tests: list[IndexTest] = []
-        guarded = _wrap_loops(w, nest.loops, loop_vars, _body(w, values, True, tests))
+        guarded = _wrap_loops(w, nest.loops, loop_vars, _parts(w, values, True, tests))
         interior = _interior(w, tests, loop_vars) if nest.knobs.get("peel") else None
         if interior is None:
             return guarded
-        fast = _wrap_loops(w, nest.loops, loop_vars, _body(w, values, False))
+        fast = _wrap_loops(w, nest.loops, loop_vars, _parts(w, values, False))
         return [
             f"if ({interior}) {{  /* inside every buffer: no tests */",
             *indent(fast),
@@ -295,14 +373,24 @@ def compute_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
         body = grid.lines + _body(w, {})
     else:
         init = c_float(combine.neutral, workload.dtype)
-        body = grid.lines + [f"{w.vtype(acc_width)} acc{p} = {init};" for p in range(len(points))]
+        parts = [f"_{u}" if u else "" for u in range(nest.tile.parts)]
+        body = grid.lines + [
+            f"{w.vtype(acc_width)} acc{p}{part} = {init};"
+            for p in range(len(points))
+            for part in parts
+        ]
         if staged:
             body += staged_loops(scope, nest, grid, w.tiles, w.accesses, loops)
         else:
             body += loops()
         for p, offsets in enumerate(points):
             values = point_values(w, offsets, {})
-            body.append(store_text(w, values, f"acc{p}", acc_width))
+            if nest.tile.reduce_axis is None:
+                body += _epilogue(w, offsets, values, f"acc{p}", acc_width)
+                continue
+            combined, value = _lanes_combined(w, p)
+            body += combined
+            body += _epilogue(w, offsets, values, value, 1)
     ctype = ctype_of(workload.dtype)
     lines = _comments(nest, w.tiles)
     lines.append(f"__kernel {_attributes(nest, ctype)}void {name}({_params(nest, ctype)}) {{")

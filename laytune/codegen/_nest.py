@@ -67,13 +67,26 @@ class Tile:
     """The register block of a work-item: ``blocks[k]`` outputs along axis
     ``k`` (1 along reduce axes), vectors of ``vector`` along
     ``vector_axis`` (None: scalar). The inputs ``transposed`` are read in
-    vectors along ``transpose_axis`` and transposed in registers."""
+    vectors along ``transpose_axis`` and transposed in registers. With
+    ``reduce_vector`` > 1 the accumulators are vectors of that width along
+    the innermost reduce loop's axis ``reduce_axis``, ``parts`` of them per
+    point (``unroll``), combined across their lanes at the store."""
 
     blocks: tuple[int, ...]
     vector_axis: int | None
     vector: int
     transpose_axis: int | None = None
     transposed: frozenset[str] = frozenset()
+    reduce_axis: int | None = None
+    reduce_vector: int = 1
+    parts: int = 1
+
+    @property
+    def acc_width(self) -> int:
+        """The width of each accumulator."""
+        if self.vector_axis is not None:
+            return self.vector
+        return self.reduce_vector
 
     def offsets(self) -> list[tuple[int, ...]]:
         """Every point of the block as per-axis offsets, row-major; along the
@@ -154,6 +167,13 @@ def plan_tile(workload: Workload, knobs: Mapping[str, Any], layouts: Mapping[str
         for k, a in enumerate(workload.axes)
     )
     axis_name = knobs["vector_axis"]
+    reduce_vector = int(knobs.get("reduce_vector", 1))
+    if reduce_vector > 1:
+        order = parse_reduce_order(workload, knobs["reduce_order"])
+        parts = int(knobs["unroll"])
+        return Tile(
+            blocks, None, 1, reduce_axis=order[-1], reduce_vector=reduce_vector, parts=parts
+        )
     if not axis_name:
         return Tile(blocks, None, 1)
     axis, width = axis_by_name(workload, axis_name), int(knobs["vector"])
@@ -208,6 +228,14 @@ def plan_loops(
     unroll = int(knobs["unroll"])
     overcompute = knobs["pad_mode"] == "overcompute"
     grown: dict[str, dict[int, int]] = {}
+    reduce_vector = int(knobs.get("reduce_vector", 1))
+    if reduce_vector > 1:  # unstaged, unsplit (the space's rule): vectors of the last loop
+        *outer, last = order
+        loops = [ReduceLoop(k, workload.axes[k].name, workload.axes[k].extent, 1) for k in outer]
+        step = reduce_vector * unroll
+        name = f"{workload.axes[last].name}_v"
+        loops.append(ReduceLoop(last, name, workload.axes[last].extent // step, step))
+        return tuple(loops), grown
     if staging is not None:
         loops = [
             ReduceLoop(k, workload.axes[k].name, staging.block[k], 1)
@@ -294,6 +322,9 @@ def plan_nest(
 def access_width(nest: Nest, buffer: str) -> int:
     """The vector width of ``buffer``'s accesses in the register block."""
     tile = nest.tile
+    if tile.reduce_axis is not None:
+        uses = vector_dim(nest.workload.buffer(buffer), tile.reduce_axis)
+        return tile.reduce_vector if isinstance(uses, int) else 1
     if tile.vector_axis is None:
         return 1
     return tile.width(vector_dim(nest.workload.buffer(buffer), tile.vector_axis))

@@ -27,7 +27,7 @@ from laytune.space._copies import (
     global_copy_facts,
     subgroup_sizes,
 )
-from laytune.space._knobs import spatial_axes
+from laytune.space._knobs import reduce_axes, spatial_axes
 from laytune.space._staging import StagingPlan
 from laytune.space._workload import (
     VECTOR_WIDTHS,
@@ -62,8 +62,9 @@ their :class:`~laytune.space._copies.TileCopyFacts`)."""
 
 @dataclass(frozen=True)
 class LayoutFacts:
-    """``vectors``: the (spatial axis, width) pairs, width > 1, that every
-    buffer indexed by that axis can serve with vloadN/vstoreN. ``padded``:
+    """``vectors``: the (axis, width) pairs, width > 1, that every
+    buffer indexed by that axis can serve with vloadN/vstoreN (spatial axes
+    for ``vector``, reduce axes for ``reduce_vector``). ``padded``:
     some buffer's layout has padding. ``orders``: per buffer the ``order``
     knob may follow, (name, its layout keeps the logical order, its physical
     size). ``copies``: per staged input, what its layout lets each staging
@@ -153,7 +154,7 @@ def buffer_facts(
     refuses, why."""
     accepted: set[tuple[int, int]] = set()
     refused: Refused = {}
-    for axis in spatial_axes(workload):
+    for axis in vector_axes(workload):
         extent = workload.axes[axis].extent
         dim = vector_dim(buf, axis)
         for width in VECTOR_WIDTHS[1:]:
@@ -229,11 +230,17 @@ def serves_vector(buf: BufferLike, layout: Layout, axis: int, width: int) -> boo
     return VectorAccess(dim, width).check_layout(layout).ok
 
 
+def vector_axes(workload: WorkloadLike) -> tuple[int, ...]:
+    """The axes vectors may run along: the spatial ones (``vector``), then
+    the reduce ones (``reduce_vector``)."""
+    return spatial_axes(workload) + reduce_axes(workload)
+
+
 def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
-    """Every (spatial axis, width > 1) whose width divides the axis."""
+    """Every (axis of :func:`vector_axes`, width > 1) whose width divides the axis."""
     return frozenset(
         (axis, width)
-        for axis in spatial_axes(workload)
+        for axis in vector_axes(workload)
         for width in VECTOR_WIDTHS[1:]
         if workload.axes[axis].extent % width == 0
     )
@@ -242,7 +249,8 @@ def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
 def all_crossed(workload: WorkloadLike) -> frozenset[tuple[int, int, int]]:
     """Every ``(v, width, u)`` of two distinct spatial axes whose extents
     ``width`` divides, ``width`` one an in-register transpose takes."""
-    vectors = all_vectors(workload)
+    spatial = set(spatial_axes(workload))
+    vectors = [(axis, width) for axis, width in all_vectors(workload) if axis in spatial]
     return frozenset(
         (v, width, u)
         for (v, width) in vectors

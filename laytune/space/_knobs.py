@@ -42,6 +42,15 @@ The loop nest the knobs describe
   whose inner loop becomes the innermost (conv2d's ``c`` blocked by 16
   around ``kh, kw``: ``c // 16, kh, kw, c % 16``); ``unroll``: the innermost
   reduce loop is unrolled by that factor.
+* ``reduce_vector``: 1, or a width N: the innermost reduce loop steps N
+  values at a time, every input it indexes read in ``floatN`` vectors along
+  it (each must hold those N elements contiguously, ``VectorAccess``), into
+  ``floatN`` accumulators, ``unroll`` of them per point (one per unrolled
+  copy, independent chains), folded into one and combined across the lanes
+  before the store. A row's reduction ``Y[i] = max(X[i, j])`` then reads
+  each row in vectors, where vectors across work-items (Intel's CPU
+  runtime) read N rows a row apart. Scalar along the spatial axes
+  (``vector_axis`` ''), unstaged, unsplit, no sub-groups.
 * ``peel``: when some input is read outside its extent (a convolution's zero
   padding, the tail of a register block), the kernel also holds the reduce
   loops without any index test, and a work-item whose whole block reads
@@ -192,6 +201,13 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
     ),
     KnobSpec("unroll", None, 1, (1, 2, 4, 8), "unroll factor of the innermost reduce loop"),
     KnobSpec(
+        "reduce_vector",
+        None,
+        1,
+        (1, 4, 8, 16),
+        "vector width along the innermost reduce loop, lanes combined at the store (1: scalar)",
+    ),
+    KnobSpec(
         "peel",
         None,
         False,
@@ -277,7 +293,7 @@ def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
     for dim, axes in enumerate(grid_dims(workload)):
         names += [block_knob(workload, k) for k in axes]
         names.append(group_knob(workload, dim))
-    names += ["reduce_order", "split", "unroll", "peel", "pad_mode", "store"]
+    names += ["reduce_order", "split", "unroll", "reduce_vector", "peel", "pad_mode", "store"]
     if offers_matrix(workload):
         names.append("matrix")
     return tuple(names)

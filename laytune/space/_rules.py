@@ -65,6 +65,7 @@ JOINT_RULES = (
     "work_group_device_limit",
     "split_divides",
     "unroll_divides",
+    "reduce_vector",
     "local_stage_order",
     "local_stage_vector",
     "local_stage_block",
@@ -101,7 +102,11 @@ a buffer whose layout keeps the logical order is not offered.
 ``max_block_points`` outputs. ``work_group_divides``: a work-group extent
 divides its NDRange dimension. ``work_group_device_limit``: the device's
 ``max_work_item_sizes`` and ``max_work_group_size``. ``split_divides``,
-``unroll_divides``: reduce loops have no tails. ``local_stage_*``: what
+``unroll_divides``: reduce loops have no tails. ``reduce_vector``: vectors
+along the innermost reduce loop need every input indexed by it to serve them
+(``VectorAccess``), ``reduce_vector`` times ``unroll`` to divide the loop,
+and a scalar, unstaged, unsplit kernel in the logical order without
+sub-groups. ``local_stage_*``: what
 staging needs (the logical order, vectors along the innermost axis only, a
 work-group that covers the staging plan's block with its register blocks, no
 reduce reordering, an unroll that divides a stage).
@@ -786,6 +791,47 @@ class UnrollStep(Step):
         return [(rule, f"unroll {value} does not divide {where} {trips} values of {name!r}")]
 
 
+class ReduceVectorStep(Step):
+    """``reduce_vector`` (see :mod:`laytune.space._knobs`)."""
+
+    name = "reduce_vector"
+    reads = frozenset(
+        {
+            "order",
+            "local_stage",
+            "vector_axis",
+            "subgroup",
+            "reduce_order",
+            "split",
+            "unroll",
+            "@vectors",
+        }
+    )
+
+    def values(self, state: State) -> Sequence[Any]:
+        w = self.s.workload
+        return super().values(state) if reduce_axes(w) and w.reduction else (1,)
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if value == 1:
+            return []
+        why = []
+        if state["vector_axis"]:
+            why.append(f"its accumulators run along the reduce loop, not {state['vector_axis']!r}")
+        if state["order"] != ORDER_LOGICAL or state["local_stage"] or state["subgroup"]:
+            why.append("it runs in the logical order, unstaged, without sub-groups")
+        if state["split"] > 1:
+            why.append("it vectorises an unsplit innermost loop")
+        loops = parse_reduce_order(self.s.workload, state["reduce_order"])
+        axis, unroll = loops[-1], state["unroll"]
+        name, extent = self.s.axis_name(axis), self.s.extent(axis)
+        if extent % (value * unroll):
+            why.append(f"{value} x unroll {unroll} does not divide the {extent} values of {name!r}")
+        elif (axis, value) not in state["@vectors"]:
+            why.append(f"some input does not hold {value} consecutive values of {name!r}")
+        return [("reduce_vector", f"reduce_vector {value}: {w}") for w in why]
+
+
 def reads_outside(workload: WorkloadLike) -> bool:
     """Whether some input is read outside its shape (its zero padding)."""
     ranges = [(0, a.extent - 1) for a in workload.axes]
@@ -874,6 +920,7 @@ def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -
         ReduceOrderStep(setting),
         SplitStep(setting),
         UnrollStep(setting),
+        ReduceVectorStep(setting),
         PeelStep(setting),
         PadModeStep(setting),
         StoreStep(setting),

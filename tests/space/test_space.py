@@ -143,6 +143,7 @@ def test_identity_is_the_safe_baseline(small_matmul_space, device):
         "reduce_order": "",
         "split": 1,
         "unroll": 1,
+        "reduce_vector": 1,
         "peel": False,
         "pad_mode": "guard",
         "store": "plain",
