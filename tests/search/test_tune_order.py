@@ -1,0 +1,229 @@
+"""A seeded job proposes the same candidates in the same order, run after run.
+
+The job is a TPE search of the small copy workload's wide space (seed 3,
+24 trials, the standard starts first), built and measured by a stand-in
+whose times are a hash of each candidate's layouts and knobs (a microsecond
+for each conversion): the sampler
+learns the same values every run, so what it proposes next depends only on
+the loop (which trial it asks for when, what it tells the study, what it
+skips). The expected order was recorded before the loop was split into a
+scheduler and a batch step. Candidates are compared by their layouts and
+the knobs of :data:`KNOBS`, so that a knob added to the space with a single
+value for a copy (and the kernel text it changes) leaves the order as it is;
+a change to what the sampler can draw is a change of order, to record again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import laytune
+from laytune.records import open_database
+from laytune.runners import (
+    BaseBuilder,
+    BaseRunner,
+    BuildResult,
+    ConversionTiming,
+    Device,
+    RunInput,
+    RunResult,
+    default_device,
+)
+from laytune.search import TuneOptions
+from laytune.space import Candidate, SearchSpace
+from tests.search import worker
+
+#: the knobs the copy's wide space varies
+KNOBS = ("block.i", "block.j", "group.i", "group.j", "order", "store", "subgroup", "vector")
+KNOBS += ("vector_axis", "vector_transpose")
+#: where the hash of the times starts: one whose best has a layout reference
+#: left to measure after the search, so the job's last batch runs too
+SALT = "d"
+
+
+def _text(candidate: Candidate) -> str:
+    knobs = candidate.knob_map
+    parts = [f"{name}: {layout.describe()}" for name, layout in candidate.layouts]
+    return "; ".join(parts + [f"{k}={knobs[k]}" for k in KNOBS if k in knobs])
+
+
+#: (trial number, candidate) of every record in the order written: 24 searched
+#: (the trials missing proposed candidates already recorded), then the best's
+#: layout reference
+EXPECTED = [
+    (
+        0,
+        "X: identity(); Y: identity(); block.i=1; block.j=1; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        1,
+        "X: identity(); Y: identity(); block.i=1; block.j=4; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        2,
+        "X: identity(); Y: identity(); block.i=1; block.j=4; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=4; vector_axis=j; vector_transpose=",
+    ),
+    (
+        3,
+        "X: permute(order=(1, 0)); Y: identity(); block.i=1; block.j=4; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        4,
+        "X: permute(order=(1, 0)); Y: identity(); block.i=4; block.j=4; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=4; vector_axis=j; vector_transpose=i",
+    ),
+    (
+        5,
+        "X: identity(); Y: permute(order=(1, 0)); block.i=1; block.j=4; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        6,
+        "X: permute(order=(1, 0)); Y: permute(order=(1, 0)); block.i=1; block.j=1; group.i=0; group.j=0; order=X; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        7,
+        "X: identity(); Y: identity(); block.i=4; block.j=4; group.i=4; group.j=2; order=logical; store=nontemporal; subgroup=0; vector=4; vector_axis=j; vector_transpose=",
+    ),
+    (
+        8,
+        "X: identity(); Y: permute(order=(1, 0)); block.i=4; block.j=4; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=4; vector_axis=i; vector_transpose=j",
+    ),
+    (
+        9,
+        "X: permute(order=(1, 0)); Y: identity(); block.i=1; block.j=1; group.i=0; group.j=0; order=X; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        10,
+        "X: identity(); Y: permute(order=(1, 0)); block.i=4; block.j=4; group.i=2; group.j=2; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        13,
+        "X: identity(); Y: permute(order=(1, 0)); block.i=4; block.j=4; group.i=4; group.j=2; order=logical; store=nontemporal; subgroup=0; vector=4; vector_axis=i; vector_transpose=j",
+    ),
+    (
+        14,
+        "X: identity(); Y: permute(order=(1, 0)); block.i=1; block.j=1; group.i=8; group.j=8; order=logical; store=plain; subgroup=8; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        15,
+        "X: identity(); Y: permute(order=(1, 0)); block.i=4; block.j=4; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        16,
+        "X: identity(); Y: identity(); block.i=4; block.j=4; group.i=0; group.j=0; order=logical; store=nontemporal; subgroup=0; vector=4; vector_axis=j; vector_transpose=",
+    ),
+    (
+        17,
+        "X: permute(order=(1, 0)); Y: permute(order=(1, 0)); block.i=1; block.j=1; group.i=0; group.j=0; order=Y; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        18,
+        "X: permute(order=(1, 0)); Y: identity(); block.i=4; block.j=4; group.i=2; group.j=4; order=logical; store=plain; subgroup=0; vector=4; vector_axis=j; vector_transpose=i",
+    ),
+    (
+        19,
+        "X: permute(order=(1, 0)); Y: identity(); block.i=4; block.j=4; group.i=4; group.j=4; order=logical; store=plain; subgroup=0; vector=4; vector_axis=j; vector_transpose=i",
+    ),
+    (
+        21,
+        "X: permute(order=(1, 0)); Y: identity(); block.i=1; block.j=1; group.i=4; group.j=4; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        23,
+        "X: permute(order=(1, 0)); Y: identity(); block.i=1; block.j=1; group.i=2; group.j=2; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        24,
+        "X: permute(order=(1, 0)); Y: identity(); block.i=4; block.j=4; group.i=2; group.j=4; order=logical; store=plain; subgroup=0; vector=1; vector_axis=; vector_transpose=",
+    ),
+    (
+        30,
+        "X: identity(); Y: identity(); block.i=4; block.j=4; group.i=2; group.j=2; order=logical; store=plain; subgroup=0; vector=4; vector_axis=j; vector_transpose=",
+    ),
+    (
+        31,
+        "X: permute(order=(1, 0)); Y: permute(order=(1, 0)); block.i=4; block.j=1; group.i=4; group.j=8; order=logical; store=plain; subgroup=0; vector=4; vector_axis=i; vector_transpose=",
+    ),
+    (
+        32,
+        "X: identity(); Y: identity(); block.i=4; block.j=4; group.i=2; group.j=4; order=logical; store=plain; subgroup=0; vector=4; vector_axis=j; vector_transpose=",
+    ),
+    (
+        33,
+        "X: identity(); Y: identity(); block.i=4; block.j=4; group.i=0; group.j=0; order=logical; store=plain; subgroup=0; vector=4; vector_axis=j; vector_transpose=",
+    ),
+]
+
+
+class _HashTimes(BaseBuilder, BaseRunner):
+    """Builds nothing and times each candidate by a hash of its :func:`_text`,
+    so every run, and every version of the kernel text, sees the same times.
+    A program is known by its name, which carries its candidate's key."""
+
+    def __init__(self, device: Device) -> None:
+        self._device = device
+        space = SearchSpace(worker.WORKLOAD, device.info, worker.WIDE)
+        self.texts = {c.key[:10]: _text(c) for c in space.enumerate()}
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def build(self, batch: Sequence[Any]) -> list[BuildResult]:
+        return [BuildResult(program, self._device.key, b"stand-in") for program in batch]
+
+    def run(
+        self, batch: Sequence[RunInput], *, abandon_above_s: float | None = None
+    ) -> list[RunResult]:
+        results = []
+        for item in batch:
+            program = item.build.program
+            text = self.texts[program.name.rsplit("_", 1)[1]]
+            digest = hashlib.sha256((SALT + text).encode()).hexdigest()
+            seconds = 1e-4 * (1 + int(digest[:8], 16) / 2**32)  # 0.1 to 0.2 ms
+            results.append(
+                RunResult(
+                    program.name,
+                    "stand-in",
+                    item.workload.key,
+                    self._device.key,
+                    value_s=seconds,
+                    event_times_s=(seconds,),
+                    pack_times=self._conversions(program, "input", "pack"),
+                    unpack_times=self._conversions(program, "output", "unpack"),
+                )
+            )
+        return results
+
+    @staticmethod
+    def _conversions(program: Any, role: str, kernel: str) -> tuple[ConversionTiming, ...]:
+        """A microsecond for each of the candidate's own conversions."""
+        buffers = program.to_json()["buffers"]
+        names = [str(b["name"]) for b in buffers if b["role"] == role]
+        return tuple(ConversionTiming(n, f"{n}_{kernel}", (1e-6,), (), 1e-6) for n in names)
+
+
+@pytest.mark.slow
+def test_a_seeded_tpe_job_proposes_the_recorded_candidates_in_order(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'order.db'}"
+    device = default_device()
+    stand_in = _HashTimes(device)
+    result = laytune.tune(
+        worker.WORKLOAD,
+        device,
+        database=url,
+        options=TuneOptions(trials=24, strategy="tpe", seed=3, space=worker.WIDE, warm_start=0),
+        progress=False,
+        builder=stand_in,
+        runner=stand_in,
+    )
+    records = list(open_database(url).records())
+    assert [(r.trial, _text(r.candidate)) for r in records] == EXPECTED
+    assert (result.measured, result.references, result.cached) == (24, 1, 9)
+    assert result.stop_reason == "trial budget (24) spent"
+    assert result.reference is not None
+    assert _text(result.reference.candidate) == EXPECTED[-1][1]
