@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of
 from laytune.codegen._grid import emit_grid
 from laytune.codegen._loads import (
+    ACCUMULATOR,
     IndexTest,
     Writer,
     buffer_accesses,
@@ -216,6 +217,35 @@ def _lanes_combined(w: Writer, p: int) -> tuple[list[str], str]:
     return lines, f"red{p}_1"
 
 
+def _epilogue(
+    w: Writer, offsets: Sequence[int], values: list[Expr], acc: str, width: int
+) -> list[str]:
+    """The store of one point's finished reduction ``acc`` (``width`` wide),
+    through the statement's epilogue when it has one: its operands loaded
+    at the point (vectors along the vector axis, else broadcast), tested
+    where the block overshoots."""
+    after = w.nest.workload.statement.epilogue
+    if after is None:
+        return [store_text(w, values, acc, width)]
+    lines: list[str] = []
+    names: dict[str, tuple[str, int]] = {ACCUMULATOR: (acc, width)}
+    for load in loads(after):
+        if load.buffer in w.nest.tile.transposed:
+            chunks: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+            names[load.buffer] = _transposed(
+                w, load.buffer, offsets, {}, (chunks, lines), True, None
+            )
+            continue
+        text, tests, got = load_text(w, load.buffer, values, offsets)
+        text = guarded_load(w, text, tests, got, w.nest.workload.buffer(load.buffer).dtype)
+        var = f"e{load.buffer.replace('.', '_')}_{len(lines)}"
+        lines.append(f"const {w.vtype(got)} {var} = {text};")
+        names[load.buffer] = (var, got)
+    text, got = value_text(w, after, names)
+    store = store_text(w, values, widen(w, text, got, width), width)
+    return ["{  /* epilogue */", *indent([*lines, store]), "}"]
+
+
 def _loop(name: str, trips: int, body: list[str], note: str, unroll: int) -> list[str]:
     if unroll == 1:
         return [f"for (int {name} = 0; {name} < {trips}; ++{name}) {{{note}", *indent(body), "}"]
@@ -357,11 +387,11 @@ def compute_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
         for p, offsets in enumerate(points):
             values = point_values(w, offsets, {})
             if nest.tile.reduce_axis is None:
-                body.append(store_text(w, values, f"acc{p}", acc_width))
+                body += _epilogue(w, offsets, values, f"acc{p}", acc_width)
                 continue
             combined, value = _lanes_combined(w, p)
             body += combined
-            body.append(store_text(w, values, value, 1))
+            body += _epilogue(w, offsets, values, value, 1)
     ctype = ctype_of(workload.dtype)
     lines = _comments(nest, w.tiles)
     lines.append(f"__kernel {_attributes(nest, ctype)}void {name}({_params(nest, ctype)}) {{")

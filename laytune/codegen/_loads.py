@@ -20,9 +20,10 @@ from laytune.codegen._grid import GridCode
 from laytune.codegen._nest import Nest, access_width
 from laytune.codegen._stage import tile_index
 from laytune.layout import Expr, Var, bounds, substitute
-from laytune.ops import VALUE_OPS, BinaryOp, Function, Literal, Load, Negate, Value
+from laytune.ops import VALUE_OPS, Accumulator, BinaryOp, Function, Literal, Load, Negate, Value
 
 __all__ = [
+    "ACCUMULATOR",
     "IndexTest",
     "Writer",
     "buffer_accesses",
@@ -174,8 +175,15 @@ def inside(access: BufferAccess, idx: Sequence[Expr], scope: Scope) -> bool:
     return lo >= 0 and hi <= access.layout.physical_size - 1
 
 
+#: The key of ``value_text``'s names under which an epilogue's accumulator is.
+ACCUMULATOR = ""
+
+
 def value_text(w: Writer, v: Value, names: Mapping[str, tuple[str, int]]) -> tuple[str, int]:
-    """C text of ``v`` and its vector width."""
+    """C text of ``v`` and its vector width (an epilogue's
+    :class:`~laytune.ops.Accumulator` is ``names[ACCUMULATOR]``)."""
+    if isinstance(v, Accumulator):
+        return names[ACCUMULATOR]
     if isinstance(v, Load):
         return names[v.buffer]
     if isinstance(v, Literal):

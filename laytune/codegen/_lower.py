@@ -109,6 +109,8 @@ def lower(
     source = Source(f"{workload.name}: {workload.describe()}")
     compute_name = f"{workload.name}_compute"
     if knobs.get("matrix", "none") != "none":
+        if workload.statement.epilogue is not None:
+            raise _reject("a matrix instruction's kernel has no epilogue; this statement has one")
         kernel, launch = matrix_kernel(nest, compute_name)
     else:
         kernel, launch = compute_kernel(nest, compute_name)

@@ -40,6 +40,7 @@ from laytune.ops._registry import (
 from laytune.ops._statement import (
     FUNCTIONS,
     VALUE_OPS,
+    Accumulator,
     BinaryOp,
     Function,
     Literal,
@@ -51,6 +52,8 @@ from laytune.ops._statement import (
     ValueOp,
     loads,
     parse_statement,
+    replace_loads,
+    statement_text,
     value_text,
 )
 from laytune.ops._workload import DTYPES, Axis, BufferDecl, Workload
@@ -60,6 +63,7 @@ __all__ = [
     "FUNCTIONS",
     "REDUCTIONS",
     "VALUE_OPS",
+    "Accumulator",
     "Axis",
     "BinaryOp",
     "BufferDecl",
@@ -96,8 +100,10 @@ __all__ = [
     "reduction",
     "register",
     "relu",
+    "replace_loads",
     "shape_text",
     "short_key",
+    "statement_text",
     "sum",
     "transpose",
     "value_text",

@@ -6,12 +6,21 @@ Grammar (Python syntax, so ``ast.parse`` does the tokenising)::
                | target "+=" value            # sum over the reduce axes
                | target "=" "sum" "(" value ")"
                | target "=" "max" "(" value ")"   # one argument: max over the reduce axes
+               | target "=" epilogue          # one reduction inside an element-wise value
     target    := NAME "[" index ("," index)* "]"
     value     := value ("+" | "-" | "*" | "/") value | "-" value | NUMBER
                | NAME "[" index ("," index)* "]"     # a load
                | ("max" | "min") "(" value "," value ")"   # element-wise
                | ("exp" | "sqrt" | "rsqrt" | "tanh" | "erf") "(" value ")"
     index     := NAME | INTEGER | index ("+" | "-" | "*" | "//" | "%") index | "(" index ")"
+
+An *epilogue* is an element-wise value around exactly one ``sum(...)`` or
+one-argument ``max(...)``: ``Y[i, j] = max(sum(A[i, k] * B[k, j]) + C[j], 0.0)``
+reduces first, then applies the rest to each finished result before the
+store (a bias, a ReLU, a residual add fused into the reduction). Its loads
+outside the reduction are indexed by the target's axes only. The statement
+keeps the reduced term as ``value`` and the rest as ``epilogue``, in which
+:class:`Accumulator` stands for the finished reduction.
 
 Index names are axis names; an index expression becomes a
 :class:`laytune.layout.Expr` with ``Var(k)`` for the k-th axis. A load whose
@@ -35,6 +44,7 @@ from laytune.layout import Const, Expr, Var, to_text
 __all__ = [
     "FUNCTIONS",
     "VALUE_OPS",
+    "Accumulator",
     "BinaryOp",
     "Function",
     "Literal",
@@ -47,6 +57,8 @@ __all__ = [
     "ValueOp",
     "loads",
     "parse_statement",
+    "replace_loads",
+    "statement_text",
     "value_text",
 ]
 
@@ -57,6 +69,11 @@ class Load:
 
     buffer: str
     indices: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """The finished reduction at the output element, inside an epilogue."""
 
 
 @dataclass(frozen=True)
@@ -142,18 +159,22 @@ FUNCTIONS: dict[str, ValueFunction] = {
 }
 
 
-Value = Union[Load, Literal, BinaryOp, Negate, Function]  # noqa: UP007 - used at runtime
+Value = Union[Load, Literal, BinaryOp, Negate, Function, Accumulator]  # noqa: UP007 - used at runtime
 
 
 @dataclass(frozen=True)
 class Statement:
-    """``target[target_indices] (=|reduce=) value``; ``reduction`` is None, "sum" or "max"."""
+    """``target[target_indices] (=|reduce=) value``; ``reduction`` is None, "sum" or "max".
+    ``epilogue`` (with a reduction only): the element-wise value applied to
+    each finished reduction, :class:`Accumulator` standing for it; None
+    stores the reduction as it is."""
 
     target: str
     target_indices: tuple[Expr, ...]
     value: Value
     reduction: str | None
     text: str
+    epilogue: Value | None = None
 
 
 _VALUE_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
@@ -192,13 +213,25 @@ def parse_statement(text: str, axes: Sequence[str]) -> Statement:
         raise parser.error(target, "the target must be a buffer access such as Y[i, j]")
     name = target.value.id
     indices = parser.indices(target)
-    return Statement(name, indices, parser.value(value), reduction, text.strip())
+    if reduction is not None:
+        return Statement(name, indices, parser.value(value), reduction, text.strip())
+    parser.reductions = []
+    outer = parser.value(value)
+    found, parser.reductions = parser.reductions, None
+    if not found:
+        return Statement(name, indices, outer, None, text.strip())
+    if len(found) > 1:
+        raise parser.error(value, "an epilogue wraps exactly one reduction, sum(...) or max(...)")
+    reduction, reduced = found[0]
+    return Statement(name, indices, reduced, reduction, text.strip(), outer)
 
 
 class _Parser:
     def __init__(self, text: str, axes: tuple[str, ...]):
         self.text = text
         self.axes = axes
+        # while parsing a possible epilogue: the reductions met, (kind, reduced value)
+        self.reductions: list[tuple[str, Value]] | None = None
 
     def error(self, node: ast.AST, why: str) -> StatementError:
         col = getattr(node, "col_offset", 0)
@@ -262,6 +295,12 @@ class _Parser:
                 return BinaryOp(fn, self.value(node.args[0]), self.value(node.args[1]))
             if fn in FUNCTIONS and len(node.args) == 1 and not node.keywords:
                 return Function(fn, self.value(node.args[0]))
+            found = self.reductions
+            if fn in ("sum", "max") and len(node.args) == 1 and found is not None:
+                self.reductions = None  # a reduction inside a reduction is refused
+                found.append((fn, self.value(node.args[0])))
+                self.reductions = found
+                return Accumulator()
             if fn in ("sum", "max"):
                 raise self.error(node, f"a one-argument {fn}(...) must be the whole right side")
             if fn in FUNCTIONS:
@@ -293,14 +332,45 @@ def loads(value: Value) -> list[Load]:
     return []
 
 
-def value_text(value: Value, names: Sequence[str]) -> str:
-    """Readable text of a value (index expressions with ``names``)."""
+def replace_loads(value: Value, new: Callable[[Load], Value]) -> Value:
+    """``value`` with every load ``x`` replaced by ``new(x)``."""
+    if isinstance(value, Load):
+        return new(value)
+    if isinstance(value, BinaryOp):
+        return BinaryOp(value.op, replace_loads(value.lhs, new), replace_loads(value.rhs, new))
+    if isinstance(value, Negate):
+        return Negate(replace_loads(value.operand, new))
+    if isinstance(value, Function):
+        return Function(value.name, replace_loads(value.operand, new))
+    return value
+
+
+def statement_text(stmt: Statement, names: Sequence[str]) -> str:
+    """Text of ``stmt`` that :func:`parse_statement` reads back as ``stmt``
+    (index expressions with the axis ``names``)."""
+    target = f"{stmt.target}[{', '.join(to_text(i, names) for i in stmt.target_indices)}]"
+    value = value_text(stmt.value, names)
+    if stmt.reduction is None:
+        return f"{target} = {value}"
+    reduced = f"{stmt.reduction}({value})"
+    if stmt.epilogue is None:
+        return f"{target} = {reduced}"
+    return f"{target} = {value_text(stmt.epilogue, names, reduced)}"
+
+
+def value_text(value: Value, names: Sequence[str], accumulator: str = "acc") -> str:
+    """Readable text of a value (index expressions with ``names``;
+    :class:`Accumulator` written ``accumulator``)."""
+    if isinstance(value, Accumulator):
+        return accumulator
     if isinstance(value, Load):
         return f"{value.buffer}[{', '.join(to_text(i, names) for i in value.indices)}]"
     if isinstance(value, Literal):
         return repr(value.value)
     if isinstance(value, Negate):
-        return f"-({value_text(value.operand, names)})"
+        return f"-({value_text(value.operand, names, accumulator)})"
     if isinstance(value, Function):
-        return f"{value.name}({value_text(value.operand, names)})"
-    return VALUE_OPS[value.op].text(value_text(value.lhs, names), value_text(value.rhs, names))
+        return f"{value.name}({value_text(value.operand, names, accumulator)})"
+    return VALUE_OPS[value.op].text(
+        value_text(value.lhs, names, accumulator), value_text(value.rhs, names, accumulator)
+    )

@@ -26,12 +26,13 @@ import numpy as np
 
 from laytune.dtypes import KERNEL_DTYPES
 from laytune.exceptions import StatementError, UnknownNameError
-from laytune.layout import Expr, Var, bounds, evaluate, to_text
+from laytune.layout import Expr, Var, bounds, evaluate, to_text, variables
 from laytune.ops._reductions import reduction
 from laytune.ops._registry import format_value, remember_defined
 from laytune.ops._statement import (
     FUNCTIONS,
     VALUE_OPS,
+    Accumulator,
     BinaryOp,
     Function,
     Literal,
@@ -41,6 +42,7 @@ from laytune.ops._statement import (
     Value,
     loads,
     parse_statement,
+    value_text,
 )
 
 __all__ = ["DTYPES", "Axis", "BufferDecl", "Workload"]
@@ -128,8 +130,10 @@ class Workload:
         ``axes`` in loop-nest order (the last spatial axis is the innermost);
         the output's shape follows from the extents of its index axes.
         ``params`` (with ``dtype``) make the key; without them the key lists
-        the buffer shapes. ``weights`` names the inputs that are model
-        parameters (see the class docstring).
+        the buffer shapes. A statement with an epilogue
+        (``Y[i, j] = max(sum(...) + B[j], 0.0)``) has it in its key too:
+        ``+epilogue[max((acc + B[j]), 0.0)]``. ``weights`` names the inputs
+        that are model parameters (see the class docstring).
         """
         if dtype not in DTYPES:
             raise StatementError(f"dtype {dtype!r} is not supported (one of {DTYPES})")
@@ -163,7 +167,16 @@ class Workload:
         axis_list = tuple(Axis(n, int(axes[n]), kind) for n, kind in zip(names, kinds, strict=True))
         buffers: list[BufferDecl] = []
         seen: set[str] = set()
-        for load in loads(stmt.value):
+        after = [] if stmt.epilogue is None else loads(stmt.epilogue)
+        for load in after:
+            for index in load.indices:
+                outside = sorted(names[k] for k in variables(index) if kinds[k] == "reduce")
+                if outside:
+                    raise StatementError(
+                        f"{load.buffer}[...] is read after the reduction but indexed by the "
+                        f"reduce axes {outside} in {statement!r}"
+                    )
+        for load in loads(stmt.value) + after:
             if load.buffer in seen:
                 raise StatementError(f"buffer {load.buffer!r} is read twice in {statement!r}")
             if load.buffer == stmt.target:
@@ -190,6 +203,8 @@ class Workload:
         else:
             args = ",".join(f"{k}={format_value(v)}" for k, v in params.items())
             key = f"{name}({args};{dtype})"
+        if stmt.epilogue is not None:
+            key += epilogue_key(stmt.epilogue, names)
         tiles = tuple(
             sorted((str(b), tuple(int(t) for t in s)) for b, s in (local_tiles or {}).items())
         )
@@ -254,7 +269,9 @@ class Workload:
         """Arithmetic operations: those of the value per point of the nest,
         plus one per combined term for a reduction (a multiply-add is two)."""
         per_point = _count_ops(self.statement.value) + (1 if self.reduction else 0)
-        return per_point * self.points
+        after = self.statement.epilogue
+        per_output = 0 if after is None else _count_ops(after)
+        return per_point * self.points + per_output * self.output.size
 
     @property
     def bytes(self) -> int:
@@ -335,6 +352,7 @@ class Workload:
         if contraction is not None:
             spec, names = contraction
             result = np.einsum(spec, *(arrays[n] for n in names), optimize=True)
+            result = self._epilogue(np.asarray(result, dtype=np.float64), grid, arrays)
             return {out.name: np.asarray(result).astype(out.dtype)}
         reduce_axes = self.reduce_axes
         combine = reduction(self.reduction)
@@ -351,7 +369,19 @@ class Workload:
             else:
                 combine.numpy(acc, term, out=acc)
         assert acc is not None
+        acc = self._epilogue(acc, grid, arrays)
         return {out.name: acc.astype(out.dtype)}
+
+    def _epilogue(
+        self, acc: np.ndarray, grid: Mapping[int, np.ndarray], arrays: Mapping[str, np.ndarray]
+    ) -> np.ndarray:
+        """The statement's epilogue applied to every finished reduction ``acc``."""
+        after = self.statement.epilogue
+        if after is None:
+            return acc
+        args: list[Any] = [grid.get(k, 0) for k in range(len(self.axes))]
+        value = _eval_value(after, args, arrays, self, acc)
+        return np.array(np.broadcast_to(value, acc.shape), dtype=np.float64)
 
 
 def _count_ops(value: Value) -> int:
@@ -362,15 +392,28 @@ def _count_ops(value: Value) -> int:
     return 0
 
 
+def epilogue_key(epilogue: Value, names: Sequence[str]) -> str:
+    """The part of a workload key that names its epilogue."""
+    return f"+epilogue[{value_text(epilogue, names)}]"
+
+
 def _eval_value(
-    value: Value, args: list[Any], arrays: Mapping[str, np.ndarray], workload: Workload
+    value: Value,
+    args: list[Any],
+    arrays: Mapping[str, np.ndarray],
+    workload: Workload,
+    acc: Any = None,
 ) -> Any:
+    if isinstance(value, Accumulator):
+        return acc
     if isinstance(value, Literal):
         return value.value
     if isinstance(value, Negate):
-        return -_eval_value(value.operand, args, arrays, workload)
+        return -_eval_value(value.operand, args, arrays, workload, acc)
     if isinstance(value, Function):
-        return FUNCTIONS[value.name].compute(_eval_value(value.operand, args, arrays, workload))
+        return FUNCTIONS[value.name].compute(
+            _eval_value(value.operand, args, arrays, workload, acc)
+        )
     if isinstance(value, Load):
         decl = workload.buffer(value.buffer)
         data = arrays[value.buffer]
@@ -383,6 +426,6 @@ def _eval_value(
             return data[tuple(idx)]
         clipped = tuple(np.clip(i, 0, e - 1) for i, e in zip(idx, decl.shape, strict=True))
         return np.where(inside, data[clipped], 0.0)
-    lhs = _eval_value(value.lhs, args, arrays, workload)
-    rhs = _eval_value(value.rhs, args, arrays, workload)
+    lhs = _eval_value(value.lhs, args, arrays, workload, acc)
+    rhs = _eval_value(value.rhs, args, arrays, workload, acc)
     return VALUE_OPS[value.op].compute(lhs, rhs)
