@@ -76,6 +76,7 @@ from laytune.space._knobs import (
     reduce_order_text,
     spatial_axes,
 )
+from laytune.space._layout_families import LAYOUT_FAMILIES, SCOPES, LayoutFamily
 from laytune.space._matrix import (
     MATRIX_TILE,
     MATRIX_VARIANTS,
@@ -117,11 +118,13 @@ __all__ = [
     "IMAGE_DTYPES",
     "JOINT_RULES",
     "KNOB_SPECS",
+    "LAYOUT_FAMILIES",
     "LOCAL_FAMILIES",
     "MATRIX_INTRINSICS",
     "MATRIX_TILE",
     "MATRIX_VARIANTS",
     "ORDER_LOGICAL",
+    "SCOPES",
     "STORAGE_HALF_VARIANTS",
     "TRANSPOSE_WIDTHS",
     "VECTOR_WIDTHS",
@@ -141,6 +144,7 @@ __all__ = [
     "ImageDtype",
     "KnobSpec",
     "LayoutFacts",
+    "LayoutFamily",
     "LocalMemoryBudget",
     "MatrixIntrinsic",
     "MatrixTileLoad",

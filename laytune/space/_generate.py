@@ -11,7 +11,6 @@ innermost axis by a divisor never counts twice.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,22 +18,18 @@ from typing import Any
 from laytune.exceptions import LayoutError
 from laytune.layout import (
     Layout,
-    block,
-    compose,
     identity,
-    pad_every,
-    pad_rows,
-    panel,
-    permute,
     probe_digest,
-    row_xor,
     same_offsets,
-    swizzle,
-    texture,
-    tile,
 )
 from laytune.space._constraints import Constraint
 from laytune.space._knobs import knob_spec
+from laytune.space._layout_families import (
+    GLOBAL_FAMILIES,
+    LAYOUT_FAMILIES,
+    LOCAL_FAMILIES,
+    OPTIONAL_LOCAL_FAMILIES,
+)
 from laytune.space._workload import IMAGE_DTYPES, VECTOR_WIDTHS
 
 __all__ = [
@@ -46,32 +41,6 @@ __all__ = [
     "local_layouts",
     "same_layout_offsets",
 ]
-
-GLOBAL_FAMILIES = (
-    "identity",
-    "permute",
-    "block",
-    "panel",
-    "pad_rows",
-    "pad_every",
-    "tile",
-    "swizzle",
-    "row_xor",
-    "texture",
-)
-"""Family names a global buffer's layouts are drawn from (``swizzle`` is CuTe's
-flat ``Sw<bits,base,shift>``; ``row_xor`` the row/column-chunk XOR). ``block``
-includes, for buffers of rank 4 and more, blocking both of the first two
-axes (OIHW16i16o weights); ``panel`` is a GEMM micro-kernel's packed operand
-(``[j // 16, k, j % 16]``)."""
-
-LOCAL_FAMILIES = ("identity", "pad_rows", "row_xor")
-"""Family names a ``__local`` tile buffer's layouts are drawn from."""
-
-OPTIONAL_LOCAL_FAMILIES = ("pad_every",)
-"""Local families a space offers only when its options name them:
-``pad_every`` (``local_pad_amounts`` after every ``pad_every_rows`` rows),
-the auto memory planning seed's tile layout."""
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
@@ -223,71 +192,15 @@ def _try(make: Callable[[], Layout]) -> Layout | None:
         return None
 
 
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
 def _global_makers(
     shape: tuple[int, ...], dtype: str, families: Sequence[str], opts: SpaceOptions
 ) -> Iterator[Callable[[], Layout]]:
-    rank = len(shape)
-    for fam in families:
-        if fam == "permute" and rank >= 2:
-            for k in range(rank - 1):
-                order = (*(a for a in range(rank) if a != k), k)
-                yield lambda order=order: permute(shape, order)
-        elif fam == "block":
-            for axis in range(rank - 1):
-                for f in opts.block_factors:
-                    if shape[axis] > f:
-                        yield lambda axis=axis, f=f: block(shape, axis, f)
-            if rank >= 4:  # both leading axes, the inner block of axis 1 before that of axis 0
-                for x in opts.block2_factors:
-                    for y in opts.block2_factors:
-                        if shape[0] > y and shape[1] > x:
-                            yield lambda x=x, y=y: _block2(shape, x, y)
-        elif fam == "panel" and rank >= 2:
-            for axis in range(1, rank):
-                for f in opts.block_factors:
-                    if shape[axis] > f:
-                        yield lambda axis=axis, f=f: panel(shape, axis, f)
-        elif fam == "pad_rows" and rank >= 2:
-            for pad in opts.pad_amounts:
-                yield lambda pad=pad: pad_rows(shape, pad)
-        elif fam == "pad_every" and rank >= 2:
-            rows = math.prod(shape[:-1])
-            for n in opts.pad_every_rows:
-                if n < rows:
-                    for pad in opts.pad_amounts:
-                        yield lambda n=n, pad=pad: pad_every(shape, n, pad)
-        elif fam == "tile" and rank >= 2:
-            for t in opts.tile_sizes:
-                if shape[-1] % t == 0 and shape[-2] % t == 0 and t < shape[-1] and t < shape[-2]:
-                    yield lambda t=t: tile(shape, (t, t))
-        elif fam == "swizzle" and rank >= 2 and _is_pow2(shape[-1]):
-            size, log_cols = math.prod(shape), shape[-1].bit_length() - 1
-            for bits in opts.swizzle_bits:
-                for base in opts.swizzle_bases:
-                    shift = max(bits, log_cols - base)
-                    if size % (1 << (base + shift + bits)) == 0:
-                        yield lambda bits=bits, base=base, shift=shift: swizzle(
-                            shape, bits, base, shift
-                        )
-        elif fam == "row_xor" and rank >= 2:
-            for period in opts.xor_periods:
-                for chunk in opts.xor_chunks:
-                    if period < shape[-2] and shape[-1] % (chunk * period) == 0:
-                        yield lambda period=period, chunk=chunk: row_xor(shape, period, chunk)
-        elif fam == "texture" and rank >= 2 and dtype in IMAGE_DTYPES:
-            for axis in range(rank):
-                if shape[axis] % 4 == 0:
-                    yield lambda axis=axis: texture(shape, axis)
-
-
-def _block2(shape: tuple[int, ...], x: int, y: int) -> Layout:
-    """OIHW[x]i[y]o: ``[o // y, i // x, ..., i % x, o % y]``."""
-    inner = block(shape, 1, x)
-    return compose(block(inner.physical_shape, 0, y), inner)
+    for name in families:
+        family = LAYOUT_FAMILIES[name]
+        if "global" in family.scopes:
+            yield from family.layouts(shape, opts, "global")
+        elif "image" in family.scopes and dtype in IMAGE_DTYPES:
+            yield from family.layouts(shape, opts, "image")
 
 
 def _dedupe(makers: Iterator[Callable[[], Layout]], limit: int | None) -> list[Layout]:
@@ -331,19 +244,9 @@ def local_layouts(shape: Sequence[int], opts: SpaceOptions) -> list[Layout]:
         yield lambda: identity(shape)
         if len(shape) < 2:
             return
-        if "pad_rows" in opts.local_families:
-            for pad in opts.local_pad_amounts:
-                yield lambda pad=pad: pad_rows(shape, pad)
-        if "row_xor" in opts.local_families:
-            for period in opts.local_xor_periods:
-                for chunk in opts.local_xor_chunks:
-                    if period <= shape[-2] and shape[-1] % (chunk * period) == 0:
-                        yield lambda period=period, chunk=chunk: row_xor(shape, period, chunk)
-        if "pad_every" in opts.local_families:
-            for rows in opts.pad_every_rows:
-                for pad in opts.local_pad_amounts:
-                    if rows < shape[-2]:
-                        yield lambda rows=rows, pad=pad: pad_every(shape, rows, pad)
+        for name in (*LOCAL_FAMILIES, *OPTIONAL_LOCAL_FAMILIES):
+            if name != "identity" and name in opts.local_families:
+                yield from LAYOUT_FAMILIES[name].layouts(shape, opts, "local")
 
     return [
         lay for lay in _dedupe(makers(), None) if lay.family != "swizzle" or not lay.has_padding

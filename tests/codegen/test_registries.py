@@ -18,9 +18,13 @@ from laytune.ops import DTYPES as OPS_DTYPES
 from laytune.ops import matmul, transpose
 from laytune.runners import Tolerance
 from laytune.space import (
+    GLOBAL_FAMILIES,
     IMAGE_DTYPES,
+    LAYOUT_FAMILIES,
+    LOCAL_FAMILIES,
     MATRIX_INTRINSICS,
     MATRIX_VARIANTS,
+    SCOPES,
     STORAGE_HALF_VARIANTS,
     Buffer,
     Image2DRead,
@@ -32,6 +36,12 @@ from laytune.space import (
     dtype_bytes,
     matrix_capability,
     matrix_intrinsic,
+)
+from laytune.space._generate import (
+    OPTIONAL_LOCAL_FAMILIES,
+    global_layouts,
+    local_layouts,
+    same_layout_offsets,
 )
 from tests.codegen.harness import Env, run
 from tests.codegen.test_matrix import INTEL, NVIDIA
@@ -174,3 +184,52 @@ def test_every_intrinsic_walks_through_space_constraints_and_emitter(name: str) 
         load = MatrixTileLoad(name, operand)
         assert not load.check(pad_rows(shape, 1), shape, intrinsic.dtypes[0], device).ok
         assert not load.check(identity(shape), shape, "float32", device).ok
+
+
+# -- layout families ----------------------------------------------------------------
+
+
+def test_every_family_serves_the_scopes_it_names() -> None:
+    opts = SpaceOptions(local_families=(*LOCAL_FAMILIES, *OPTIONAL_LOCAL_FAMILIES))
+    assert set(GLOBAL_FAMILIES) == {
+        n for n, f in LAYOUT_FAMILIES.items() if f.scopes & {"global", "image"}
+    }
+    assert set(LOCAL_FAMILIES) | set(OPTIONAL_LOCAL_FAMILIES) == {
+        n for n, f in LAYOUT_FAMILIES.items() if "local" in f.scopes
+    }
+    for name, family in LAYOUT_FAMILIES.items():
+        assert family.scopes and family.scopes <= set(SCOPES)
+        made = [make() for make in family.layouts((64, 64), opts, min(family.scopes))]
+        assert made, f"family {name} makes no layout of a 64 x 64 buffer"
+        globals_ = global_layouts((64, 64), "float32", (name,), opts)
+        locals_ = local_layouts((64, 64), opts)
+        for layout in made:
+            if family.scopes & {"global", "image"}:
+                assert any(same_layout_offsets(layout, g) for g in globals_), name
+            if "local" in family.scopes and not layout.has_padding:
+                assert any(same_layout_offsets(layout, t) for t in locals_), name
+    # an image family serves only dtypes an image holds
+    assert not global_layouts((64, 64), "int32", ("texture",), opts)[1:]
+
+
+@pytest.mark.parametrize("name", [n for n in LAYOUT_FAMILIES if n != "identity"])
+def test_every_global_family_runs_a_transpose_through_space_and_emitter(
+    env: Env, name: str
+) -> None:
+    family = LAYOUT_FAMILIES[name]
+    image = "global" not in family.scopes
+    runs = env.info.image_support or not image
+    device = env.info if runs else IMAGES
+    workload = transpose((32, 64))
+    space = SearchSpace(workload, device, SpaceOptions(families=("identity", name)))
+    layouts = [lay for lay in space.layouts("X") if not lay.is_identity]
+    assert layouts, f"the space offers X no {name} layout"
+    chosen = next(c for c in space.enumerate() if c.layout("X") == layouts[0])
+    assert check_candidate(workload, chosen, device).ok
+    program = lower(workload, chosen, device)
+    assert ("read_imagef" in program.source) == image
+    if not runs:
+        return  # no image here: the source is what this device can check
+    data = np.random.default_rng(2).uniform(-1, 1, (32, 64)).astype(np.float32)
+    outputs, _ = run(env, program, {"X": data})
+    np.testing.assert_array_equal(outputs["Y"], data.T)
