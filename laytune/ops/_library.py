@@ -59,7 +59,7 @@ def copy(shape: Sequence[int], dtype: str = "float32") -> Workload:
     )
 
 
-@register(example={"shape": (512, 512), "perm": (1, 0)}, structural=("perm",), demo=True)
+@register(example={"shape": (512, 512), "perm": (1, 0)}, structural=("perm",))
 def transpose(
     shape: Sequence[int], perm: Sequence[int] | None = None, dtype: str = "float32"
 ) -> Workload:

@@ -129,8 +129,10 @@ class WorkloadConstructor:
     """A registered workload constructor: ``name`` (the operator, as keys and
     the command line write it), its ``parameters`` in signature order
     (``dtype`` aside), a one-line ``summary``, and an ``example`` of
-    parameters that make a workload quick to tune (the CLI's help and
-    ``--demo``)."""
+    parameters that make a workload quick to tune (the CLI's help). ``demo``
+    only marks the operators the built-in demo uses; ``laytune tune --demo``
+    runs the jobs of :func:`laytune.search.demos`, each a workload with the
+    boundary its caller sets, which a flag on an operator cannot say."""
 
     name: str
     function: Callable[..., Workload] = field(repr=False)
@@ -238,7 +240,8 @@ def register(
     same parameters (checked by the test of ``from_key(w.key) == w``).
     ``structural`` names the parameters that are not sizes (see
     :class:`Parameter`), ``example`` parameters quick to tune, ``demo``
-    whether ``laytune tune --demo`` tunes the example.
+    whether the operator is one the built-in demo uses (``laytune tune
+    --demo`` runs :func:`laytune.search.demos`, not the examples).
     """
     structural = frozenset(structural)
 
