@@ -35,6 +35,14 @@
    contiguous, else the plain kernel (:mod:`laytune.plan._knobs`); its
    layouts and pad values stay as planned.
 
+**Fusing** (``fuse=True``), after step 1: each layout-critical operator
+takes in the element-wise operators that read its result alone (a bias, a
+ReLU, a residual add; :mod:`laytune.plan._fuse`), which then run in its
+kernel on the accumulators before the store, in its planned layout. The
+fused workload's key names its epilogue; a source's candidate for that key
+is used, else the operator's own candidate with the epilogue's operands laid
+out as its result flows to them. Steps 2 to 5 then plan the fused graph.
+
 With ``minimize=False`` the plan stops after step 1 and routes every rewrite
 through the logical layout: each frozen operator in its own best layouts with
 conversions around it (constants still packed on the host).
@@ -66,6 +74,7 @@ from laytune.layout import Layout, identity
 from laytune.ops import Workload
 from laytune.plan._execute import CompiledPlan, PlanTiming
 from laytune.plan._flow import FlowError, flow_layout
+from laytune.plan._fuse import Fusion, fuse_into
 from laytune.plan._graph import Graph
 from laytune.plan._knobs import planned_kernel
 from laytune.plan._price import (
@@ -443,6 +452,7 @@ class Plan:
     predictions: tuple[Prediction, ...] = ()
     measured: tuple[tuple[str, float], ...] = ()
     conversions: Any = field(default=None, repr=False, compare=False)
+    fusions: tuple[Fusion, ...] = ()
 
     def with_timing(self, timing: PlanTiming) -> Plan:
         """This plan with the measured time of each step of ``timing`` (from
@@ -523,8 +533,11 @@ class Plan:
     def describe(self) -> str:
         g = self.graph
         rewrites = self.rewrites
+        fused = sum(len(f.absorbed) for f in self.fusions)
         head = (
-            f"plan {g.name!r} for {self.device.name}: {len(g.ops)} operators, "
+            f"plan {g.name!r} for {self.device.name}: {len(g.ops)} operators"
+            + (f" ({fused} fused into epilogues)" if fused else "")
+            + ", "
             f"{len(rewrites)} rewrites moving {_size(self.rewrite_bytes)} per run, "
             f"{len(self.folded)} constant copies packed on the host"
         )
@@ -557,6 +570,9 @@ class Plan:
             times = self._times(p.op)
             if times:
                 lines.append(f"    {times}")
+            for fusion in self.fusions:
+                if fusion.op == p.op:
+                    lines.append(f"    fused: {fusion.describe()}")
             for port, layout in p.candidate.layouts:
                 lines.append(f"    {port}: {layout.index_map}")
         lines.append(f"rewrites ({len(rewrites)}):" if rewrites else "rewrites: none")
@@ -613,6 +629,7 @@ def plan_layouts(
     minimize: bool = True,
     alternatives: int = 4,
     records: Any = None,
+    fuse: bool = False,
 ) -> Plan:
     """Plan the layouts of ``graph`` (see the module docstring).
 
@@ -627,7 +644,10 @@ def plan_layouts(
     (a records source; see the module docstring; 0 or ``minimize=False``:
     freeze the source's best candidate as it is). ``records`` (a records
     store; default: ``source`` when it is one) is what the predicted times
-    come from, also for candidates a mapping gives.
+    come from, also for candidates a mapping gives. ``fuse``: fold the
+    element-wise readers of each layout-critical operator into its kernel
+    (see the module docstring); ``plan.fusions`` and ``str(plan)`` say what
+    was fused.
     """
     if device is None and source is not None and not isinstance(source, Mapping):
         raise PlanError(
@@ -667,6 +687,9 @@ def plan_layouts(
             f"froze {op.name}: the source's candidate for {op.workload.key}"
             + (f" ({found[0].origin})" if found[0].origin != "the layout source" else "")
         )
+    fusions: list[Fusion] = []
+    if fuse:
+        graph = _fuse(graph, options, source, device, records, alternatives, fusions, log)
     chosen = {name: found[0] for name, found in options.items()}
     footprint = sum(
         int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in graph.tensors.values()
@@ -745,7 +768,73 @@ def plan_layouts(
         minimized=minimize,
         predictions=tuple(predictions),
         conversions=pricer.conversions,
+        fusions=tuple(fusions),
     )
+
+
+def _fuse(
+    graph: Graph,
+    options: dict[str, list[Option]],
+    source: SourceLike,
+    device: DeviceInfo,
+    records: Any,
+    alternatives: int,
+    fusions: list[Fusion],
+    log: list[str],
+) -> Graph:
+    """``graph`` with each layout-critical operator's epilogue fused (the
+    fusing step of the module docstring); ``options`` become the fused
+    workloads' and ``fusions`` and ``log`` say what was done."""
+    for name in [op.name for op in graph.ops if op.name in options]:
+        fused_graph, fusion, why = fuse_into(graph, name, options)
+        if fusion is None:
+            continue
+        w = fused_graph.op(name).workload
+        found = lookup_options(source, w.key, device.key, max(alternatives, 0))
+        if records is not None:
+            found = [measured_option(records, w.key, device.key, o) for o in found]
+        kept = _lowerable(w, found, device)
+        if not kept:
+            kept = _lowerable(w, _with_epilogue(w, options[name]), device)
+        if not kept:
+            log.append(
+                f"did not fuse {', '.join(fusion.absorbed)} into {name}: none of its candidates "
+                "lowers with the epilogue"
+            )
+            continue
+        graph, options[name] = fused_graph, kept
+        fusions.append(fusion)
+        origin = "" if found else " (its candidate, the epilogue's operands flowed from its result)"
+        log.append(
+            f"epilogue fusion: {fusion.describe()}{origin}" + (f"; stopped: {why}" if why else "")
+        )
+    return graph
+
+
+def _with_epilogue(workload: Workload, options: Sequence[Option]) -> list[Option]:
+    """The ``options`` of the unfused operator for the fused ``workload``:
+    the epilogue's operands laid out as the result's layout flows to them
+    (those it cannot flow to are left out)."""
+    out = workload.output.name
+    kept = []
+    for option in options:
+        cand = option.candidate
+        layouts = dict(cand.layout_map)
+        try:
+            for decl in workload.inputs:
+                if decl.name not in layouts:
+                    layouts[decl.name] = flow_layout(workload, layouts[out], out, decl.name)
+        except FlowError:
+            continue
+        kept.append(
+            Option(
+                Candidate.make(layouts, cand.knob_map, dict(cand.pad_values)),
+                option.compute_s,
+                option.conversions,
+                f"{option.origin}, with the epilogue",
+            )
+        )
+    return kept
 
 
 def _lowerable(workload: Workload, found: Sequence[Option], device: DeviceInfo) -> list[Option]:

@@ -1,0 +1,216 @@
+"""Epilogue fusion: element-wise operators folded into the reduction they read.
+
+A layout-critical operator reduces (a convolution, a matmul); an operator
+that reads its result element for element (a bias add, a ReLU, a Clip, a
+residual add, a scale) can be applied to each finished accumulator before
+the store, in the same kernel, instead of writing the result and reading it
+back. Everything is read off the statements' index expressions, no operator
+has its own rule:
+
+* the producer's statement has a reduction, and its result has exactly one
+  reader, which is not a graph output;
+* that reader has no reduction, the same dtype, and reads the result at
+  exactly the indices it writes its own target with (element-wise over it);
+  its other inputs are read at any index expressions of its axes (a
+  broadcast such as ``B[c]``, a same-shape tensor such as a residual);
+* the reader's value, with the result's load replaced by the producer's
+  :class:`~laytune.ops.Accumulator` (or by the producer's epilogue so far)
+  and its axes renamed to the producer's through the target indices, is the
+  fused statement's epilogue (:class:`~laytune.ops.Statement`).
+
+The fused operator keeps the producer's name, reads the producer's inputs
+and the reader's others (renamed where a name is taken) and writes the
+reader's result; the producer's result is no longer a tensor. Its workload's
+key is the producer's with the epilogue (``+epilogue[...]``), so records
+tuned for the fused kernel are found by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+
+from laytune.exceptions import LaytuneError, PlanError
+from laytune.layout import Expr, Var, substitute, to_text
+from laytune.ops import (
+    Accumulator,
+    Load,
+    Statement,
+    Value,
+    Workload,
+    parse_key,
+    replace_loads,
+    statement_text,
+    value_text,
+)
+from laytune.plan._graph import Graph, Op
+
+__all__ = ["Fusion", "fuse_epilogues", "fuse_into", "fuse_workloads"]
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """Operator ``op`` runs the epilogue of the element-wise operators
+    ``absorbed`` (in the order they were folded in; ``kinds`` their workload
+    names); ``removed`` are the tensors no longer stored; ``epilogue`` is the
+    value applied to the accumulator ``acc``."""
+
+    op: str
+    absorbed: tuple[str, ...]
+    kinds: tuple[str, ...]
+    removed: tuple[str, ...]
+    epilogue: str
+    key: str
+
+    def describe(self) -> str:
+        folded = ", ".join(f"{a} ({k})" for a, k in zip(self.absorbed, self.kinds, strict=True))
+        return f"{self.op} runs {folded} in its epilogue: store {self.epilogue}"
+
+
+def _base_key(workload: Workload) -> str:
+    """The key of ``workload`` without its epilogue."""
+    key = workload.key
+    after = workload.statement.epilogue
+    if after is not None:
+        key = key[: key.rindex("+epilogue[")]
+    return key
+
+
+def fuse_workloads(
+    producer: Workload, reader: Workload, port: str
+) -> tuple[Workload, dict[str, str]]:
+    """The workload that computes ``reader`` applied to ``producer``'s result,
+    read at ``reader``'s input ``port``, and the names its inputs have in it
+    (reader's input -> fused input). Raises :class:`PlanError` saying why
+    the reader is not an epilogue of the producer."""
+    what = f"{reader.name} cannot be fused into {producer.name}"
+    if producer.reduction is None:
+        raise PlanError(
+            f"{what}: {producer.name} has no reduction whose accumulators it could take"
+        )
+    if reader.reduction is not None:
+        raise PlanError(f"{what}: it reduces ({reader.reduction}), it is not element-wise")
+    if reader.dtype != producer.dtype:
+        raise PlanError(
+            f"{what}: it computes in {reader.dtype}, {producer.name} in {producer.dtype}"
+        )
+    read, out = reader.buffer(port), reader.output
+    if read.indices != out.indices:
+        names = reader.axis_names
+        raise PlanError(
+            f"{what}: it reads {port}[{', '.join(to_text(i, names) for i in read.indices)}] "
+            f"where it writes {out.name}[{', '.join(to_text(i, names) for i in out.indices)}], "
+            "not element for element"
+        )
+    # the reader's axis k is the producer's axis indexing the same target dimension
+    names = producer.axis_names
+    axes: list[Expr] = [Var(0)] * len(reader.axes)
+    for mine, theirs in zip(out.indices, producer.output.indices, strict=True):
+        assert isinstance(mine, Var) and isinstance(theirs, Var)
+        axes[mine.index] = Var(theirs.index, names[theirs.index])
+    taken = {b.name for b in producer.buffers}
+    renamed: dict[str, str] = {}
+    for decl in reader.inputs:
+        if decl.name == port:
+            continue
+        name, count = decl.name, 1
+        while name in taken:
+            name, count = f"{decl.name}{count}", count + 1
+        taken.add(name)
+        renamed[decl.name] = name
+    before: Value = producer.statement.epilogue or Accumulator()
+
+    def moved(load: Load) -> Value:
+        if load.buffer == port:
+            return before
+        return Load(renamed[load.buffer], tuple(substitute(i, axes) for i in load.indices))
+
+    stmt = producer.statement
+    epilogue = replace_loads(reader.statement.value, moved)
+    fused = Statement(stmt.target, stmt.target_indices, stmt.value, stmt.reduction, "", epilogue)
+    inputs = {d.name: d.shape for d in producer.inputs}
+    inputs.update({renamed[d.name]: d.shape for d in reader.inputs if d.name != port})
+    weights = (*producer.weights, *(renamed[w] for w in reader.weights if w in renamed))
+    base = _base_key(producer)
+    try:
+        name, params, _ = parse_key(base)
+    except LaytuneError:
+        params = None
+    try:
+        workload = Workload.define(
+            producer.name,
+            statement_text(fused, names),
+            {a.name: a.extent for a in producer.axes},
+            inputs,
+            producer.dtype,
+            params=params,
+            local_tiles=dict(producer.local_tiles),
+            weights=weights,
+        )
+    except LaytuneError as err:
+        raise PlanError(f"{what}: the fused statement is refused: {err}") from None
+    key = base + workload.key[len(_base_key(workload)) :]
+    if key != workload.key:
+        workload = replace(workload, key=key)
+    return workload, renamed
+
+
+def fuse_into(
+    graph: Graph, name: str, keep: Collection[str] = ()
+) -> tuple[Graph, Fusion | None, str]:
+    """``graph`` with every element-wise operator that can be folded into
+    operator ``name`` folded in, one after the other (a bias, then a ReLU),
+    never one named in ``keep``; the fusion (None when nothing was folded)
+    and why the folding stopped."""
+    g = graph.snapshot()
+    absorbed: list[str] = []
+    kinds: list[str] = []
+    removed: list[str] = []
+    why = ""
+    while True:
+        op = g.op(name)
+        uses = g.uses(op.output)
+        if op.output in g.outputs:
+            why = f"{op.output} is a graph output"
+            break
+        if len(uses) != 1:
+            why = f"{op.output} has {len(uses)} readers"
+            break
+        reader_name, port = uses[0]
+        if reader_name in keep:
+            why = f"{reader_name} is layout-critical itself"
+            break
+        reader = g.op(reader_name)
+        try:
+            workload, renamed = fuse_workloads(op.workload, reader.workload, port)
+        except PlanError as err:
+            why = str(err)
+            break
+        wired = op.inputs + tuple((renamed[p], t) for p, t in reader.inputs if p != port)
+        fused = Op(name, workload, wired, reader.output)
+        ops = [fused if o.name == reader_name else o for o in g.ops if o.name != name]
+        tensors = {k: t for k, t in g.tensors.items() if k != op.output}
+        tensors[reader.output] = replace(tensors[reader.output], producer=name)
+        g = Graph(g.name, tensors, ops, list(g.outputs), dict(g.constants))
+        absorbed.append(reader_name)
+        kinds.append(reader.workload.name)
+        removed.append(op.output)
+    if not absorbed:
+        return graph, None, why
+    workload = g.op(name).workload
+    assert workload.statement.epilogue is not None
+    epilogue = value_text(workload.statement.epilogue, workload.axis_names)
+    fusion = Fusion(name, tuple(absorbed), tuple(kinds), tuple(removed), epilogue, workload.key)
+    return g, fusion, why
+
+
+def fuse_epilogues(graph: Graph, producers: Collection[str]) -> tuple[Graph, tuple[Fusion, ...]]:
+    """``graph`` with the element-wise readers of each of ``producers`` (in
+    graph order) folded into it (see :func:`fuse_into`), and the fusions."""
+    fusions = []
+    for op in list(graph.ops):
+        if op.name in producers:
+            graph, fusion, _ = fuse_into(graph, op.name, producers)
+            if fusion is not None:
+                fusions.append(fusion)
+    return graph, tuple(fusions)

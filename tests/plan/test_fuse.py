@@ -1,0 +1,162 @@
+"""Epilogue fusion as a plan step (plan_layouts(..., fuse=True)): the
+element-wise readers of a layout-critical operator's result (a bias, a ReLU,
+a residual add) run in its kernel, read off the statements' index
+expressions; fused and unfused plans equal the reference (and ONNX
+Runtime's outputs for an ONNX model) on the test device, the fused one with
+fewer kernels, and str(plan) names what was fused."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pyopencl as cl
+import pytest
+
+from laytune import layout as L
+from laytune import ops
+from laytune.plan import Graph, Plan, from_onnx, plan_layouts
+from laytune.plan._fuse import fuse_epilogues
+from laytune.space import Candidate
+from tests.plan.graphs import conv_candidate, weights
+from tests.plan.test_onnx import Model
+
+SHAPE = (1, 8, 6, 6)
+
+
+def conv_bias_relu() -> tuple[Graph, dict[str, Candidate]]:
+    """conv -> bias -> relu -> conv, the first conv's candidate NCHW4c."""
+    conv = ops.conv2d(1, 8, 6, 6, 8, 3, stride=1, padding=1)
+    g = Graph("block")
+    x = g.input("x", SHAPE)
+    y = g.apply(conv, "conv1", X=x, W=g.constant("f1", weights((8, 8, 3, 3), 1)))
+    y = g.apply(ops.bias_add(SHAPE, axis=1), "bias1", X=y, B=g.constant("b1", weights((8,), 2)))
+    y = g.apply(ops.relu(SHAPE), "relu1", X=y)
+    g.output(y)
+    return g, {conv.key: conv_candidate(conv)}
+
+
+def _run(plan: Plan, context: cl.Context, inputs: dict[str, np.ndarray]) -> tuple[dict, int]:
+    """The plan's outputs and how many kernels it launches per run."""
+    with plan.compile(context) as compiled:
+        got = compiled.run(inputs)
+        return got, len(compiled.steps)
+
+
+def test_the_readers_fold_into_the_reduction_with_the_same_reference() -> None:
+    graph, _ = conv_bias_relu()
+    fused, fusions = fuse_epilogues(graph, ["conv1"])
+    assert [op.name for op in fused.ops] == ["conv1"]
+    (fusion,) = fusions
+    assert fusion.absorbed == ("bias1", "relu1") and fusion.removed == ("conv1", "bias1")
+    op = fused.op("conv1")
+    assert op.output == "relu1" and dict(op.inputs) == {"X": "x", "W": "f1", "B": "b1"}
+    assert op.workload.key == ops.conv2d(1, 8, 6, 6, 8, 3, stride=1, padding=1).key + (
+        "+epilogue[max((acc + B[f]), 0.0)]"
+    )
+    assert "conv1" not in fused.tensors and fused.tensors["relu1"].producer == "conv1"
+    x = {"x": weights(SHAPE, 5)}
+    np.testing.assert_allclose(fused.reference(x)["relu1"], graph.reference(x)["relu1"], rtol=1e-5)
+
+
+def test_only_element_wise_sole_readers_are_fused() -> None:
+    conv = ops.conv2d(1, 8, 6, 6, 8, 3, stride=1, padding=1)
+    g = Graph("no")
+    x = g.input("x", SHAPE)
+    y = g.apply(conv, "conv1", X=x, W=g.constant("f1", weights((8, 8, 3, 3), 1)))
+    t = g.apply(ops.transpose(SHAPE, (0, 2, 3, 1)), "t", X=y)  # not element for element
+    z = g.apply(conv, "conv2", X=x, W=g.constant("f2", weights((8, 8, 3, 3), 2)))
+    r1 = g.apply(ops.relu(SHAPE), "r1", X=z)  # conv2 has two readers
+    r2 = g.apply(ops.relu(SHAPE), "r2", X=z)
+    w = g.apply(conv, "conv3", X=x, W=g.constant("f3", weights((8, 8, 3, 3), 3)))
+    g.output(t, r1, r2, w)  # conv3's result is a graph output
+    fused, fusions = fuse_epilogues(g, ["conv1", "conv2", "conv3"])
+    assert fusions == () and [op.name for op in fused.ops] == [op.name for op in g.ops]
+
+
+def test_a_planned_conv_bias_relu_runs_fused_in_one_kernel(cl_context: cl.Context) -> None:
+    graph, source = conv_bias_relu()
+    inputs = {"x": weights(SHAPE, 7)}
+    want = graph.reference(inputs)["relu1"]
+    assert (want == 0.0).any()
+    unfused = plan_layouts(graph, source)
+    fused = plan_layouts(graph, source, fuse=True)
+    got_unfused, kernels_unfused = _run(unfused, cl_context, inputs)
+    got_fused, kernels_fused = _run(fused, cl_context, inputs)
+    np.testing.assert_allclose(got_unfused["relu1"], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_fused["relu1"], want, rtol=1e-4, atol=1e-4)
+    assert len(fused.graph.ops) == 1 and len(unfused.graph.ops) == 3
+    assert kernels_fused < kernels_unfused
+    # the epilogue runs in the conv's NCHW4c layout: the bias is read in it, the
+    # result leaves it once, for the graph output
+    assert str(fused.candidate("conv1").layout("Y").index_map) == (
+        "lambda i, j, k, l: [i, j // 4, k, l, j % 4]"
+    )
+    text = str(fused)
+    assert "3 operators" not in text and "(2 fused into epilogues)" in text
+    assert "fused: conv1 runs bias1 (bias_add), relu1 (relu) in its epilogue" in text
+    assert "store max((acc + B[f]), 0.0)" in text
+    assert "fused" not in str(unfused).split("how:")[0]
+
+
+def _onnx_run(
+    model: onnx.ModelProto, context: cl.Context, layout: str
+) -> tuple[Plan, Plan, list[np.ndarray], dict, dict, int, int]:
+    graph = from_onnx(model)
+    (conv,) = [op for op in graph.ops if op.workload.reduction == "sum"]
+    w = conv.workload
+    layouts = {b.name: L.identity(b.shape) for b in w.buffers}
+    if layout == "nchw4c":
+        layouts = {b.name: L.block(b.shape, 1, 4) for b in w.buffers if b.name != "W"}
+        layouts["W"] = L.identity(w.buffer("W").shape)
+    source = {w.key: Candidate.make(layouts)}
+    rng = np.random.default_rng(3)
+    feeds = {
+        i.name: rng.uniform(-1, 1, [d.dim_value for d in i.type.tensor_type.shape.dim]).astype(
+            np.float32
+        )
+        for i in model.graph.input
+    }
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)
+    unfused, fused = plan_layouts(graph, source), plan_layouts(graph, source, fuse=True)
+    got_unfused, n_unfused = _run(unfused, context, feeds)
+    got_fused, n_fused = _run(fused, context, feeds)
+    return unfused, fused, want, got_unfused, got_fused, n_unfused, n_fused
+
+
+def _conv_relu() -> onnx.ModelProto:
+    m = Model(4)
+    y = m.node("Conv", ["x", m.weight((8, 8, 3, 3)), m.weight((8,))], pads=[1, 1, 1, 1])
+    y = m.node("Relu", [y], "relu")
+    return m.build({"x": (1, 8, 6, 6)}, [y])
+
+
+def _conv_residual() -> onnx.ModelProto:
+    m = Model(5)
+    z = m.node("Conv", ["x", m.weight((8, 8, 3, 3))], pads=[1, 1, 1, 1])
+    z = m.node("Add", [z, "x"], "residual")
+    return m.build({"x": (1, 8, 6, 6)}, [z])
+
+
+@pytest.mark.parametrize(
+    ("build", "absorbed", "layout"),
+    [(_conv_relu, 2, "nchw4c"), (_conv_residual, 1, "nchw4c"), (_conv_residual, 1, "identity")],
+    ids=["conv-bias-relu", "conv-residual", "conv-residual-logical"],
+)
+def test_onnx_conv_epilogues_fused_equal_onnx_runtime(
+    cl_context: cl.Context, build, absorbed: int, layout: str
+) -> None:
+    """Conv (with its bias) -> Relu, and Conv -> Add of the conv's own input
+    (a residual): the conv takes its readers into its epilogue."""
+    model = build()
+    unfused, fused, want, got_unfused, got_fused, n_unfused, n_fused = _onnx_run(
+        model, cl_context, layout
+    )
+    name = model.graph.output[0].name
+    for got in (got_unfused, got_fused):
+        np.testing.assert_allclose(got[name], want[0], rtol=1e-3, atol=1e-3)
+    assert sum(len(f.absorbed) for f in fused.fusions) == absorbed
+    assert len(fused.graph.ops) == len(unfused.graph.ops) - absorbed
+    assert n_fused < n_unfused
+    assert "fused: " in str(fused)
