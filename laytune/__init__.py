@@ -5,7 +5,7 @@ first use (so that ``import laytune`` stays light, and the ``laytune``
 program takes its stop signals over at once: :mod:`laytune.__main__`):
 :class:`DeviceInfo`, :func:`tune` and :class:`TuneOptions` (laytune.search),
 :func:`open_database`, :func:`freeze`, :func:`load_frozen` and
-:func:`export` (laytune.records).
+:func:`export` (laytune.records), :func:`load_model` (laytune.plan).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ __all__ = [
     "export",
     "freeze",
     "load_frozen",
+    "load_model",
     "open_database",
     "tune",
 ]
@@ -39,6 +40,7 @@ _LAZY = {
     "open_database": "laytune.records",
     "freeze": "laytune.records",
     "load_frozen": "laytune.records",
+    "load_model": "laytune.plan",
     "export": "laytune.records",
 }
 

@@ -1,7 +1,7 @@
 """The ``laytune`` command line.
 
-Commands: ``devices``, ``tune``, ``tune-conversions``, ``workloads``,
-``records``, ``show``, ``freeze``, ``export``, ``plot``. Each is a thin shell over the Python API.
+Commands: ``devices``, ``tune``, ``tune-conversions``, ``tune-model``,
+``plan``, ``workloads``, ``records``, ``show``, ``freeze``, ``export``, ``plot``. Each is a thin shell over the Python API.
 
 ``--import MODULE`` (repeatable, before the command) and ``LAYTUNE_IMPORT``
 (modules separated by commas) import a user's modules first
@@ -235,6 +235,42 @@ def _cmd_tune_conversions(args: argparse.Namespace) -> int:
     for result in results:
         print(result.summary())
     print("prices, freeze, export and plans now use the fastest recorded conversion kernels")
+    return EXIT_OK
+
+
+def _cmd_tune_model(args: argparse.Namespace) -> int:
+    from laytune.plan import from_onnx, tune_model
+    from laytune.records import open_database
+    from laytune.search import TuneOptions
+
+    graph = from_onnx(args.model)
+    database = open_database(args.db)
+    tuning = tune_model(
+        graph,
+        args.device,
+        options=TuneOptions(
+            trials=args.trials, strategy=args.strategy, seed=args.seed, batch=args.batch
+        ),
+        database=database,
+        progress=not args.quiet,
+    )
+    print(tuning.summary())
+    if tuning.interrupted:
+        return EXIT_INTERRUPTED
+    if not tuning.jobs:
+        print(f"{args.model} has no layout-critical operator to tune", file=sys.stderr)
+        return EXIT_NO_RESULT
+    hint = _db_option(args.db, database.safe_url)
+    print(f"records in {database.safe_url}; see `laytune plan {shlex.quote(args.model)}{hint}`")
+    missing = [j for j in tuning.jobs if j.result is not None and j.result.best is None]
+    return EXIT_NO_RESULT if missing else EXIT_OK
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from laytune.plan import plan_model
+
+    database = _open_existing(args.db)
+    print(plan_model(args.model, database, args.device, repeats=args.repeats))
     return EXIT_OK
 
 
@@ -763,6 +799,45 @@ def _parser() -> argparse.ArgumentParser:
     conversions.add_argument("--quiet", action="store_true", help="no progress lines")
     db_option(conversions)
     conversions.set_defaults(run=_cmd_tune_conversions)
+
+    tune_model = commands.add_parser(
+        "tune-model",
+        help="tune each distinct layout-critical workload of an ONNX model once, then the "
+        "conversions its plan runs",
+        description=textwrap.fill(
+            "Tune each distinct layout-critical workload of an ONNX model (a contraction or "
+            "a sliding window, read off its statement) once, largest first, its weights "
+            "constant; then the conversions the model's plan runs. A workload whose study "
+            "holds the trial budget already is skipped: a second run resumes.",
+            78,
+        ),
+    )
+    tune_model.add_argument("model", help="ONNX model file")
+    tune_model.add_argument(
+        "--trials", type=_positive, default=24, help="candidates per workload (24)"
+    )
+    tune_model.add_argument(
+        "--strategy", choices=sorted(STRATEGIES), default="model", help="search strategy (model)"
+    )
+    tune_model.add_argument("--batch", type=_positive, default=8, help="candidates per batch (8)")
+    tune_model.add_argument("--seed", type=int, default=0)
+    tune_model.add_argument("--device", help="index, platform:device, or name substring")
+    tune_model.add_argument("--quiet", action="store_true", help="no progress lines")
+    db_option(tune_model)
+    tune_model.set_defaults(run=_cmd_tune_model)
+
+    plan = commands.add_parser(
+        "plan",
+        help="plan an ONNX model's layouts from the records, run it, print the plan with "
+        "predicted and measured times",
+    )
+    plan.add_argument("model", help="ONNX model file")
+    plan.add_argument(
+        "--repeats", type=_positive, default=10, help="timed runs on random inputs (10)"
+    )
+    plan.add_argument("--device", help="index, platform:device, or name substring")
+    db_option(plan)
+    plan.set_defaults(run=_cmd_plan)
 
     def workload_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(

@@ -12,7 +12,10 @@ with ``str(plan)``. ``plan.compile()`` builds it for an OpenCL device
 between operators, and only graph inputs and outputs cross to the host.
 
 :func:`from_onnx` turns an ONNX model into a :class:`Graph` (the ``onnx``
-extra), each node a workload written as a statement.
+extra), each node a workload written as a statement. :func:`tune_model`
+tunes a model's distinct layout-critical workloads and the conversions its
+plan runs, :func:`plan_model` plans and times it, and :func:`load_model`
+builds it as a callable :class:`Model`.
 
 How a layout flows through an operator is read off its statement's index
 expressions (:func:`flow_layout`), never written per operator; rewrites fold
@@ -24,6 +27,18 @@ from __future__ import annotations
 from laytune.plan._execute import CompiledPlan, PlanTiming, Step
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._graph import Graph, GraphError, Op, Tensor
+from laytune.plan._model import (
+    CriticalWorkload,
+    Model,
+    ModelTuning,
+    TunedWorkload,
+    critical_workloads,
+    load_model,
+    plan_conversions,
+    plan_model,
+    random_inputs,
+    tune_model,
+)
 from laytune.plan._onnx import ONNX_OPS, from_onnx
 from laytune.plan._planner import Placement, Plan, PlanError, Version, plan_layouts
 from laytune.plan._rewrite import Rewrite, same_layout
@@ -32,10 +47,13 @@ from laytune.plan._source import LayoutSource, SourceLike, lookup_candidate
 __all__ = [
     "ONNX_OPS",
     "CompiledPlan",
+    "CriticalWorkload",
     "FlowError",
     "Graph",
     "GraphError",
     "LayoutSource",
+    "Model",
+    "ModelTuning",
     "Op",
     "Placement",
     "Plan",
@@ -45,10 +63,17 @@ __all__ = [
     "SourceLike",
     "Step",
     "Tensor",
+    "TunedWorkload",
     "Version",
+    "critical_workloads",
     "flow_layout",
     "from_onnx",
+    "load_model",
     "lookup_candidate",
+    "plan_conversions",
     "plan_layouts",
+    "plan_model",
+    "random_inputs",
     "same_layout",
+    "tune_model",
 ]

@@ -1,0 +1,393 @@
+"""A whole model, tuned, planned and run: :func:`tune_model`,
+:func:`plan_model` and :func:`load_model`.
+
+A model is an ONNX file or ``onnx.ModelProto`` (imported by
+:func:`~laytune.plan.from_onnx`) or a :class:`~laytune.plan.Graph`.
+
+Its *layout-critical* workloads are those whose statement is a contraction
+or a sliding window (:func:`laytune.search.classify`): the operators whose
+kernels the layouts of their operands decide, which the planner freezes from
+the records. They are read off the statements, never off operator names.
+:func:`tune_model` tunes each distinct one once (one job per workload key,
+however many operators run it), the largest first by flops, with the weights
+``constant`` as the operators mark them; then it plans the model from the
+records and tunes the conversions that plan still runs (its rewrites between
+flat buffers), so that the plan's prices and kernels are tuned ones. Tuned
+conversions change the plan's prices, so the model is planned again until
+its plan runs no conversion left untuned (a few rounds at most).
+
+Tuning resumes: a workload whose study already holds as many records as the
+trial budget is not tuned again, and one stopped early (Ctrl-C) is tuned for
+the trials it has left. Ctrl-C stops as :func:`laytune.tune` does (every
+finished record kept) and ends the model's tuning there.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from laytune.exceptions import ArgumentTypeError, PlanError
+from laytune.plan._graph import Graph
+from laytune.plan._onnx import from_onnx
+from laytune.plan._planner import Plan, plan_layouts
+
+if TYPE_CHECKING:
+    from laytune.plan._execute import CompiledPlan, PlanTiming
+
+__all__ = [
+    "CriticalWorkload",
+    "Model",
+    "ModelTuning",
+    "TunedWorkload",
+    "critical_workloads",
+    "load_model",
+    "plan_conversions",
+    "plan_model",
+    "random_inputs",
+    "tune_model",
+]
+
+
+#: Plans made while tuning a model's conversions, at most (see :func:`tune_model`).
+_PLAN_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class CriticalWorkload:
+    """One distinct layout-critical workload of a graph and the operators that run it."""
+
+    workload: Any
+    ops: tuple[str, ...]
+
+
+def critical_workloads(graph: Graph) -> list[CriticalWorkload]:
+    """The distinct layout-critical workloads of ``graph`` (see the module
+    docstring), largest first by flops, graph order among equals. Operators
+    with one key share one entry; a buffer is a weight of it only where every
+    one of them reads a constant there."""
+    from laytune.search import classify
+
+    found: dict[str, CriticalWorkload] = {}
+    for op in graph.ops:
+        if classify(op.workload) is None:
+            continue
+        seen = found.get(op.workload.key)
+        if seen is None:
+            found[op.workload.key] = CriticalWorkload(op.workload, (op.name,))
+            continue
+        weights = tuple(w for w in seen.workload.weights if w in op.workload.weights)
+        found[op.workload.key] = CriticalWorkload(
+            replace(seen.workload, weights=weights), (*seen.ops, op.name)
+        )
+    return sorted(found.values(), key=lambda c: -c.workload.flops)
+
+
+def plan_conversions(plan: Plan) -> list[Any]:
+    """The conversion workloads (:class:`laytune.space.ConversionWorkload`)
+    of ``plan``'s rewrites that can run a tuned kernel (between flat global
+    buffers), one per distinct key, in the plan's order."""
+    from laytune.space import ConversionWorkload
+
+    found: dict[str, Any] = {}
+    for rewrite in plan.rewrites:
+        if rewrite.src.image_rank != 1 or rewrite.dst.image_rank != 1:
+            continue
+        workload = ConversionWorkload(rewrite.src, rewrite.dst, rewrite.dtype, rewrite.dst_pad)
+        found.setdefault(workload.key, workload)
+    return list(found.values())
+
+
+@dataclass(frozen=True)
+class TunedWorkload:
+    """What :func:`tune_model` did for one workload: ``kind`` ``"operator"``
+    (``ops`` run it) or ``"conversion"``; ``before`` the records its study
+    held already; ``result`` the job's :class:`~laytune.search.TuneResult`,
+    None when the study held the whole budget (nothing measured)."""
+
+    workload_key: str
+    kind: str
+    ops: tuple[str, ...]
+    before: int
+    result: Any = None
+
+    @property
+    def measured(self) -> int:
+        return 0 if self.result is None else self.result.measured
+
+
+@dataclass(frozen=True)
+class ModelTuning:
+    """The outcome of :func:`tune_model`: every job in the order run, and
+    whether Ctrl-C ended it (the jobs after the interrupted one are absent)."""
+
+    graph: str
+    device_name: str
+    database: str
+    jobs: tuple[TunedWorkload, ...]
+    interrupted: bool
+
+    @property
+    def measured(self) -> int:
+        """Candidates measured by this call, operators and conversions."""
+        return sum(job.measured for job in self.jobs)
+
+    def summary(self) -> str:
+        operators = [j for j in self.jobs if j.kind == "operator"]
+        conversions = [j for j in self.jobs if j.kind == "conversion"]
+        head = (
+            f"model {self.graph!r} on {self.device_name}: {len(operators)} layout-critical "
+            f"workloads, {len(conversions)} conversions, {self.measured} candidates measured"
+            + (" (interrupted; every finished record is kept)" if self.interrupted else "")
+        )
+        lines = [head]
+        for job in self.jobs:
+            who = f" ({', '.join(job.ops)})" if job.ops else ""
+            if job.result is None:
+                lines.append(
+                    f"  {job.workload_key}{who}: already tuned ({job.before} records), skipped"
+                )
+                continue
+            best = job.result.best
+            time = "no verified candidate" if best is None else f"best {best.value_s * 1e3:.4g} ms"
+            lines.append(
+                f"  {job.workload_key}{who}: {job.result.measured} measured "
+                f"({job.before} before), {time}, stopped: {job.result.stop_reason}"
+            )
+        return "\n".join(lines)
+
+
+def _graph_of(model: Any) -> Graph:
+    return model if isinstance(model, Graph) else from_onnx(model)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def tune_model(
+    model: Any,
+    device: Any = None,
+    *,
+    options: Any = None,
+    database: Any = None,
+    progress: bool = True,
+    say: Callable[[str], None] | None = None,
+) -> ModelTuning:
+    """Tune ``model`` (an ONNX path or ``ModelProto``, or a :class:`Graph`) on
+    ``device`` (default: :func:`laytune.runners.default_device`) into
+    ``database`` (a store or URL; default ``sqlite:///laytune.db``), as the
+    module docstring says. ``options`` (a :class:`~laytune.search.TuneOptions`;
+    default 24 trials) applies to every job, ``options.trials`` being each
+    workload's budget; its ``boundary`` and ``study_name`` must be unset
+    (each workload has its own). ``progress``: the jobs' progress, and one
+    line per workload through ``say`` (default: stderr)."""
+    from laytune.records import DEFAULT_URL, RecordStore, open_database
+    from laytune.runners import default_device, select_device
+    from laytune.search import TuneOptions
+
+    opts = options if options is not None else TuneOptions(trials=24)
+    if opts.boundary or opts.study_name:
+        raise ArgumentTypeError(
+            "tune_model gives each workload its default boundary and study: leave "
+            "options.boundary and options.study_name unset"
+        )
+    graph = _graph_of(model)
+    device = default_device() if device is None else select_device(device)
+    opened = not isinstance(database, RecordStore)
+    db = open_database(DEFAULT_URL if database is None else database)
+    try:
+        return _tune_jobs(graph, device, db, opts, progress, say)
+    finally:
+        if opened:
+            db.close()
+
+
+def _tune_jobs(
+    graph: Graph,
+    device: Any,
+    db: Any,
+    opts: Any,
+    progress: bool,
+    say: Callable[[str], None] | None,
+) -> ModelTuning:
+    from laytune.records import Boundary
+    from laytune.search import study_name_for, tune
+
+    tell = (say or _stderr) if progress else (lambda line: None)
+    jobs: list[TunedWorkload] = []
+
+    def run(workload: Any, kind: str, ops: tuple[str, ...], number: str) -> bool:
+        """Tune one workload for what its study lacks; False when interrupted."""
+        converting = kind == "conversion"
+        strategy = "tpe" if converting and opts.strategy == "model" else opts.strategy
+        boundary = Boundary(()) if converting else Boundary.of(workload)
+        study = study_name_for(workload, device, strategy, boundary)
+        before = len(db.records(workload=workload.key, device=device.key, study=study))
+        who = f" ({', '.join(ops)})" if ops else ""
+        left = opts.trials - before
+        if left <= 0:
+            tell(f"{number} {workload.key}{who}: already tuned ({before} records), skipped")
+            jobs.append(TunedWorkload(workload.key, kind, ops, before))
+            return True
+        flops = "" if converting else f", {workload.flops:,} flops"
+        tell(f"{number} {workload.key}{who}{flops}: tuning {left} of {opts.trials} trials")
+        result = tune(
+            workload,
+            device,
+            options=opts.replace(trials=left, strategy=strategy),
+            database=db,
+            progress=progress,
+        )
+        jobs.append(TunedWorkload(workload.key, kind, ops, before, result))
+        return not result.stop_reason.startswith("interrupted")
+
+    def outcome(interrupted: bool) -> ModelTuning:
+        return ModelTuning(graph.name, device.name, db.safe_url, tuple(jobs), interrupted)
+
+    critical = critical_workloads(graph)
+    for k, item in enumerate(critical, 1):
+        if not run(item.workload, "operator", item.ops, f"[{k}/{len(critical)}]"):
+            return outcome(True)
+    # Tuned conversions change the plan's prices, so the plan made with them
+    # may run other rewrites: plan again until every one it runs is tuned.
+    seen: set[str] = set()
+    for _ in range(_PLAN_ROUNDS):
+        plan = plan_layouts(graph, db, device.info)
+        fresh = [w for w in plan_conversions(plan) if w.key not in seen]
+        if not fresh:
+            break
+        for workload in fresh:
+            seen.add(workload.key)
+            if not run(workload, "conversion", (), f"[conversion {len(seen)}]"):
+                return outcome(True)
+    return outcome(False)
+
+
+def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Uniform values in [-1, 1) for every graph input (what a plan is timed on)."""
+    rng = np.random.default_rng(seed)
+    return {
+        name: rng.uniform(-1, 1, t.shape).astype(t.dtype)
+        for name, t in graph.tensors.items()
+        if t.kind == "input"
+    }
+
+
+def _open_records(database: Any) -> tuple[Any, bool]:
+    """The records store ``database`` names (None: none), and whether it was opened here."""
+    from laytune.records import RecordStore, open_database
+
+    if database is None or isinstance(database, RecordStore):
+        return database, False
+    return open_database(database, read_only=True), True
+
+
+def _plan(graph: Graph, records: Any, device: Any) -> Plan:
+    if records is None:
+        return plan_layouts(graph, {}, device.info)
+    return plan_layouts(graph, records, device.info)
+
+
+def plan_model(model: Any, database: Any = None, device: Any = None, *, repeats: int = 10) -> Plan:
+    """The plan of ``model`` from the records of ``database`` (a store or URL,
+    opened read-only; None: no records, identity layouts) on ``device``
+    (default: :func:`laytune.runners.default_device`), compiled and profiled
+    on random inputs (``repeats`` timed runs): the plan carries its predicted
+    and measured times (``str(plan)`` shows both)."""
+    import pyopencl as cl
+
+    from laytune.runners import default_device, select_device
+
+    if repeats < 1:
+        raise ArgumentTypeError(f"repeats must be at least 1, got {repeats}")
+    graph = _graph_of(model)
+    device = default_device() if device is None else select_device(device)
+    records, opened = _open_records(database)
+    try:
+        plan = _plan(graph, records, device)
+        with plan.compile(cl.Context([device.open()])) as compiled:
+            timing = compiled.profile(random_inputs(graph), repeats=repeats)
+    finally:
+        if opened:
+            records.close()
+    return plan.with_timing(timing)
+
+
+class Model:
+    """A planned model built on one device: call it with the model's inputs by
+    name (numpy arrays) for its outputs, a list in the model's output order
+    (as ONNX Runtime's ``InferenceSession.run(None, inputs)``).
+
+    It holds device buffers: :meth:`close` (or a ``with`` block) frees them,
+    and so does garbage collection. Not thread-safe: calls share the buffers.
+    """
+
+    def __init__(self, plan: Plan, compiled: CompiledPlan) -> None:
+        self.plan = plan
+        self.compiled = compiled
+        graph = plan.graph
+        #: the model's input names, in the order it declares them
+        self.inputs: tuple[str, ...] = tuple(
+            n for n, t in graph.tensors.items() if t.kind == "input"
+        )
+        #: the model's output names, in its order
+        self.outputs: tuple[str, ...] = tuple(graph.outputs)
+        self._finalizer = weakref.finalize(self, compiled.release)
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def __call__(self, **inputs: np.ndarray) -> list[np.ndarray]:
+        if self.closed:
+            raise PlanError(f"model {self.plan.graph.name!r} is closed: its buffers are freed")
+        got = self.compiled.run(inputs)
+        return [got[name] for name in self.outputs]
+
+    def profile(self, inputs: Mapping[str, np.ndarray], repeats: int = 10) -> PlanTiming:
+        """Timed runs on ``inputs`` (see :meth:`CompiledPlan.profile`)."""
+        return self.compiled.profile(inputs, repeats=repeats)
+
+    def close(self) -> None:
+        """Free the device buffers (once; later calls do nothing)."""
+        self._finalizer()
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"on {self.plan.device.name}"
+        return (
+            f"<Model {self.plan.graph.name!r}: inputs {list(self.inputs)}, "
+            f"outputs {list(self.outputs)}, {state}>"
+        )
+
+
+def load_model(model: Any, database: Any = None, device: Any = None) -> Model:
+    """``model`` (an ONNX path or ``ModelProto``, or a :class:`Graph`) planned
+    from the records of ``database`` (a store or URL, opened read-only; None:
+    no records, identity layouts) and built on ``device`` (default:
+    :func:`laytune.runners.default_device`), as a callable :class:`Model`."""
+    import pyopencl as cl
+
+    from laytune.runners import default_device, select_device
+
+    graph = _graph_of(model)
+    device = default_device() if device is None else select_device(device)
+    records, opened = _open_records(database)
+    try:
+        plan = _plan(graph, records, device)
+        compiled = plan.compile(cl.Context([device.open()]))
+    finally:
+        if opened:
+            records.close()
+    return Model(plan, compiled)

@@ -1,0 +1,295 @@
+"""Whole models: the layout-critical workloads a model's tuning runs, the
+conversions its plan needs, ``laytune tune-model`` and ``laytune plan`` on a
+tiny ONNX model, and ``laytune.load_model`` against ONNX Runtime."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import laytune
+from laytune import layout as L
+from laytune import ops
+from laytune.cli import main
+from laytune.exceptions import ArgumentTypeError, PlanError
+from laytune.ops import Workload
+from laytune.plan import Graph, critical_workloads, from_onnx, plan_conversions, plan_layouts
+from laytune.records import open_database
+from laytune.search import TuneOptions
+from laytune.space import ConversionWorkload
+from tests.plan.graphs import NCHW4C, conv_candidate, weights
+from tests.plan.test_onnx import Model as OnnxModel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tiny_model(seed: int = 0) -> onnx.ModelProto:
+    """conv (with a bias) -> relu -> max pool -> flatten -> gemm, on 1 x 3 x 8 x 8."""
+    m = OnnxModel(seed)
+    y = m.node("Conv", ["x", m.weight((4, 3, 3, 3)), m.weight((4,))], "c", pads=[1, 1, 1, 1])
+    y = m.node("Relu", [y])
+    y = m.node("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
+    y = m.node("Flatten", [y])
+    y = m.node("Gemm", [y, m.weight((10, 64)), m.weight((10,))], "logits", transB=1)
+    return m.build({"x": (1, 3, 8, 8)}, [y])
+
+
+def onnx_runtime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)
+
+
+def feeds_of(model: onnx.ModelProto, seed: int = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        i.name: rng.uniform(-1, 1, [d.dim_value for d in i.type.tensor_type.shape.dim]).astype(
+            np.float32
+        )
+        for i in model.graph.input
+    }
+
+
+def assert_close(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        scale = float(np.abs(w).max()) or 1.0
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3 * scale)
+
+
+# -- which workloads a model's tuning runs -------------------------------------------
+
+
+def test_the_critical_workloads_of_the_tiny_model_are_its_conv_and_its_gemm_largest_first() -> None:
+    found = critical_workloads(from_onnx(tiny_model()))
+    assert [(c.workload.name, c.ops) for c in found] == [
+        ("conv2d", ("c.conv",)),
+        ("matmul", ("logits.matmul",)),
+    ]
+    assert found[0].workload.flops > found[1].workload.flops
+    # the weights stay constant, as the operators mark them
+    assert found[0].workload.weights == ("W",)
+    assert found[1].workload.weights == ("B",)
+
+
+def test_operators_of_one_key_are_tuned_once_with_the_weights_all_of_them_hold_constant() -> None:
+    m = OnnxModel(2)
+    a = m.node("Gemm", ["x", m.weight((16, 8))], "a")  # B a constant
+    b = m.node("MatMul", ["x", "w"], "b")  # the same GEMM, B given at run time
+    c = m.node("Gemm", ["x", m.weight((16, 8))], "c")
+    model = m.build({"x": (4, 16), "w": (16, 8)}, [a, b, c])
+    graph = from_onnx(model)
+    (only,) = critical_workloads(graph)
+    assert only.workload.key == ops.matmul(4, 8, 16).key
+    assert len(only.ops) == 3
+    assert only.workload.weights == ()  # one of them reads B at run time
+
+
+def test_layout_critical_is_read_off_the_statement_not_the_name() -> None:
+    g = Graph("names")
+    x = g.input("x", (8, 8))
+    product = Workload.define(
+        "blend",
+        "C[i, j] += A[i, k] * B[k, j]",
+        {"i": 8, "j": 8, "k": 8},
+        {"A": (8, 8), "B": (8, 8)},
+        weights=("B",),
+    )
+    scale = Workload.define("matmul", "Y[i, j] = X[i, j] * 2.0", {"i": 8, "j": 8}, {"X": (8, 8)})
+    y = g.apply(scale, "scaled", X=x)
+    g.output(g.apply(product, "blended", A=y, B=g.constant("w", weights((8, 8), 0))))
+    assert [c.ops for c in critical_workloads(g)] == [("blended",)]
+
+
+def test_the_conversions_a_plan_needs_are_its_rewrites_between_flat_buffers() -> None:
+    conv = ops.conv2d(1, 8, 8, 8, 8, 3, stride=1, padding=1)
+    g = Graph("pool")
+    x = g.input("x", (1, 8, 8, 8))
+    y = g.apply(conv, "conv", X=x, W=g.constant("f", weights((8, 8, 3, 3), 0)))
+    y = g.apply(ops.relu((1, 8, 8, 8)), "relu", X=y)
+    g.output(g.apply(ops.max_pool2d(1, 8, 8, 8, kernel=2, stride=2), "pool", X=y))
+    plan = plan_layouts(g, {conv.key: conv_candidate(conv)})
+    found = plan_conversions(plan)
+    pack, unpack = found
+    assert isinstance(pack, ConversionWorkload)
+    assert str(pack.src.index_map) == "lambda i, j, k, l: [i, j, k, l]"
+    assert str(pack.dst.index_map) == NCHW4C and pack.src.shape == (1, 8, 8, 8)
+    assert str(unpack.src.index_map) == NCHW4C and unpack.dst.shape == (1, 8, 4, 4)
+    assert unpack.dst.is_identity
+    # what the plan's pricer looks the rewrite up by
+    (first, second) = plan.rewrites
+    assert pack == ConversionWorkload(first.src, first.dst, first.dtype, first.dst_pad)
+    assert unpack.key == ConversionWorkload(second.src, second.dst, second.dtype).key
+
+
+def test_a_plan_with_no_rewrite_needs_no_conversion() -> None:
+    graph = from_onnx(tiny_model())
+    assert plan_conversions(plan_layouts(graph)) == []
+
+
+def test_a_rewrite_into_an_image_is_left_to_the_generated_kernel() -> None:
+    conv = ops.conv2d(1, 8, 8, 8, 8, 3, stride=1, padding=1)
+    g = Graph("image")
+    x = g.input("x", (1, 8, 8, 8))
+    g.output(g.apply(conv, "conv", X=x, W=g.constant("f", weights((8, 8, 3, 3), 0))))
+    texture = L.texture((1, 8, 8, 8), 1)
+    plan = plan_layouts(g, {conv.key: conv_candidate(conv, x=texture)})
+    assert any(r.dst.image_rank == 2 for r in plan.rewrites)
+    assert all(w.dst.image_rank == 1 for w in plan_conversions(plan))
+
+
+def test_tune_model_refuses_a_boundary_or_a_study_name_of_the_caller() -> None:
+    with pytest.raises(ArgumentTypeError, match="boundary"):
+        laytune.plan.tune_model(
+            tiny_model(),
+            options=TuneOptions(trials=1, boundary={"X": "free"}),
+            database="sqlite://",
+        )
+
+
+# -- load_model ----------------------------------------------------------------------
+
+
+def test_load_model_runs_the_model_as_onnx_runtime_does_and_frees_its_buffers(
+    tmp_path: Path,
+) -> None:
+    model = tiny_model()
+    path = tmp_path / "tiny.onnx"
+    onnx.save(model, path)
+    feeds = feeds_of(model)
+    want = onnx_runtime(model, feeds)
+    with laytune.load_model(path) as loaded:  # no records: identity layouts
+        assert loaded.inputs == ("x",) and loaded.outputs == ("logits",)
+        assert_close(loaded(**feeds), want)
+        compiled = loaded.compiled
+        assert compiled._mem
+    assert loaded.closed and compiled._mem == []
+    with pytest.raises(PlanError, match="closed"):
+        loaded(**feeds)
+    loaded.close()  # once is enough; again does nothing
+
+
+def test_a_model_left_to_the_garbage_collector_frees_its_buffers() -> None:
+    m = OnnxModel(5)
+    model = m.build({"x": (2, 6)}, [m.node("Gemm", ["x", m.weight((6, 5))], "y")])
+    loaded = laytune.load_model(model)
+    compiled = loaded.compiled
+    assert compiled._mem
+    del loaded
+    gc.collect()
+    assert compiled._mem == []
+
+
+def test_load_model_names_a_missing_input() -> None:
+    m = OnnxModel(6)
+    model = m.build({"x": (2, 6)}, [m.node("Gemm", ["x", m.weight((6, 5))], "y")])
+    with (
+        laytune.load_model(model) as loaded,
+        pytest.raises(laytune.LaytuneError, match="missing: \\['x'\\], unknown: \\['y'\\]"),
+    ):
+        loaded(y=np.zeros((2, 6), np.float32))
+
+
+def test_a_model_with_several_outputs_returns_them_in_the_models_order() -> None:
+    m = OnnxModel(3)
+    h = m.node("Gemm", ["x", m.weight((6, 5)), m.weight((5,))], "hidden")
+    r = m.node("Relu", [h], "relu")
+    model = m.build({"x": (2, 6)}, [r, h])  # the relu first, then the value it reads
+    feeds = feeds_of(model)
+    with laytune.load_model(model) as loaded:
+        assert loaded.outputs == ("relu", "hidden")
+        assert_close(loaded(**feeds), onnx_runtime(model, feeds))
+
+
+# -- the commands, end to end --------------------------------------------------------
+
+
+def _laytune(*words: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "laytune", *words],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_tune_model_tunes_each_workload_once_resumes_and_the_plan_runs_it(
+    tmp_path: Path,
+) -> None:
+    m = OnnxModel(4)
+    y = m.node("Conv", ["x", m.weight((4, 3, 3, 3)), m.weight((4,))], "c", pads=[1, 1, 1, 1])
+    y = m.node("Relu", [y])
+    y = m.node("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
+    y = m.node("Flatten", [y])
+    w = m.weight((10, 64))
+    a = m.node("Gemm", [y, w, m.weight((10,))], "a", transB=1)
+    b = m.node("Gemm", [y, w, m.weight((10,))], "b", transB=1)  # the same GEMM again
+    model = m.build({"x": (1, 3, 8, 8)}, [a, b])
+    onnx.save(model, tmp_path / "model.onnx")
+    url = f"sqlite:///{tmp_path / 'model.db'}"
+    first = _laytune("tune-model", "model.onnx", "--trials", "2", "--batch", "2", "--db", url,
+                     cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    conv = ops.conv2d(1, 3, 8, 8, 4, 3, stride=1, padding=1).key
+    gemm = ops.matmul(1, 10, 64).key
+    # progress per workload, the largest first
+    assert f"[1/2] {conv} (c.conv)" in first.stderr
+    assert f"[2/2] {gemm} (a.matmul, b.matmul)" in first.stderr
+    db = open_database(tmp_path / "model.db", create=False)
+    records = db.records()
+    assert {r.workload_key for r in records if r.op != "convert"} == {conv, gemm}
+    studies = {r.study for r in records}
+    assert len([s for s in studies if s.startswith(gemm)]) == 1  # one job for both Gemms
+    assert "2 layout-critical workloads" in first.stdout
+    count = len(records)
+
+    second = _laytune("tune-model", "model.onnx", "--trials", "2", "--db", url, cwd=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert len(open_database(tmp_path / "model.db", create=False).records()) == count
+    assert "0 candidates measured" in second.stdout
+    assert second.stdout.count("already tuned") >= 2
+    assert " before), " not in second.stdout and "tuning" not in second.stderr
+
+    shown = _laytune("plan", "model.onnx", "--db", url, "--repeats", "3", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.startswith("plan 'test' for ")
+    assert "frozen from the layout source" in shown.stdout
+    assert "predicted" in shown.stdout and "measured" in shown.stdout
+
+    feeds = feeds_of(model)
+    with laytune.load_model(tmp_path / "model.onnx", database=url) as loaded:
+        assert {p.op for p in loaded.plan.placements if p.frozen} == {
+            "c.conv",
+            "a.matmul",
+            "b.matmul",
+        }
+        assert_close(loaded(**feeds), onnx_runtime(model, feeds))
+        # every rewrite between flat buffers runs a conversion kernel tune-model tuned
+        flat = [r for r in loaded.plan.rewrites if r.src.image_rank == r.dst.image_rank == 1]
+        assert len(loaded.compiled.tuned) == len(flat)
+
+
+def test_plan_of_a_missing_database_or_model_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    onnx.save(tiny_model(), tmp_path / "model.onnx")
+    assert main(["plan", "model.onnx", "--db", "sqlite:///none.db"]) == 1
+    assert "no records database" in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()
+    assert main(["tune-model", "nothing.onnx", "--trials", "1", "--db", "sqlite:///t.db"]) == 2
+    assert "'nothing.onnx' is not a file" in capsys.readouterr().err
+    assert not (tmp_path / "t.db").exists()
