@@ -299,9 +299,12 @@ def defined_workloads() -> Mapping[str, Workload]:
     """Every workload made by :meth:`Workload.define` that is still held
     somewhere and whose operator no constructor is registered under, by key
     (a copy): the workloads of a user's module that defines them without
-    :func:`register`."""
+    :func:`register`, and those with an epilogue (a plan's fused operators),
+    which no constructor builds."""
     return {
-        key: workload for key, workload in list(_DEFINED.items()) if workload.name not in _REGISTRY
+        key: workload
+        for key, workload in list(_DEFINED.items())
+        if workload.name not in _REGISTRY or workload.statement.epilogue is not None
     }
 
 

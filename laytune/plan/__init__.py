@@ -17,6 +17,10 @@ tunes a model's distinct layout-critical workloads and the conversions its
 plan runs, :func:`plan_model` plans and times it, and :func:`load_model`
 builds it as a callable :class:`Model`.
 
+With ``fuse=True`` the planner folds the element-wise readers of each
+layout-critical operator into its kernel (:func:`fuse_epilogues`, a bias,
+a ReLU, a residual add run on the accumulators before the store).
+
 How a layout flows through an operator is read off its statement's index
 expressions (:func:`flow_layout`), never written per operator; rewrites fold
 and cancel with the index-map algebra (:class:`Rewrite`).
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 from laytune.plan._execute import CompiledPlan, PlanTiming, Step
 from laytune.plan._flow import FlowError, flow_layout
+from laytune.plan._fuse import Fusion, fuse_epilogues
 from laytune.plan._graph import Graph, GraphError, Op, Tensor
 from laytune.plan._model import (
     CriticalWorkload,
@@ -49,6 +54,7 @@ __all__ = [
     "CompiledPlan",
     "CriticalWorkload",
     "FlowError",
+    "Fusion",
     "Graph",
     "GraphError",
     "LayoutSource",
@@ -68,6 +74,7 @@ __all__ = [
     "critical_workloads",
     "flow_layout",
     "from_onnx",
+    "fuse_epilogues",
     "load_model",
     "lookup_candidate",
     "plan_conversions",

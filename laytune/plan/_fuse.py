@@ -21,8 +21,10 @@ has its own rule:
 The fused operator keeps the producer's name, reads the producer's inputs
 and the reader's others (renamed where a name is taken) and writes the
 reader's result; the producer's result is no longer a tensor. Its workload's
-key is the producer's with the epilogue (``+epilogue[...]``), so records
-tuned for the fused kernel are found by it.
+key is the producer's with the epilogue (``+epilogue[...]``; a key of buffer
+shapes lists the epilogue's operands too), so records tuned for the fused
+kernel are found by it, and :func:`laytune.ops.from_key` gives it back while
+the fused graph is held.
 """
 
 from __future__ import annotations
@@ -149,9 +151,6 @@ def fuse_workloads(
         )
     except LaytuneError as err:
         raise PlanError(f"{what}: the fused statement is refused: {err}") from None
-    key = base + workload.key[len(_base_key(workload)) :]
-    if key != workload.key:
-        workload = replace(workload, key=key)
     return workload, renamed
 
 

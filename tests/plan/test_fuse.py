@@ -15,8 +15,8 @@ import pytest
 
 from laytune import layout as L
 from laytune import ops
-from laytune.plan import Graph, Plan, from_onnx, plan_layouts
-from laytune.plan._fuse import fuse_epilogues
+from laytune.ops import Workload, from_key
+from laytune.plan import Graph, Plan, from_onnx, fuse_epilogues, plan_layouts
 from laytune.space import Candidate
 from tests.plan.graphs import conv_candidate, weights
 from tests.plan.test_onnx import Model
@@ -55,8 +55,38 @@ def test_the_readers_fold_into_the_reduction_with_the_same_reference() -> None:
         "+epilogue[max((acc + B[f]), 0.0)]"
     )
     assert "conv1" not in fused.tensors and fused.tensors["relu1"].producer == "conv1"
+    assert from_key(op.workload.key) == op.workload  # records name it by key
     x = {"x": weights(SHAPE, 5)}
     np.testing.assert_allclose(fused.reference(x)["relu1"], graph.reference(x)["relu1"], rtol=1e-5)
+
+
+def test_a_scaled_residual_fuses_into_a_workload_keyed_by_its_shapes() -> None:
+    """A workload defined without parameters (its key lists its buffers):
+    the reader's input named like one of the producer's is renamed."""
+    mm = Workload.define(
+        "mm", "C[i, j] += A[i, k] * B[k, j]", {"i": 4, "j": 6, "k": 5}, {"A": (4, 5), "B": (5, 6)}
+    )
+    scaled = Workload.define(
+        "scaled_add",
+        "Y[p, q] = X[p, q] * 0.5 + B[p, q]",
+        {"p": 4, "q": 6},
+        {"X": (4, 6), "B": (4, 6)},
+    )
+    g = Graph("mm")
+    a, r = g.input("a", (4, 5)), g.input("r", (4, 6))
+    c = g.apply(mm, "mm", A=a, B=g.constant("b", weights((5, 6), 1)))
+    g.output(g.apply(scaled, "out", X=c, B=r))
+    fused, (fusion,) = fuse_epilogues(g, ["mm"])
+    op = fused.op("mm")
+    assert dict(op.inputs) == {"A": "a", "B": "b", "B1": "r"}
+    assert fusion.epilogue == "((acc * 0.5) + B1[i, j])"
+    assert (
+        op.workload.key
+        == "mm(A[4, 5],B[5, 6],B1[4, 6],C[4, 6];float32)+epilogue[((acc * 0.5) + B1[i, j])]"
+    )
+    assert from_key(op.workload.key) == op.workload
+    x = {"a": weights((4, 5), 2), "r": weights((4, 6), 3)}
+    np.testing.assert_allclose(fused.reference(x)["out"], g.reference(x)["out"], rtol=1e-5)
 
 
 def test_only_element_wise_sole_readers_are_fused() -> None:
