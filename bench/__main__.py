@@ -16,6 +16,7 @@ BENCHMARKS = (
     "tuned_vs_fixed",
     "search_efficiency",
     "soak",
+    "scale",
 )
 
 
