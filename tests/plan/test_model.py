@@ -5,9 +5,11 @@ tiny ONNX model, and ``laytune.load_model`` against ONNX Runtime."""
 from __future__ import annotations
 
 import gc
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -24,6 +26,7 @@ from laytune.plan import Graph, critical_workloads, from_onnx, plan_conversions,
 from laytune.records import open_database
 from laytune.search import TuneOptions
 from laytune.space import ConversionWorkload
+from tests import jobs
 from tests.plan.graphs import NCHW4C, conv_candidate, weights
 from tests.plan.test_onnx import Model as OnnxModel
 
@@ -293,3 +296,51 @@ def test_plan_of_a_missing_database_or_model_says_so(
     assert main(["tune-model", "nothing.onnx", "--trials", "1", "--db", "sqlite:///t.db"]) == 2
     assert "'nothing.onnx' is not a file" in capsys.readouterr().err
     assert not (tmp_path / "t.db").exists()
+
+
+class _StoppedTune:
+    """A stand-in for laytune.search.tune whose first job is interrupted."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def __call__(self, workload: Workload, device: object, **kwargs: object) -> object:
+        self.keys.append(workload.key)
+        return SimpleNamespace(
+            stop_reason="interrupted; every finished record is kept", measured=1, best=None
+        )
+
+
+def test_an_interrupted_workload_ends_the_models_tuning_with_130(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stand_in = _StoppedTune()
+    monkeypatch.setattr(laytune.search, "tune", stand_in)
+    monkeypatch.chdir(tmp_path)
+    onnx.save(tiny_model(), tmp_path / "model.onnx")
+    assert main(["tune-model", "model.onnx", "--trials", "2", "--db", "sqlite:///t.db"]) == 130
+    conv = ops.conv2d(1, 3, 8, 8, 4, 3, stride=1, padding=1).key
+    assert stand_in.keys == [conv]  # the gemm is not tuned after the conv's stop
+    out = capsys.readouterr()
+    assert "(interrupted; every finished record is kept)" in out.out
+    assert "[2/2]" not in out.err
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_tune_model_with_130_keeping_its_records(tmp_path: Path) -> None:
+    onnx.save(tiny_model(), tmp_path / "model.onnx")
+    db = tmp_path / "stopped.db"
+    job = jobs.start_job(db, "tune-model", str(tmp_path / "model.onnx"), trials=500)
+    try:
+        jobs.wait_until(lambda: jobs.record_count(db) >= 2, job, 180)
+        out, err = jobs.stop_group(job, signal.SIGINT)
+    finally:
+        jobs.kill_all([job])
+    assert job.returncode == 130, err
+    assert "Traceback" not in err and "Traceback" not in out
+    assert "interrupted; every finished record is kept" in out
+    assert jobs.wait_for_session_end(job.pid, 10) == []
+    assert jobs.integrity(db) == "ok"
+    conv = ops.conv2d(1, 3, 8, 8, 4, 3, stride=1, padding=1).key
+    records = open_database(db, create=False).records()
+    assert len(records) >= 2 and {r.workload_key for r in records} == {conv}
