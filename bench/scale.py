@@ -121,6 +121,7 @@ class Measured:
     measure_s: tuple[float, ...]  # per record written
     buffer_bytes: int
     failures: int = 0
+    why_failed: tuple[str, ...] = ()  # each failed record's status and message, shortened
 
 
 @dataclass(frozen=True)
@@ -243,9 +244,23 @@ def report(rows: Sequence[Row], trials: int, about: Sequence[str]) -> str:
         *_report.table(header, body, "lrrrrrrrr"),
         "",
         *verdicts(rows),
+        *failures(rows),
         "",
     ]
     return "\n".join(lines)
+
+
+def failures(rows: Sequence[Row]) -> list[str]:
+    """Why records failed, per case: each distinct reason once, with its count
+    (a failed record has no measure time: its time counts as the host's)."""
+    lines = []
+    for row in rows:
+        counts: dict[str, int] = {}
+        for why in row.measured.why_failed:
+            counts[why] = counts.get(why, 0) + 1
+        for why, count in counts.items():
+            lines.append(f"- {row.case.label}, {count} failed: {why}")
+    return (["", "Failures:", *lines]) if lines else []
 
 
 # -- one case, in its own process ------------------------------------------------------
@@ -269,6 +284,7 @@ def run_case(case: Case, trials: int) -> Measured:
             self.start = self.end = 0.0
             self.measure: list[float] = []
             self.failures = 0
+            self.why: list[str] = []
 
         def on_start(self, job: Any) -> None:
             self.start = time.perf_counter()
@@ -276,7 +292,11 @@ def run_case(case: Case, trials: int) -> Measured:
         def on_batch(self, job: Any, records: list[Any]) -> None:
             for record in records:
                 self.measure.append(float((record.result or {}).get("measure_seconds", 0.0)))
-                self.failures += not record.ok
+                if not record.ok:
+                    self.failures += 1
+                    self.why.append(
+                        f"{record.status}: {record.error_message.splitlines()[0][:160]}"
+                    )
 
         def on_end(self, job: Any) -> None:
             self.end = time.perf_counter()
@@ -295,7 +315,12 @@ def run_case(case: Case, trials: int) -> Measured:
         )
     buffer_bytes = sum(math.prod(b.shape) * np.dtype(b.dtype).itemsize for b in workload.buffers)
     return Measured(
-        space_s, clock.end - clock.start, tuple(clock.measure), int(buffer_bytes), clock.failures
+        space_s,
+        clock.end - clock.start,
+        tuple(clock.measure),
+        int(buffer_bytes),
+        clock.failures,
+        tuple(clock.why),
     )
 
 
@@ -343,6 +368,7 @@ def measure_case(case: Case, trials: int, sample_s: float = 0.1) -> Row:
             raise SystemExit(f"{case.label}: the case's process exited with {job.returncode}")
         data = json.loads(out.read_text())
     data["measure_s"] = tuple(data["measure_s"])
+    data["why_failed"] = tuple(data.get("why_failed", ()))
     return Row(case, Measured(**data), peak)
 
 

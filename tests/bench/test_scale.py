@@ -96,3 +96,16 @@ def test_every_case_builds_its_workload() -> None:
     for case in scale.CASES:
         workload = case.workload()
         assert workload.name == case.op
+
+
+def test_failures_are_listed_once_per_reason_with_their_count() -> None:
+    measured = scale.Measured(
+        0.5, 60.0, (0.0, 0.0, 1.0), 8 * MIB, 2, ("timeout: took longer than 10 s",) * 2
+    )
+    lines = scale.failures([scale.Row(LARGE, measured, 100 * MIB)])
+    assert lines == [
+        "",
+        "Failures:",
+        "- transpose 8192^2, 2 failed: timeout: took longer than 10 s",
+    ]
+    assert scale.failures([_row(SMALL, 0.2, 20.0, [1.0] * 10, 1400, 2)]) == []
