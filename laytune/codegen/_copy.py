@@ -205,5 +205,5 @@ def block_read(access: BufferAccess, index: Sequence[Expr], scope: Scope) -> str
     ``index`` being lane 0's logical index (the sub-group's pointer)."""
     utype, suffix = _BLOCK_TYPES[dtype_bytes(access.dtype)]
     src = pointer(access.c_name, scope.c(access.flat_offset(index)))
-    cast = "as_float" if access.dtype == "float32" else "as_half"
+    cast = f"as_{ctype_of(access.dtype)}"
     return f"{cast}(intel_sub_group_block_read{suffix}((const __global {utype}*)({src})))"

@@ -6,10 +6,13 @@ import math
 from collections.abc import Sequence
 
 from laytune.codegen._emit import Scope
-from laytune.dtypes import dtype_of
+from laytune.dtypes import DTYPES, dtype_of
 from laytune.layout import Expr, Var
 
 __all__ = ["Source", "decompose", "indent", "split_index"]
+
+_TEXEL_CTYPES = tuple(d.ctype for d in DTYPES.values() if d.image and d.ctype)
+"""The C types of the dtypes an image holds, whose texel helpers a source may use."""
 
 _SAMPLER = "__constant sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;"
 _TEXEL_LANE = """\
@@ -48,7 +51,7 @@ class Source:
             parts.append(f"#pragma OPENCL EXTENSION {extension} : enable")
         if "smp" in body:
             parts.append(_SAMPLER)
-        for ctype in ("float", "half"):
+        for ctype in _TEXEL_CTYPES:
             if f"texel_lane_{ctype}(" in body:
                 parts.append(_TEXEL_LANE.format(t=ctype))
             if f"texel_pair_{ctype}(" in body:
