@@ -190,3 +190,32 @@ def test_onnx_conv_epilogues_fused_equal_onnx_runtime(
     assert len(fused.graph.ops) == len(unfused.graph.ops) - absorbed
     assert n_fused < n_unfused
     assert "fused: " in str(fused)
+
+
+def test_two_padded_blocks_fuse_and_stop_at_the_next_conv(cl_context: cl.Context) -> None:
+    """Six channels in NCHW4c (padding): each conv takes its bias and ReLU,
+    the first stops at the second conv, which is layout-critical itself; the
+    fused result stays in the padded layout the second conv reads."""
+    shape = (1, 6, 5, 5)
+    conv = ops.conv2d(1, 6, 5, 5, 6, 3, stride=1, padding=1)
+    g = Graph("padded")
+    y = g.input("x", shape)
+    for k in (1, 2):
+        y = g.apply(conv, f"conv{k}", X=y, W=g.constant(f"f{k}", weights((6, 6, 3, 3), k)))
+        y = g.apply(
+            ops.bias_add(shape, 1), f"bias{k}", X=y, B=g.constant(f"b{k}", weights((6,), k))
+        )
+        y = g.apply(ops.relu(shape), f"relu{k}", X=y)
+    g.output(y)
+    source = {conv.key: conv_candidate(conv)}
+    inputs = {"x": weights(shape, 9)}
+    want = g.reference(inputs)["relu2"]
+    unfused, fused = plan_layouts(g, source), plan_layouts(g, source, fuse=True)
+    got, kernels = _run(fused, cl_context, inputs)
+    np.testing.assert_allclose(got["relu2"], want, rtol=1e-4, atol=1e-4)
+    got_unfused, kernels_unfused = _run(unfused, cl_context, inputs)
+    np.testing.assert_allclose(got_unfused["relu2"], want, rtol=1e-4, atol=1e-4)
+    assert [op.name for op in fused.graph.ops] == ["conv1", "conv2"]
+    assert kernels == 4 < kernels_unfused  # x in, two convs, relu2 out
+    assert fused.read("conv2", "X").origin == "operator"  # no rewrite between
+    assert "stopped: conv2 is layout-critical itself" in str(fused)
