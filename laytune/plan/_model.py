@@ -24,6 +24,7 @@ finished record kept) and ends the model's tuning there.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import weakref
 from collections.abc import Callable, Mapping
@@ -217,10 +218,21 @@ def _tune_jobs(
     say: Callable[[str], None] | None,
 ) -> ModelTuning:
     from laytune.records import Boundary
+    from laytune.runners import Builder, Runner
     from laytune.search import study_name_for, tune
 
     tell = (say or _stderr) if progress else (lambda line: None)
     jobs: list[TunedWorkload] = []
+    owned = contextlib.ExitStack()
+    pools: list[Any] = []
+
+    def shared() -> tuple[Any, Any]:
+        """One builder and one runner for every job (their workers start once,
+        and only when something is left to measure)."""
+        if not pools:
+            pools.append(owned.enter_context(Builder(device)))
+            pools.append(owned.enter_context(Runner(device, opts.measure)))
+        return pools[0], pools[1]
 
     def run(workload: Any, kind: str, ops: tuple[str, ...], number: str) -> bool:
         """Tune one workload for what its study lacks; False when interrupted."""
@@ -237,36 +249,42 @@ def _tune_jobs(
             return True
         flops = "" if converting else f", {workload.flops:,} flops"
         tell(f"{number} {workload.key}{who}{flops}: tuning {left} of {opts.trials} trials")
+        builder, runner = shared()
         result = tune(
             workload,
             device,
             options=opts.replace(trials=left, strategy=strategy),
             database=db,
             progress=progress,
+            builder=builder,
+            runner=runner,
         )
         jobs.append(TunedWorkload(workload.key, kind, ops, before, result))
         return not result.stop_reason.startswith("interrupted")
 
-    def outcome(interrupted: bool) -> ModelTuning:
-        return ModelTuning(graph.name, device.name, db.safe_url, tuple(jobs), interrupted)
+    def tune_all() -> bool:
+        """Every job; False when one was interrupted."""
+        critical = critical_workloads(graph)
+        for k, item in enumerate(critical, 1):
+            if not run(item.workload, "operator", item.ops, f"[{k}/{len(critical)}]"):
+                return False
+        # Tuned conversions change the plan's prices, so the plan made with
+        # them may run other rewrites: plan again until every one it runs is tuned.
+        seen: set[str] = set()
+        for _ in range(_PLAN_ROUNDS):
+            plan = plan_layouts(graph, db, device.info)
+            fresh = [w for w in plan_conversions(plan) if w.key not in seen]
+            if not fresh:
+                break
+            for workload in fresh:
+                seen.add(workload.key)
+                if not run(workload, "conversion", (), f"[conversion {len(seen)}]"):
+                    return False
+        return True
 
-    critical = critical_workloads(graph)
-    for k, item in enumerate(critical, 1):
-        if not run(item.workload, "operator", item.ops, f"[{k}/{len(critical)}]"):
-            return outcome(True)
-    # Tuned conversions change the plan's prices, so the plan made with them
-    # may run other rewrites: plan again until every one it runs is tuned.
-    seen: set[str] = set()
-    for _ in range(_PLAN_ROUNDS):
-        plan = plan_layouts(graph, db, device.info)
-        fresh = [w for w in plan_conversions(plan) if w.key not in seen]
-        if not fresh:
-            break
-        for workload in fresh:
-            seen.add(workload.key)
-            if not run(workload, "conversion", (), f"[conversion {len(seen)}]"):
-                return outcome(True)
-    return outcome(False)
+    with owned:
+        finished = tune_all()
+    return ModelTuning(graph.name, device.name, db.safe_url, tuple(jobs), not finished)
 
 
 def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
