@@ -12,6 +12,7 @@ BENCHMARKS = (
     "conversions",
     "runners_overhead",
     "plan_network",
+    "epilogue_fusion",
     "peers",
     "tuned_vs_fixed",
     "search_efficiency",
