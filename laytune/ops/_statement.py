@@ -366,6 +366,8 @@ def value_text(value: Value, names: Sequence[str], accumulator: str = "acc") -> 
     if isinstance(value, Load):
         return f"{value.buffer}[{', '.join(to_text(i, names) for i in value.indices)}]"
     if isinstance(value, Literal):
+        if math.isinf(value.value):  # a number the parser reads back as infinity
+            return "1e999" if value.value > 0 else "-1e999"
         return repr(value.value)
     if isinstance(value, Negate):
         return f"-({value_text(value.operand, names, accumulator)})"

@@ -44,6 +44,10 @@ def test_the_epilogue_is_parsed_around_the_reduction() -> None:
         stmt.reduction,
         stmt.epilogue,
     )
+    clipped = parse_statement("S[i] = min(max(X[i, k]), G[i] * -1e999)", ("i", "k"))
+    text = statement_text(clipped, ("i", "k"))  # an infinity is written so it parses back
+    assert text == "S[i] = min(max(X[i, k]), (G[i] * -1e999))"
+    assert parse_statement(text, ("i", "k")).epilogue == clipped.epilogue
     with pytest.raises(StatementError, match="reduce axes"):
         Workload.define(
             "bad", "S[i] = sum(X[i, k]) + G[k]", {"i": 2, "k": 3}, {"X": (2, 3), "G": (3,)}
