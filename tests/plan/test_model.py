@@ -344,3 +344,16 @@ def test_ctrl_c_stops_tune_model_with_130_keeping_its_records(tmp_path: Path) ->
     conv = ops.conv2d(1, 3, 8, 8, 4, 3, stride=1, padding=1).key
     records = open_database(db, create=False).records()
     assert len(records) >= 2 and {r.workload_key for r in records} == {conv}
+
+
+def test_a_model_with_nothing_layout_critical_has_nothing_to_tune(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    m = OnnxModel(7)
+    y = m.node("MaxPool", ["x"], kernel_shape=[2, 2], strides=[2, 2])
+    onnx.save(m.build({"x": (1, 4, 8, 8)}, [m.node("Relu", [y], "y")]), tmp_path / "pool.onnx")
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune-model", "pool.onnx", "--trials", "2", "--db", "sqlite:///t.db"]) == 1
+    out = capsys.readouterr()
+    assert "0 layout-critical workloads, 0 conversions" in out.out
+    assert "pool.onnx has no layout-critical operator to tune" in out.err
