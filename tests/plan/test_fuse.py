@@ -133,13 +133,14 @@ def _onnx_run(
     model: onnx.ModelProto, context: cl.Context, layout: str
 ) -> tuple[Plan, Plan, list[np.ndarray], dict, dict, int, int]:
     graph = from_onnx(model)
-    (conv,) = [op for op in graph.ops if op.workload.reduction == "sum"]
-    w = conv.workload
-    layouts = {b.name: L.identity(b.shape) for b in w.buffers}
-    if layout == "nchw4c":
-        layouts = {b.name: L.block(b.shape, 1, 4) for b in w.buffers if b.name != "W"}
-        layouts["W"] = L.identity(w.buffer("W").shape)
-    source = {w.key: Candidate.make(layouts)}
+    source = {}
+    for conv in [op for op in graph.ops if op.workload.reduction == "sum"]:
+        w = conv.workload
+        layouts = {b.name: L.identity(b.shape) for b in w.buffers}
+        if layout == "nchw4c":
+            layouts = {b.name: L.block(b.shape, 1, 4) for b in w.buffers if b.name != "W"}
+            layouts["W"] = L.identity(w.buffer("W").shape)
+        source[w.key] = Candidate.make(layouts)
     rng = np.random.default_rng(3)
     feeds = {
         i.name: rng.uniform(-1, 1, [d.dim_value for d in i.type.tensor_type.shape.dim]).astype(
@@ -169,16 +170,35 @@ def _conv_residual() -> onnx.ModelProto:
     return m.build({"x": (1, 8, 6, 6)}, [z])
 
 
+def _basic_block() -> onnx.ModelProto:
+    """A ResNet basic block that halves the image: conv, relu, conv, plus a
+    1 x 1 downsampling conv of the input, relu."""
+    m = Model(7)
+    a = m.node("Conv", ["x", m.weight((8, 4, 3, 3)), m.weight((8,))], pads=[1] * 4, strides=[2, 2])
+    a = m.node("Relu", [a])
+    a = m.node("Conv", [a, m.weight((8, 8, 3, 3)), m.weight((8,))], pads=[1] * 4)
+    s = m.node("Conv", ["x", m.weight((8, 4, 1, 1)), m.weight((8,))], strides=[2, 2])
+    y = m.node("Relu", [m.node("Add", [a, s])], "out")
+    return m.build({"x": (1, 4, 8, 8)}, [y])
+
+
 @pytest.mark.parametrize(
     ("build", "absorbed", "layout"),
-    [(_conv_relu, 2, "nchw4c"), (_conv_residual, 1, "nchw4c"), (_conv_residual, 1, "identity")],
-    ids=["conv-bias-relu", "conv-residual", "conv-residual-logical"],
+    [
+        (_conv_relu, 2, "nchw4c"),
+        (_conv_residual, 1, "nchw4c"),
+        (_conv_residual, 1, "identity"),
+        (_basic_block, 6, "nchw4c"),
+    ],
+    ids=["conv-bias-relu", "conv-residual", "conv-residual-logical", "basic-block"],
 )
 def test_onnx_conv_epilogues_fused_equal_onnx_runtime(
     cl_context: cl.Context, build, absorbed: int, layout: str
 ) -> None:
-    """Conv (with its bias) -> Relu, and Conv -> Add of the conv's own input
-    (a residual): the conv takes its readers into its epilogue."""
+    """Conv (with its bias) -> Relu, Conv -> Add of the conv's own input (a
+    residual), and a basic block whose second conv takes its bias, the add
+    of the downsampling conv's result and the relu: each conv takes its
+    readers into its epilogue."""
     model = build()
     unfused, fused, want, got_unfused, got_fused, n_unfused, n_fused = _onnx_run(
         model, cl_context, layout
