@@ -30,6 +30,7 @@ import numpy as np
 from laytune.exceptions import LayoutError
 from laytune.layout import _expr as ex
 from laytune.layout._expr import BinOp, Const, Expr, Var
+from laytune.layout._periods import vanishes
 
 if TYPE_CHECKING:
     from laytune.layout._index_map import IndexMap
@@ -371,14 +372,12 @@ def _verify(m: IndexMap, inv: Inverse) -> None:
     On a small shape, at every logical index and every physical position. On
     a large one without an array of its size: the round trip
     ``inv(m(x))_k - x_k`` is shown to be 0 at every logical index on its
-    quasi-periods (:func:`~laytune.layout._reduce.vanishes`); the padding
+    quasi-periods (:func:`~laytune.layout._periods.vanishes`); the padding
     predicate then needs no look: its conditions say ``inv(p)`` lies in the
     shape and ``m(inv(p)) == p`` (each kept unless bounds or simplification,
     exact on the ranges, prove it), which holds exactly where some ``x``
     reaches ``p`` once the round trip holds."""
     if math.prod(inv.shape) > VERIFY_WHOLE or math.prod(inv.physical_shape) > VERIFY_WHOLE:
-        from laytune.layout._reduce import vanishes
-
         for k, out in enumerate(inv.index_map.outputs):
             back = ex.substitute(out, m.outputs) - Var(k)
             if not vanishes(back, inv.shape):

@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from laytune.layout import _expr as ex
 from laytune.layout._expr import BinOp, Const, Expr, Var
 
-__all__ = ["Drift", "drift", "reduction", "window"]
+__all__ = ["Drift", "drift", "evaluate_box", "reduction", "vanishes", "window"]
 
 Drift = tuple[int, int]  # (period, drift)
 
@@ -141,3 +143,31 @@ def window(extent: int, period: Drift | None, highest: bool) -> range:
     if (d > 0) == highest and d != 0:
         return range(extent - p, extent)
     return range(p)
+
+
+def evaluate_box(expr: Expr, box: Sequence[int]) -> np.ndarray:
+    """``expr`` at every index of the box ``0 .. box_k - 1``: an array of shape ``box``."""
+    n = len(box)
+    grid = [
+        np.arange(extent, dtype=np.int64).reshape([extent if k == d else 1 for d in range(n)])
+        for k, extent in enumerate(box)
+    ]
+    values = np.asarray(ex.evaluate(expr, grid), dtype=np.int64)
+    return np.broadcast_to(values, tuple(box)).copy()
+
+
+def vanishes(expr: Expr, shape: Sequence[int]) -> bool:
+    """Whether ``expr`` is 0 at every index of ``shape``: it drifts by 0 along
+    every axis longer than its period, and is 0 on one period per axis."""
+    shape = tuple(int(s) for s in shape)
+    ranges = [(0, s - 1) for s in shape]
+    box = []
+    for k, extent in enumerate(shape):
+        period = drift(expr, k, ranges)
+        if period is None or period[0] >= extent:
+            box.append(extent)
+        elif period[1] != 0:
+            return False  # expr(x + P) == expr(x) + D: not both 0
+        else:
+            box.append(period[0])
+    return not np.any(evaluate_box(expr, box))

@@ -33,7 +33,7 @@ import numpy as np
 from laytune.layout import _expr as ex
 from laytune.layout._expr import Const, Expr, Var
 from laytune.layout._index_map import IndexMap, Shape
-from laytune.layout._periods import Drift, drift, reduction
+from laytune.layout._periods import Drift, drift, evaluate_box, reduction, vanishes
 
 __all__ = [
     "flat_offset_expr",
@@ -45,11 +45,13 @@ __all__ = [
     "row_major_offsets",
     "same_offsets",
     "translations",
-    "vanishes",
 ]
 
 #: The logical box per axis whose offsets :func:`probe_digest` hashes.
 PROBE_EXTENT = 16
+#: Shapes of at most this many elements are looked at whole: their arrays
+#: are small, and reducing them costs more bookkeeping than it saves.
+WHOLE_BELOW = 1 << 12
 
 
 def _prod(values: Sequence[int]) -> int:
@@ -80,11 +82,14 @@ def translations(
     shape: Sequence[int],
     groups: Sequence[int] | None = None,
     modulus: int = 1,
-) -> tuple[int, ...]:
+) -> tuple[int, ...] | None:
     """Per axis, the translation ``Q_k`` under which a group query that
     holds modulo ``modulus`` does not change (:func:`~laytune.layout._periods.reduction`;
-    the extent where the offset has no period)."""
+    the extent where the offset has no period); None for a shape of at most
+    :data:`WHOLE_BELOW` elements, looked at whole."""
     shape = tuple(int(s) for s in shape)
+    if _prod(shape) <= WHOLE_BELOW:
+        return None
     groups = tuple(groups) if groups is not None else (1,) * len(shape)
     periods = offset_periods(index_map, shape)
     return tuple(
@@ -98,15 +103,18 @@ def reduced_box(
     shape: Sequence[int],
     groups: Sequence[int] | None = None,
     modulus: int = 1,
-) -> tuple[Shape, list[np.ndarray]]:
+) -> tuple[Shape, list[np.ndarray] | None]:
     """The logical box a group query is decided on (see the module), and per
     axis, for each group start ``0, g, 2g ..`` of the box, how many group
-    starts of the full axis it stands for. ``groups`` default to 1; each
-    extent of ``shape`` must be a multiple of its group."""
+    starts of the full axis it stands for (None: the box is the shape, each
+    group stands for itself). ``groups`` default to 1; each extent of
+    ``shape`` must be a multiple of its group."""
     shape = tuple(int(s) for s in shape)
     groups = tuple(groups) if groups is not None else (1,) * len(shape)
-    box, counts = [], []
     moves = translations(index_map, shape, groups, modulus)
+    if moves is None:
+        return shape, None
+    box, counts = [], []
     for extent, q, group in zip(shape, moves, groups, strict=True):
         kept = min(extent, q)
         starts = np.arange(0, kept, group, dtype=np.int64)
@@ -138,7 +146,7 @@ def offsets_on(index_map: IndexMap, shape: Sequence[int], box: Sequence[int]) ->
     wanted = box
     if held is not None:
         box = tuple(max(b, h) for b, h in zip(box, held.shape, strict=True))
-    values = _evaluate_box(flat_offset_expr(index_map, shape), box)
+    values = evaluate_box(flat_offset_expr(index_map, shape), box)
     values.flags.writeable = False
     if values.size <= _BOX_ELEMENTS:
         with _BOXES_LOCK:
@@ -160,16 +168,6 @@ def offsets_at(
     return np.broadcast_to(values, np.broadcast_shapes(*(c.shape for c in cols))).copy()
 
 
-def _evaluate_box(expr: Expr, box: Sequence[int]) -> np.ndarray:
-    n = len(box)
-    grid = [
-        np.arange(extent, dtype=np.int64).reshape([extent if k == d else 1 for d in range(n)])
-        for k, extent in enumerate(box)
-    ]
-    values = np.asarray(ex.evaluate(expr, grid), dtype=np.int64)
-    return np.broadcast_to(values, tuple(box)).copy()
-
-
 def probe_digest(index_map: IndexMap, shape: Sequence[int]) -> str:
     """A digest of the flat offsets of the first :data:`PROBE_EXTENT` indices
     per axis: equal for maps that agree on ``shape`` (a bucket for
@@ -177,23 +175,6 @@ def probe_digest(index_map: IndexMap, shape: Sequence[int]) -> str:
     shape = tuple(int(s) for s in shape)
     box = tuple(min(s, PROBE_EXTENT) for s in shape)
     return hashlib.sha1(offsets_on(index_map, shape, box).tobytes()).hexdigest()
-
-
-def vanishes(expr: Expr, shape: Sequence[int]) -> bool:
-    """Whether ``expr`` is 0 at every index of ``shape``: it drifts by 0 along
-    every axis longer than its period, and is 0 on one period per axis."""
-    shape = tuple(int(s) for s in shape)
-    ranges = [(0, s - 1) for s in shape]
-    box = []
-    for k, extent in enumerate(shape):
-        period = drift(expr, k, ranges)
-        if period is None or period[0] >= extent:
-            box.append(extent)
-        elif period[1] != 0:
-            return False  # expr(x + P) == expr(x) + D: not both 0
-        else:
-            box.append(period[0])
-    return not np.any(_evaluate_box(expr, box))
 
 
 def same_offsets(a: IndexMap, b: IndexMap, shape: Sequence[int]) -> bool:

@@ -228,7 +228,7 @@ def _outer(counts: Sequence[np.ndarray]) -> np.ndarray:
 
 def _reduced_offsets(
     layout: Layout, logical_shape: Sequence[int], groups: Sequence[int], modulus: int
-) -> tuple[np.ndarray, list[np.ndarray]]:
+) -> tuple[np.ndarray, list[np.ndarray] | None]:
     """The layout's flat offsets on the box that decides a group query
     (:func:`~laytune.layout.reduced_box`), and the counts per axis."""
     shape = _check_shape(layout, logical_shape)
@@ -301,7 +301,7 @@ def _reduced_tiles(
     groups = [1] * lead + list(tile)
     offsets, counts = _reduced_offsets(layout, shape, groups, modulus)
     arr, grid, _ = _tiles(owner, offsets, tile)
-    return arr, grid, None, _outer(counts).reshape(-1)
+    return arr, grid, None, None if counts is None else _outer(counts).reshape(-1)
 
 
 def _alignment(alignment_bytes: int | None, dtype: str) -> int:
@@ -814,7 +814,10 @@ class SubgroupBlockAccess(Constraint):
             layout, full, groups, _alignment(self.alignment_bytes, dtype)
         )
         shape = offsets.shape
-        weights = _outer([counts[k] for k in range(len(full)) if k != axis] + [counts[axis]])
+        weights = None
+        if counts is not None:
+            order = [k for k in range(len(full)) if k != axis] + [axis]
+            weights = _outer([counts[k] for k in order]).reshape(-1)
         moved = np.moveaxis(offsets, axis, -1)
         runs = moved.reshape(-1, 1, n)
         rest = moved.shape[:-1]
@@ -824,7 +827,7 @@ class SubgroupBlockAccess(Constraint):
             where.insert(axis, (t % (shape[axis] // n)) * n)
             return _fmt(where)
 
-        return self.check_tiles(runs, dtype, name, weights.reshape(-1))
+        return self.check_tiles(runs, dtype, name, weights)
 
     def check_tiles(
         self, arr: np.ndarray, dtype: str, name: TileNamer, weights: np.ndarray | None = None

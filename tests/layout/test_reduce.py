@@ -37,6 +37,7 @@ from laytune.layout import (
 )
 from laytune.layout import _index_map as im
 from laytune.layout import _inverse as inverse_module
+from laytune.layout import _reduce as reduce_module
 from laytune.layout._expr import Const, Expr, Var
 from laytune.layout._periods import drift, window
 
@@ -238,14 +239,17 @@ def test_a_family_layout_of_a_large_tensor_needs_no_array() -> None:
 def test_reduced_box_offsets_are_the_full_offsets_there(layout: Layout) -> None:
     flat, _ = brute_offsets(layout.index_map, layout.shape)
     full = flat.reshape(layout.shape)
-    box, counts = reduced_box(layout.index_map, layout.shape, None, 4)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reduce_module, "WHOLE_BELOW", 0)
+        box, counts = reduced_box(layout.index_map, layout.shape, None, 4)
+        moves = translations(layout.index_map, layout.shape, None, 4)
+    assert counts is not None and moves is not None
     got = offsets_on(layout.index_map, layout.shape, box)
     assert np.array_equal(got, full[tuple(slice(0, b) for b in box)])
     for extent, b, c in zip(layout.shape, box, counts, strict=True):
         assert int(c.sum()) == extent and len(c) == b
     # every index is a box index plus multiples of the translations, offsets
     # moved by a multiple of the modulus
-    moves = translations(layout.index_map, layout.shape, None, 4)
     index = np.indices(layout.shape)
     residue = tuple(
         index[k] % min(q, s) for k, (q, s) in enumerate(zip(moves, layout.shape, strict=True))

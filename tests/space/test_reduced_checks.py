@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from laytune.layout import Layout, compose, identity
 from laytune.layout import _index_map as im
+from laytune.layout import _reduce as reduce_module
 from laytune.ops import transpose
 from laytune.space import (
     ContiguousTileCopy,
@@ -23,8 +23,6 @@ from laytune.space import (
     SubgroupBlockAccess,
     VectorAccess,
 )
-from laytune.space import _constraints as constraints_module
-from laytune.space import _copies as copies_module
 from laytune.space._check import usable_staging
 from laytune.space._copies import global_copy_facts
 from tests.layout.strategies import every_family_layouts, one_of_every_family
@@ -33,20 +31,13 @@ from tests.space.conftest import make_device, make_matmul
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _full_box(index_map, shape, groups=None, modulus=1):  # type: ignore[no-untyped-def]
-    """No reduction: the whole shape, each group standing for itself."""
-    groups = groups or (1,) * len(shape)
-    return tuple(shape), [
-        np.ones(s // g, dtype=np.int64) for s, g in zip(shape, groups, strict=True)
-    ]
-
-
 def both_ways(check, layout: Layout, dtype: str):  # type: ignore[no-untyped-def]
-    """(reduced verdict, full-pass verdict) of ``check``."""
+    """(verdict on the reduced box, verdict of the pass over every element)."""
     device = make_device()
-    reduced = check.check(layout, layout.shape, dtype, device)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(constraints_module, "reduced_box", _full_box)
+        patch.setattr(reduce_module, "WHOLE_BELOW", 0)
+        reduced = check.check(layout, layout.shape, dtype, device)
+        patch.setattr(reduce_module, "WHOLE_BELOW", 1 << 40)
         full = check.check(layout, layout.shape, dtype, device)
     return reduced, full
 
@@ -111,9 +102,10 @@ def test_staging_copy_facts_agree_with_every_footprint(
         pshape = layout.physical_shape
         assume(len(pshape) <= 4 and math.prod(pshape) <= 40000)
         layout = compose(data.draw(one_of_every_family(pshape)), layout)
-    reduced = global_copy_facts(workload, plan, staged, layout, (8, 16))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(copies_module, "translations", lambda m, shape, groups, modulus: tuple(shape))
+        patch.setattr(reduce_module, "WHOLE_BELOW", 0)
+        reduced = global_copy_facts(workload, plan, staged, layout, (8, 16))
+        patch.setattr(reduce_module, "WHOLE_BELOW", 1 << 40)
         full = global_copy_facts(workload, plan, staged, layout, (8, 16))
     assert reduced == full
     assert dict(reduced.reasons) == dict(full.reasons)
