@@ -7,6 +7,8 @@ fewer kernels, and str(plan) names what was fused."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -15,11 +17,14 @@ import pytest
 
 from laytune import layout as L
 from laytune import ops
+from laytune.codegen import GENERIC_DEVICE
 from laytune.ops import Workload, from_key
 from laytune.plan import Graph, Plan, from_onnx, fuse_epilogues, plan_layouts
+from laytune.records import open_database
 from laytune.space import Candidate
-from tests.plan.graphs import conv_candidate, weights
+from tests.plan.graphs import conv_candidate, seed_graph, weights
 from tests.plan.test_onnx import Model
+from tests.plan.test_weigh import _record, _records
 
 SHAPE = (1, 8, 6, 6)
 
@@ -239,3 +244,28 @@ def test_two_padded_blocks_fuse_and_stop_at_the_next_conv(cl_context: cl.Context
     assert kernels == 4 < kernels_unfused  # x in, two convs, relu2 out
     assert fused.read("conv2", "X").origin == "operator"  # no rewrite between
     assert "stopped: conv2 is layout-critical itself" in str(fused)
+
+
+def test_records_of_the_fused_workload_come_before_the_operators_own(tmp_path: Path) -> None:
+    """From a records database: the fused key's own record is what the
+    fused conv runs (and is predicted by); without one, the conv's recorded
+    candidates, weighed, take the epilogue."""
+    graph, _ = seed_graph()  # conv1 -> add (a bias) -> conv2
+    fused_graph, _ = fuse_epilogues(graph, ["conv1", "conv2"])
+    fused = fused_graph.op("conv1").workload
+    own = Candidate.make({b.name: L.identity(b.shape) for b in fused.buffers})
+    with open_database(tmp_path / "fused.db") as db:
+        _records(db, graph, 1e-4)
+        weighed = plan_layouts(graph, db, GENERIC_DEVICE, fuse=True)
+        db.add(_record(fused, own, 0.5e-3, 0.0))
+        recorded = plan_layouts(graph, db, GENERIC_DEVICE, fuse=True)
+    for plan in (weighed, recorded):
+        assert [op.name for op in plan.graph.ops] == ["conv1", "conv2"]
+        assert plan.graph.op("conv1").workload.key == fused.key
+    assert "B" in dict(weighed.candidate("conv1").layouts)
+    conv1 = {p.label: p for p in weighed.predictions}["conv1"]
+    assert conv1.source.endswith(", with the epilogue") and conv1.seconds == 1e-3
+    assert any(line.startswith("weighed the candidates of conv1, conv2") for line in weighed.log)
+    assert recorded.candidate("conv1") == own
+    conv1 = {p.label: p for p in recorded.predictions}["conv1"]
+    assert conv1.seconds == 0.5e-3 and conv1.source.startswith("record ")
