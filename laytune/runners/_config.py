@@ -77,9 +77,11 @@ class MeasureConfig:
     median event time by more than ``clock_rtol * event + clock_atol_s`` is
     flagged (``RunResult.clock_disagreement``).
 
-    ``time_limit_s`` bounds steps 1 to 4 of one candidate in the worker
-    process; past it the worker is killed and the candidate's result is a
-    timeout. Preparing a workload the worker has not seen yet (its inputs
+    ``time_limit_s`` bounds each of steps 1 to 4 of one candidate in the
+    worker process (the verification, and each warm-up or timed launch
+    group with its flush), not their sum: a 8192^2 tensor's candidate runs
+    for longer than a small one's, but no step of it hangs. Past it the
+    worker is killed and the candidate's result is a timeout. Preparing a workload the worker has not seen yet (its inputs
     and numpy reference) has its own bound, ``prepare_time_limit_s``.
     Inputs come from ``workload.make_inputs(seed)`` with a seed derived from
     ``seed`` and the workload key only, so every candidate of a workload

@@ -225,6 +225,9 @@ class _Enqueuer:
 
     queue: cl.CommandQueue
     injected_status: int | None = None
+    #: Called between steps (never inside a timed one): the worker tells its
+    #: parent the candidate is still making progress.
+    beat: Callable[[], None] = lambda: None
     counts: dict[str, int] = field(
         default_factory=lambda: {"pack": 0, "compute": 0, "unpack": 0, "flush": 0}
     )
@@ -426,6 +429,7 @@ def _timed_repeats(
     Returns (event times, wall times, abandoned); see :class:`MeasureConfig`
     for how many repeats and when ``abandon_above_s`` stops them early.
     """
+    enqueuer.beat()
     for _ in range(config.warmup):
         for kernel, launch in group:
             enqueuer.launch(stage, kernel, launch)
@@ -447,6 +451,7 @@ def _timed_repeats(
         )
 
     while more_due():
+        enqueuer.beat()
         if flush is not None:
             enqueuer.flush(*flush)
         start = time.perf_counter()
@@ -480,11 +485,17 @@ def measure_candidate(
     workload: PreparedWorkload,
     config: MeasureConfig,
     abandon_above_s: float | None = None,
+    beat: Callable[[], None] | None = None,
 ) -> RunResult:
-    """Verify then time one built program; every failure comes back as a RunResult."""
+    """Verify then time one built program; every failure comes back as a RunResult.
+
+    ``beat`` is called between the steps (each warm-up and timed launch
+    group, the verification), outside every timed interval."""
     started = time.perf_counter()
     started_at = time.time()
     enqueuer = _Enqueuer(session.queue, session.injected_statuses.get(program.name))
+    if beat is not None:
+        enqueuer.beat = beat
     base = {
         "program_name": program.name,
         "source_hash": program.source_hash,
@@ -518,6 +529,7 @@ def measure_candidate(
             for spec, out in read_back
         )
         max_error = max((check.max_abs_error for check in outputs), default=0.0)
+        enqueuer.beat()
         failed = [check for check in outputs if not check.passed]
         if failed:
             described = ", ".join(

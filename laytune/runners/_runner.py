@@ -235,6 +235,8 @@ class Runner(BaseRunner):
             elif kind == "prepared":
                 doing = "measuring"
                 limit_s = config.time_limit_s
+            elif kind == "alive":
+                pass  # a step of the candidate ended: its time limit starts again
             else:
                 if kind == "result":
                     result: RunResult = reply[2]

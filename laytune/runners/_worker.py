@@ -17,8 +17,12 @@ worker measures the items in order and answers each one as soon as it is
 done, without waiting for the parent: ``("result", index, RunResult)`` or
 ``("failed", index, message)``. Before making a workload's inputs and
 reference it sends ``("preparing", index)`` and after it ``("prepared",
-index)``, so the parent knows which time limit runs. After a result whose
-device was lost the worker stops: its context is no longer trusted.
+index)``, so the parent knows which time limit runs. Between the steps of
+a candidate (its verification, each launch group it times) it sends
+``("alive", index)``, at most four times per ``time_limit_s``: the limit
+bounds each step, not the whole candidate, so a large tensor's many long
+launches are not a hang. After a result whose device was lost the worker
+stops: its context is no longer trusted.
 
 A workload's reference is computed once per runner, not once per worker: the
 first worker to make it writes it to the runner's folder of kept references
@@ -44,7 +48,7 @@ import tempfile
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -257,6 +261,21 @@ def worker_main(
     def reply(*message: Any) -> None:
         conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
+    def heartbeat(index: int, time_limit_s: float) -> Callable[[], None]:
+        """Tell the parent, at most four times per time limit, that candidate
+        ``index`` is still making progress."""
+        every = time_limit_s / 4
+        last = time.monotonic()
+
+        def beat() -> None:
+            nonlocal last
+            now = time.monotonic()
+            if now - last >= every:
+                last = now
+                reply("alive", index)
+
+        return beat
+
     try:
         session = DeviceSession(device, injected_statuses=injected_statuses)
     except Exception as exc:  # any failure to open the device ends this worker
@@ -313,7 +332,13 @@ def worker_main(
             workloads.move_to_end(key)
             try:
                 result = measure_candidate(
-                    session, program, binary, workloads[key], config, abandon_above_s
+                    session,
+                    program,
+                    binary,
+                    workloads[key],
+                    config,
+                    abandon_above_s,
+                    beat=heartbeat(index, config.time_limit_s),
                 )
             except Exception:
                 reply(
