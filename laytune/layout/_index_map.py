@@ -56,7 +56,7 @@ from laytune.layout._expr import Const, Expr, Var
 from laytune.layout._inverse import Inverse, invert
 from laytune.layout._json import load_versioned
 from laytune.layout._parse import MAX_INDICES, SEPARATOR_TOKEN, parse_index_map
-from laytune.layout._periods import drift, window
+from laytune.layout._periods import drift, vanishes, window
 
 __all__ = ["AXIS_SEPARATOR", "IndexMap", "Shape", "compose"]
 
@@ -711,7 +711,11 @@ class IndexMap:
 
     def equivalent(self, other: IndexMap, shape: Sequence[int]) -> bool:
         """True when both maps give the same physical index (and the same
-        separators) for every logical index of ``shape``."""
+        separators) for every logical index of ``shape``.
+
+        Decided without a pass over ``shape``: each output's difference is
+        shown to vanish on its quasi-periods (:func:`~laytune.layout._periods.vanishes`),
+        so pricing a record or matching a held layout costs the same on any extents."""
         if not isinstance(other, IndexMap):
             return False
         if self.ndim_in != other.ndim_in or self.ndim_out != other.ndim_out:
@@ -720,11 +724,8 @@ class IndexMap:
             return False
         if self == other:
             return True
-        grid = self._grid(_check_shape(shape, self.ndim_in))
-        mine, theirs = self._eval(grid), other._eval(grid)
-        return all(
-            np.array_equal(*np.broadcast_arrays(a, b)) for a, b in zip(mine, theirs, strict=True)
-        )
+        shape = _check_shape(shape, self.ndim_in)
+        return all(vanishes(a - b, shape) for a, b in zip(self.outputs, other.outputs, strict=True))
 
     def flat_offset_exprs(self, shape: Sequence[int], simplified: bool = True) -> tuple[Expr, ...]:
         """Symbolic flat offset per physical axis (one per separator group)."""
