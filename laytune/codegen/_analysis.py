@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laytune.layout import UNDEF, Layout, Var, simplify, variables
+from laytune.layout import UNDEF, IndexMap, Layout, Var, simplify, substitute, variables
 from laytune.ops import (
     FUNCTIONS,
     VALUE_OPS,
@@ -47,17 +47,38 @@ class PaddedLoop:
     dims: tuple[tuple[str, int], ...]
 
 
+#: Grown shapes of at most this many elements are checked for injectivity
+#: at every index when the layout's inverse does not prove it.
+_WHOLE_CHECK = 1 << 16
+
+
 def _max_extent(layout: Layout, dim: int, cap: int) -> int:
     """Largest extent of ``dim`` up to ``cap`` on which ``layout``'s map keeps
-    its physical shape and stays injective (the logical extent when none)."""
+    its physical shape and stays injective (the logical extent when none).
+
+    A family's layout carries its inverse (physical -> logical): where the
+    round trip ``inverse(map(x)) == x`` holds on the grown shape, decided
+    on its periods (:meth:`IndexMap.equivalent`), the map is injective there
+    without a look at its elements. Otherwise only a small grown shape is
+    looked at whole; a large one is taken not to fit (no padded loop, never
+    a wrong one)."""
     m = layout.index_map
     pshape = layout.physical_shape
+    round_trip = None
+    if layout.inverse_map is not None and layout.inverse_map.ndim_in == m.ndim_out:
+        back = tuple(substitute(out, m.outputs) for out in layout.inverse_map.outputs)
+        round_trip = IndexMap(m.params, back)
+    unchanged = IndexMap.identity(len(layout.shape))
 
     def fits(extent: int) -> bool:
         shape = list(layout.shape)
         shape[dim] = extent
         try:
-            return m.physical_shape(shape) == pshape and m.is_injective(shape)
+            if m.physical_shape(shape) != pshape:
+                return False
+            if round_trip is not None and round_trip.equivalent(unchanged, shape):
+                return True
+            return math.prod(shape) <= _WHOLE_CHECK and m.is_injective(shape)
         except Exception:  # a negative index: the map does not extend
             return False
 
