@@ -81,8 +81,9 @@ class MeasureConfig:
     worker process (the verification, and each warm-up or timed launch
     group with its flush), not their sum: a 8192^2 tensor's candidate runs
     for longer than a small one's, but no step of it hangs. Past it the
-    worker is killed and the candidate's result is a timeout. Preparing a workload the worker has not seen yet (its inputs
-    and numpy reference) has its own bound, ``prepare_time_limit_s``.
+    worker is killed and the candidate's result is a timeout. Preparing a
+    workload the worker has not seen yet (its inputs and numpy reference)
+    has its own bound, ``prepare_time_limit_s``.
     Inputs come from ``workload.make_inputs(seed)`` with a seed derived from
     ``seed`` and the workload key only, so every candidate of a workload
     (and every run) sees the same data.
