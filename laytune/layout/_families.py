@@ -132,6 +132,20 @@ class Layout:
             self._inverse.append(inv)
         return self._inverse[0]
 
+    @property
+    def recorded_family(self) -> str:
+        """The family name this layout's JSON and :meth:`describe` carry: its
+        family's, or for a family renamed since (:data:`RECORDED_AS`) the name
+        its layouts were first recorded under; a composition's joins its parts'."""
+        return self._recorded()[0]
+
+    def _recorded(self) -> tuple[str, Params]:
+        if self.parts:
+            named = tuple(p._recorded() for p in self.parts)
+            return "+".join(name for name, _ in named), named
+        name, lead = RECORDED_AS.get(self.family, (self.family, ()))
+        return name, (*lead, *self.params)
+
     def describe(self) -> str:
         """Short human label, e.g. ``block(axis=1, factor=4)``."""
         if self.parts:
@@ -139,18 +153,20 @@ class Layout:
         if self.family == "swizzle" and dict(self.params).get("form") == "flat":
             p = dict(self.params)
             return f"Sw<{p['bits']},{p['base']},{p['shift']}>"
-        args = ", ".join(f"{k}={v}" for k, v in self.params)
-        return f"{self.family}({args})"
+        family, params = self._recorded()
+        args = ", ".join(f"{k}={v}" for k, v in params)
+        return f"{family}({args})"
 
     def __str__(self) -> str:
         return str(self.index_map)
 
     # -- persistence -------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
+        family, params = self._recorded()
         data: dict[str, Any] = {
             "version": JSON_VERSION,
-            "family": self.family,
-            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in self.params},
+            "family": family,
+            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in params},
             "shape": list(self.shape),
             "index_map": str(self.index_map),
         }
@@ -349,7 +365,7 @@ def row_xor(shape: Sequence[int], period: int, chunk: int = 1) -> Layout:
     def forward(*x: Expr) -> list[Expr]:
         return [*x[:-1], mix(x[-2], x[-1])]
 
-    return _make("swizzle", shape, forward, forward, form="rows", period=period, chunk=chunk)
+    return _make("row_xor", shape, forward, forward, period=period, chunk=chunk)
 
 
 def block(shape: Sequence[int], axis: int, factor: int) -> Layout:
@@ -478,6 +494,15 @@ def _swizzle_from_params(shape: Sequence[int], form: str, **params: Any) -> Layo
 
 
 FAMILIES["swizzle"] = _swizzle_from_params
+FAMILIES["row_xor"] = row_xor
+
+RECORDED_AS: dict[str, tuple[str, Params]] = {"row_xor": ("swizzle", (("form", "rows"),))}
+"""Families renamed since their layouts were first recorded, with the name
+and leading parameters their text keeps: a layout's JSON (hence a
+candidate's key, by which records are found) and its :meth:`Layout.describe`
+(the names of a space's optuna choices, which a stored study holds) stay as
+they were, so records and studies written before still match. ``row_xor``
+layouts carried the family ``swizzle`` with ``form="rows"``."""
 
 
 def compose(outer: Any, inner: Any) -> Any:

@@ -64,8 +64,7 @@ def layout_token(layout: Layout) -> str:
     if layout.is_identity:
         return "identity"
     digest = hashlib.sha256(f"{layout.index_map}|{layout.shape}".encode()).hexdigest()[:8]
-    family = "+".join(p.family for p in layout.parts) if layout.parts else layout.family
-    return f"{family}-{digest}"
+    return f"{layout.recorded_family}-{digest}"
 
 
 def _pad_token(pad: PadValue) -> str:

@@ -249,5 +249,5 @@ def local_layouts(shape: Sequence[int], opts: SpaceOptions) -> list[Layout]:
                 yield from LAYOUT_FAMILIES[name].layouts(shape, opts, "local")
 
     return [
-        lay for lay in _dedupe(makers(), None) if lay.family != "swizzle" or not lay.has_padding
+        lay for lay in _dedupe(makers(), None) if lay.family != "row_xor" or not lay.has_padding
     ]

@@ -13,9 +13,10 @@ from laytune.codegen import lower
 from laytune.device_info import DeviceInfo
 from laytune.dtypes import DTYPES, KERNEL_DTYPES
 from laytune.exceptions import LayoutError, StatementError
-from laytune.layout import identity, pad_rows, texture
+from laytune.layout import Layout, compose, identity, pad_rows, permute, row_xor, texture
 from laytune.ops import DTYPES as OPS_DTYPES
 from laytune.ops import matmul, transpose
+from laytune.plots import FAMILY_ORDER
 from laytune.runners import Tolerance
 from laytune.space import (
     GLOBAL_FAMILIES,
@@ -37,6 +38,7 @@ from laytune.space import (
     matrix_capability,
     matrix_intrinsic,
 )
+from laytune.space._conversion import layout_token
 from laytune.space._generate import (
     OPTIONAL_LOCAL_FAMILIES,
     global_layouts,
@@ -224,6 +226,7 @@ def test_every_global_family_runs_a_transpose_through_space_and_emitter(
     space = SearchSpace(workload, device, SpaceOptions(families=("identity", name)))
     layouts = [lay for lay in space.layouts("X") if not lay.is_identity]
     assert layouts, f"the space offers X no {name} layout"
+    assert layouts[0].family == name
     chosen = next(c for c in space.enumerate() if c.layout("X") == layouts[0])
     assert check_candidate(workload, chosen, device).ok
     program = lower(workload, chosen, device)
@@ -233,3 +236,23 @@ def test_every_global_family_runs_a_transpose_through_space_and_emitter(
     data = np.random.default_rng(2).uniform(-1, 1, (32, 64)).astype(np.float32)
     outputs, _ = run(env, program, {"X": data})
     np.testing.assert_array_equal(outputs["Y"], data.T)
+
+
+def test_row_xor_layouts_are_of_family_row_xor_and_keep_their_recorded_text() -> None:
+    layout = row_xor((16, 32), 4, 2)
+    assert layout.family == "row_xor" and dict(layout.params) == {"period": 4, "chunk": 2}
+    # the text records, candidate keys, optuna choices and conversion keys were written in
+    assert layout.describe() == "swizzle(form=rows, period=4, chunk=2)"
+    data = layout.to_json()
+    assert data["family"] == "swizzle" and data["params"] == {
+        "form": "rows",
+        "period": 4,
+        "chunk": 2,
+    }
+    assert Layout.from_json(data) == layout
+    assert layout_token(layout).startswith("swizzle-")
+    both = compose(row_xor((16, 16), 4), permute((16, 16), (1, 0)))
+    assert both.family == "permute+row_xor" and both.recorded_family == "permute+swizzle"
+    assert Layout.from_json(both.to_json()) == both
+    # a frame of records names the family as plots and reports look it up
+    assert "row_xor" in FAMILY_ORDER
