@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import re
 
-from laytune.exceptions import UnknownWorkloadError
+from laytune.exceptions import StatementError, UnknownWorkloadError
+from laytune.layout import Const, Var, to_text
 from laytune.ops._registry import (
     ParamValue,
     constructors,
@@ -21,6 +22,7 @@ from laytune.ops._registry import (
     format_value,
     parse_params,
 )
+from laytune.ops._statement import loads, parse_statement, value_text
 from laytune.ops._workload import Workload
 
 __all__ = [
@@ -125,6 +127,8 @@ def from_key(key: str) -> Workload:
     except UnknownWorkloadError as err:
         if defined is not None:  # a key of buffer shapes: define without params
             return defined
+        if _EPILOGUE in key:
+            return _with_epilogue(key.strip())
         raise UnknownWorkloadError(f"{err}; {_UNKNOWN_HINT}") from None
     if name not in constructors():
         if defined is not None:
@@ -138,6 +142,62 @@ def from_key(key: str) -> Workload:
     except UnknownWorkloadError as err:
         raise UnknownWorkloadError(f"workload key {key!r}: {err}") from None
     if workload.key != key.strip():
+        raise UnknownWorkloadError(f"workload key {key!r} rebuilds as {workload.key!r}")
+    return workload
+
+
+_EPILOGUE = "+epilogue["
+_ACC = re.compile(r"\bacc\b(?!\s*\[)")  # the accumulator, not a buffer named acc
+
+
+def _with_epilogue(key: str) -> Workload:
+    """The workload of ``base+epilogue[value]`` (a plan's fused operator):
+    ``base``'s, its finished reduction written ``acc`` in ``value``. Each
+    operand of the epilogue has the extent of the axis that indexes it in
+    each dimension (1 where it reads index 0); any other index leaves its
+    shape unknown, and the key is refused."""
+    base, _, rest = key.partition(_EPILOGUE)
+    producer = from_key(base)
+    stmt = producer.statement
+    if not rest.endswith("]") or stmt.reduction is None or stmt.epilogue is not None:
+        raise UnknownWorkloadError(f"workload key {key!r}: not a reduction's key and an epilogue")
+    names = producer.axis_names
+    target = f"{stmt.target}[{', '.join(to_text(i, names) for i in stmt.target_indices)}]"
+    reduced = f"{stmt.reduction}({value_text(stmt.value, names)})"
+    text = f"{target} = {_ACC.sub(lambda _: reduced, rest[:-1])}"
+    try:
+        epilogue = parse_statement(text, names).epilogue
+    except StatementError as err:
+        raise UnknownWorkloadError(f"workload key {key!r}: {err}") from None
+    inputs = {d.name: d.shape for d in producer.inputs}
+    for load in loads(epilogue) if epilogue is not None else []:
+        shape = []
+        for index in load.indices:
+            if isinstance(index, Var):
+                shape.append(producer.axes[index.index].extent)
+            elif index == Const(0):
+                shape.append(1)
+            else:
+                raise UnknownWorkloadError(
+                    f"workload key {key!r}: the shape of {load.buffer} is not known from its "
+                    f"index {to_text(index, names)}"
+                )
+        inputs[load.buffer] = tuple(shape)
+    try:
+        params = parse_key(base)[1]
+        workload = Workload.define(
+            producer.name,
+            text,
+            {a.name: a.extent for a in producer.axes},
+            inputs,
+            producer.dtype,
+            params=params,
+            local_tiles=dict(producer.local_tiles),
+            weights=producer.weights,
+        )
+    except StatementError as err:
+        raise UnknownWorkloadError(f"workload key {key!r}: {err}") from None
+    if workload.key != key:
         raise UnknownWorkloadError(f"workload key {key!r} rebuilds as {workload.key!r}")
     return workload
 
