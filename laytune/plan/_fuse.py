@@ -23,8 +23,9 @@ and the reader's others (renamed where a name is taken) and writes the
 reader's result; the producer's result is no longer a tensor. Its workload's
 key is the producer's with the epilogue (``+epilogue[...]``; a key of buffer
 shapes lists the epilogue's operands too), so records tuned for the fused
-kernel are found by it, and :func:`laytune.ops.from_key` gives it back while
-the fused graph is held.
+kernel are found by it, and :func:`laytune.ops.from_key` gives it back (while
+the fused graph is held, and from the key's text alone where the producer's
+operator is registered).
 """
 
 from __future__ import annotations
