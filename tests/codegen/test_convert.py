@@ -126,7 +126,7 @@ def test_local_tiles_search_their_layout() -> None:
     workload = ConversionWorkload(*CASES["transpose pack"][:2])
     space = ConversionSpace(workload, open_env().info)
     families = {c.layout("tile.local").family for c in space if c.knob("kernel") == "local"}
-    assert families == {"identity", "pad_rows", "swizzle"}  # row_xor is a swizzle
+    assert families == {"identity", "pad_rows", "row_xor"}
     assert set(space.layouts("tile.local")) == {
         c.layout("tile.local") for c in space if c.knob("kernel") == "local"
     }

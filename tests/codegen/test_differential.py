@@ -120,4 +120,4 @@ def test_the_candidates_covered_every_family_and_knob(env: Env) -> None:
     local_families = {
         layout.family for _, c in staged for name, layout in c.layouts if name.endswith(".local")
     }
-    assert {"identity", "pad_rows", "swizzle"} <= local_families
+    assert {"identity", "pad_rows", "row_xor"} <= local_families
