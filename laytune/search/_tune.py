@@ -4,6 +4,14 @@ record, repeat until a budget is spent.
 The loop stays thin: what to try is the strategy's (an optuna sampler over
 :meth:`SearchSpace.suggest`), building and measuring are the runners',
 persisting, progress and logging are callbacks on each batch.
+
+:func:`tune` opens the job (its space, study and starting records) and hands
+it to a scheduler, which decides when each batch is proposed, built and
+measured (:meth:`_Scheduler.search`, then the layout reference), and passes
+every measured batch to one batch step (:meth:`_Scheduler._step`): price,
+record, tell the study, persist, call the watchers. The proposer
+(:class:`_Proposer`) turns the strategy's trials into claimed, lowered
+candidates and gives back what the job holds when it stops.
 """
 
 from __future__ import annotations
@@ -387,7 +395,7 @@ def tune(
     :class:`~laytune.exceptions.DatabaseError`; what it committed before stays.
     """
     if legacy or isinstance(options, SpaceOptions):
-        options = options_from_keywords(options, legacy)
+        options = options_from_keywords(options, legacy)  # warns at the caller's line
     opts = options if options is not None else TuneOptions()
     if not isinstance(opts, TuneOptions):
         raise TuningError(f"options must be a TuneOptions, got {opts!r}")
@@ -395,6 +403,19 @@ def tune(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     device = _resolve_device(device)
+    _refuse_misfits(workload, device, builder, runner)
+    job = _open_job(workload, device, opts, open_database(database))
+    watchers: list[TuneCallback] = [Progress()] if progress else []
+    scheduler = _Scheduler(job, opts, [*watchers, LogBatches(), *callbacks])
+    scheduler.run(builder, runner)
+    return _result(job)
+
+
+def _refuse_misfits(
+    workload: Any, device: Device, builder: BaseBuilder | None, runner: BaseRunner | None
+) -> None:
+    """Refuse, before anything starts, a workload too large for ``device``
+    and a builder or runner of another device."""
     # Every candidate holds each buffer in its logical layout and in its own,
     # which is at least as large: if that does not fit, no candidate does.
     least = {
@@ -411,25 +432,34 @@ def tune(
                 f"{type(given).__name__} works on {given.device.name} ({given.device.key}), "
                 f"the job on {device.name} ({device.key})"
             )
-    db = open_database(database)
-    strategy, trials, batch = opts.strategy, opts.trials, opts.batch
-    converting = isinstance(workload, ConversionWorkload)
-    if converting:
+
+
+def _job_space(workload: Any, device: Device, opts: TuneOptions) -> tuple[str, Boundary, Any]:
+    """The job's strategy, boundary and space. A conversion workload has no
+    boundary (it is the conversion) and no cost model (its features describe
+    compute kernels, not copies): ``"model"`` searches it with ``"tpe"``."""
+    if isinstance(workload, ConversionWorkload):
         if opts.boundary:
             raise TuningError("a conversion workload has no boundary to set: it is the conversion")
-        if strategy == "model":  # its features describe compute kernels, not copies
-            strategy = "tpe"
-        job_boundary = Boundary(())
-        space: Any = ConversionSpace(workload, device.info)
-    else:
-        job_boundary = Boundary.of(workload, opts.boundary)
-        space = SearchSpace(workload, device.info, opts.space)
-    if not opts.measure.measure_conversions and not job_boundary.charges_nothing:
+        strategy = "tpe" if opts.strategy == "model" else opts.strategy
+        return strategy, Boundary(()), ConversionSpace(workload, device.info)
+    boundary = Boundary.of(workload, opts.boundary)
+    return opts.strategy, boundary, SearchSpace(workload, device.info, opts.space)
+
+
+def _open_job(workload: Any, device: Device, opts: TuneOptions, db: RecordStore) -> Job:
+    """The job: its space, its optuna study in ``db`` (created, or resumed with
+    this host's dead trials failed), its pricing, and the best and baseline
+    records it starts from."""
+    import optuna
+
+    strategy, boundary, space = _job_space(workload, device, opts)
+    if not opts.measure.measure_conversions and not boundary.charges_nothing:
         raise TuningError(
-            f"boundary {job_boundary} charges conversions but measure.measure_conversions is "
+            f"boundary {boundary} charges conversions but measure.measure_conversions is "
             "off: measure them, or make the buffers free"
         )
-    name = opts.study_name or study_name_for(workload, device, strategy, job_boundary)
+    name = opts.study_name or study_name_for(workload, device, strategy, boundary)
     study = optuna.create_study(
         study_name=name,
         storage=db.optuna_storage(),
@@ -439,156 +469,208 @@ def tune(
     )
     _fail_stale_trials(study)
     job = Job(
-        workload, device, space, db, study, name, strategy, trials, opts.timeout, opts.patience
+        workload, device, space, db, study, name, strategy, opts.trials, opts.timeout, opts.patience
     )
-    job.boundary = job_boundary
-    job.pricing = JobPricing(db, device, workload, job_boundary)
-    job.best = db.best(workload, device, boundary=job_boundary)
+    job.boundary = boundary
+    job.pricing = JobPricing(db, device, workload, boundary)
+    job.best = db.best(workload, device, boundary=boundary)
     # the space's baseline: the plain kernel, or where the device runs only
     # matrix kernels (float16 without cl_khr_fp16) the plainest of those
     job.baseline_candidate = space.identity()
-    job.baseline = job.pricing.priced(
-        next(
-            (
-                r
-                for r in db.records(workload=workload, device=device, status="ok")
-                if job.is_baseline(r)
-            ),
-            None,
-        )
-    )
+    recorded = db.records(workload=workload, device=device, status="ok")
+    job.baseline = job.pricing.priced(next((r for r in recorded if job.is_baseline(r)), None))
+    return job
+
+
+def _proposal_order(job: Job, opts: TuneOptions) -> Iterator[Candidate]:
+    """The candidates the job proposes before its sampler, or instead of it:
+    the baseline, the warm starts, then every candidate of the space
+    (``exhaustive``) or the standard starts, then the cost model's batches
+    (``model``)."""
+    space, trials = job.space, job.trials
     forced: list[Candidate] = [job.baseline_candidate]
     if opts.warm_start:
         forced += warm_start_candidates(job, opts.warm_start)
-    if strategy != "exhaustive" and converting:  # a few: the sampler finds the rest
+    if job.strategy == "exhaustive":
+        return iter([*forced, *space.enumerate()])
+    if isinstance(job.workload, ConversionWorkload):  # a few: the sampler finds the rest
         forced += conversion_starts(space, trials // 8 if opts.starts is None else opts.starts)
-    elif strategy != "exhaustive":
-        starts = standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
-        forced += with_held_layouts(space, job_boundary, starts)
-    if strategy == "exhaustive":
-        order: Iterator[Candidate] = iter([*forced, *space.enumerate()])
-    elif strategy == "model":
-        order = itertools.chain(forced, ModelProposals(job, opts.seed, batch))
     else:
-        order = iter(forced)
-    proposer = _Proposer(job, order, sampled=strategy != "exhaustive")
-    persist = Persist()
-    watchers: list[TuneCallback] = []
-    if progress:
-        watchers.append(Progress())
-    watchers += [LogBatches(), *callbacks]
-    for callback in (persist, *watchers):
-        callback.on_start(job)
-    overlap = opts.overlap
-    if overlap is None:
-        overlap = "CPU" not in device.info.device_type.upper().split(" | ")
-    early_stop = opts.early_stop
-    try:
-        with contextlib.ExitStack() as owned:
-            if builder is None:
-                builder = owned.enter_context(Builder(device))
-            if runner is None:
-                runner = owned.enter_context(Runner(device, opts.measure))
-            pending = proposer.next(min(batch, trials))
-            future = builder.submit([i.program for i in pending if i.program is not None])
-            while pending:
-                built = future.result()
-                following: list[_Item] = []
-                spent = job.out_of_budget()
-                if spent is None:
-                    room = trials - job.measured - len(pending)
-                    following = proposer.next(min(batch, room)) if room > 0 else []
-                else:  # why proposing stopped, even if the batch in hand brings a new best
-                    job.stop_reason = spent
-                programs = [i.program for i in following if i.program is not None]
-                if programs and overlap:  # build the next batch while this one is measured
-                    future = builder.submit(programs)
-                inputs = [RunInput(b, workload) for b in built]
-                if early_stop is not None and job.best is not None:
-                    threshold = job.best.value_s * early_stop  # type: ignore[operator]
-                    results = iter(runner.run(inputs, abandon_above_s=threshold))
-                else:
-                    results = iter(runner.run(inputs))
-                if programs and not overlap:
-                    future = builder.submit(programs)
-                held = job.pricing.missing(i.candidate for i in pending if i.program is not None)
-                job.pricing.measure(held, builder, runner)
-                records = [_record(job, item, results) for item in pending]
-                _tell(job, pending, records)
-                persist.on_batch(job, records)  # ids first: the job's best is a stored record
-                proposer.settle(records)
-                for record in records:
-                    job.note(record)
-                for callback in watchers:
-                    callback.on_batch(job, records)
-                pending = following
-            if job.stop_reason is None:
-                job.stop_reason = job.out_of_budget() or proposer.exhausted_why or "done"
-            reference = _reference_items(job, proposer)
-            if reference:
-                programs = [i.program for i in reference if i.program is not None]
-                built = builder.submit(programs).result() if programs else []
-                results = iter(runner.run([RunInput(b, workload) for b in built]))
-                held = job.pricing.missing(i.candidate for i in reference if i.program is not None)
-                job.pricing.measure(held, builder, runner)
-                records = [_record(job, item, results) for item in reference]
-                _tell(job, reference, records)
-                persist.on_batch(job, records)
-                proposer.settle(records)
-                for record in records:
-                    job.note(record, reference=True)
-                for callback in watchers:
-                    callback.on_batch(job, records)
-    except KeyboardInterrupt:
-        job.stop_reason = "interrupted; every finished record is kept"
-        proposer.abandon()
-    except optuna.exceptions.StorageInternalError as err:  # its SQLAlchemy error says why
-        job.stop_reason = "error"
-        proposer.abandon()
-        reason = error_reason(err, db.safe_url)  # the driver's words, and a full disk's room
-        raise DatabaseError(f"writing the optuna study to {db.safe_url}: {reason}") from None
-    except BaseException:
-        job.stop_reason = "error"
-        proposer.abandon()
-        raise
-    finally:
-        for callback in (persist, *watchers):
-            callback.on_end(job)
-    best = db.best(workload, device, boundary=job_boundary)
-    twin = None if best is None else layout_reference(space, best.candidate)
+        starts = standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
+        forced += with_held_layouts(space, job.boundary, starts)
+    if job.strategy == "model":
+        return itertools.chain(forced, ModelProposals(job, opts.seed, opts.batch))
+    return iter(forced)
+
+
+def _programs(items: Sequence[_Item]) -> list[KernelProgram]:
+    """The programs of ``items`` to build (rejected candidates have none)."""
+    return [item.program for item in items if item.program is not None]
+
+
+class _Scheduler:
+    """Drives one job's batches through its builder and runner: proposes a
+    batch, builds it (the next one while this one is measured, with
+    ``overlap``), measures it, and hands each measured batch to
+    :meth:`_step`, the one place a batch is priced, recorded and announced.
+    The search ends when the budget is spent or the proposer is exhausted;
+    then the best candidate's layout reference is measured, outside the
+    budget. A stop or an error at any point gives back what the job holds.
+    """
+
+    def __init__(self, job: Job, opts: TuneOptions, watchers: Sequence[TuneCallback]) -> None:
+        self.job = job
+        self.batch = opts.batch
+        self.measure = opts.measure
+        self.early_stop = opts.early_stop
+        self.overlap = opts.overlap
+        if self.overlap is None:  # on a CPU the compiler would take the measured kernel's cores
+            self.overlap = "CPU" not in job.device.info.device_type.upper().split(" | ")
+        sampled = job.strategy != "exhaustive"
+        self.proposer = _Proposer(job, _proposal_order(job, opts), sampled=sampled)
+        self.persist = Persist()  # first: the watchers see records with ids
+        self.watchers = list(watchers)
+        self.builder: BaseBuilder
+        self.runner: BaseRunner
+
+    def run(self, builder: BaseBuilder | None, runner: BaseRunner | None) -> None:
+        """Search, then measure the layout reference, with ``builder`` and
+        ``runner`` or local ones (closed at the end); the callbacks'
+        ``on_end`` comes whatever happens. Ctrl-C ends the job with what it
+        recorded; a failed write of the study is a DatabaseError."""
+        import optuna
+
+        job = self.job
+        for callback in (self.persist, *self.watchers):
+            callback.on_start(job)
+        try:
+            with contextlib.ExitStack() as owned:
+                if builder is None:
+                    builder = owned.enter_context(Builder(job.device))
+                if runner is None:
+                    runner = owned.enter_context(Runner(job.device, self.measure))
+                self.builder, self.runner = builder, runner
+                self.search()
+                self.measure_reference()
+        except KeyboardInterrupt:
+            job.stop_reason = "interrupted; every finished record is kept"
+            self.proposer.abandon()
+        except optuna.exceptions.StorageInternalError as err:  # its SQLAlchemy error says why
+            job.stop_reason = "error"
+            self.proposer.abandon()
+            url = job.database.safe_url
+            reason = error_reason(err, url)  # the driver's words, and a full disk's room
+            raise DatabaseError(f"writing the optuna study to {url}: {reason}") from None
+        except BaseException:
+            job.stop_reason = "error"
+            self.proposer.abandon()
+            raise
+        finally:
+            for callback in (self.persist, *self.watchers):
+                callback.on_end(job)
+
+    def search(self) -> None:
+        """Batches until the budget is spent or nothing new is proposed."""
+        job = self.job
+        pending = self.proposer.next(min(self.batch, job.trials))
+        future = self.builder.submit(_programs(pending))
+        while pending:
+            built = future.result()
+            following = self._following(len(pending))
+            programs = _programs(following)
+            if programs and self.overlap:  # build the next batch while this one is measured
+                future = self.builder.submit(programs)
+            results = self._measure(built, early_stop=True)
+            if programs and not self.overlap:
+                future = self.builder.submit(programs)
+            self._step(pending, results)
+            pending = following
+        if job.stop_reason is None:
+            job.stop_reason = job.out_of_budget() or self.proposer.exhausted_why or "done"
+
+    def _following(self, in_hand: int) -> list[_Item]:
+        """The batch after the ``in_hand`` candidates being measured: none once
+        the budget is spent (its reason noted, even if the batch in hand
+        brings a new best)."""
+        job = self.job
+        spent = job.out_of_budget()
+        if spent is not None:
+            job.stop_reason = spent
+            return []
+        room = job.trials - job.measured - in_hand
+        return self.proposer.next(min(self.batch, room)) if room > 0 else []
+
+    def measure_reference(self) -> None:
+        """The best candidate's layout reference, if it is not recorded (and
+        not being measured by another worker): identity layouts with its knobs."""
+        job = self.job
+        twin = None if job.best is None else layout_reference(job.space, job.best.candidate)
+        reference = [] if twin is None else self.proposer.next(1, only=[twin])
+        if not reference:
+            return
+        programs = _programs(reference)
+        built = self.builder.submit(programs).result() if programs else []
+        self._step(reference, self._measure(built, early_stop=False), reference=True)
+
+    def _measure(self, built: Sequence[Any], *, early_stop: bool) -> Iterator[Any]:
+        """The runner's results of ``built``; with ``early_stop`` a candidate
+        clearly slower than the best is not measured to the end."""
+        job = self.job
+        inputs = [RunInput(b, job.workload) for b in built]
+        if early_stop and self.early_stop is not None and job.best is not None:
+            threshold = job.best.value_s * self.early_stop  # type: ignore[operator]
+            return iter(self.runner.run(inputs, abandon_above_s=threshold))
+        return iter(self.runner.run(inputs))
+
+    def _step(
+        self, items: Sequence[_Item], results: Iterator[Any], *, reference: bool = False
+    ) -> None:
+        """The batch step: price ``items`` (measuring the conversions their
+        held buffers need), record each with its result, tell the study,
+        persist, let go of their claims, update the job and call the watchers."""
+        job = self.job
+        held = job.pricing.missing(i.candidate for i in items if i.program is not None)
+        job.pricing.measure(held, self.builder, self.runner)
+        records = [_record(job, item, results) for item in items]
+        _tell(job, items, records)
+        self.persist.on_batch(job, records)  # ids first: the job's best is a stored record
+        self.proposer.settle(records)
+        for record in records:
+            job.note(record, reference=reference)
+        for callback in self.watchers:
+            callback.on_batch(job, records)
+
+
+def _result(job: Job) -> TuneResult:
+    """What the job found, with the best record of the database under its
+    boundary and that record's layout reference, or why it has none."""
+    db, workload, device = job.database, job.workload, job.device
+    best = db.best(workload, device, boundary=job.boundary)
+    twin = None if best is None else layout_reference(job.space, best.candidate)
     recorded = None if twin is None else db.lookup(workload.key, device.key, twin.key)
     reference = None if recorded is None else job.pricing.priced(recorded)
     return TuneResult(
         workload_key=workload.key,
         device_key=device.key,
         device_name=device.name,
-        study_name=name,
-        strategy=strategy,
+        study_name=job.study_name,
+        strategy=job.strategy,
         database=db.safe_url,
         best=best,
         baseline=job.baseline,
         reference=reference,
         no_reference=""
         if best is None or reference is not None
-        else missing_reference(space, best.candidate, recorded),
-        boundary=job_boundary,
+        else missing_reference(job.space, best.candidate, recorded),
+        boundary=job.boundary,
         measured=job.measured,
         references=job.references,
         cached=job.cached,
         failures=dict(job.failures),
         stop_reason=job.stop_reason or "done",
         elapsed_s=job.elapsed_s,
-        trials=db.to_dataframe(study=name),
+        trials=db.to_dataframe(study=job.study_name),
     )
-
-
-def _reference_items(job: Job, proposer: _Proposer) -> list[_Item]:
-    """The best candidate's layout reference to measure, if it is not recorded
-    (and not being measured by another worker)."""
-    if job.best is None:
-        return []
-    twin = layout_reference(job.space, job.best.candidate)
-    return [] if twin is None else proposer.next(1, only=[twin])
 
 
 def _tell(job: Job, items: Sequence[_Item], records: Sequence[Record]) -> None:
