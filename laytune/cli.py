@@ -23,38 +23,33 @@ the output is not a terminal); ``--format csv|json|jsonl`` give every column.
 
 from __future__ import annotations
 
-import _thread
 import argparse
 import atexit
 import contextlib
-import faulthandler
-import json
-import logging
 import math
 import os
 import shlex
-import shutil
 import signal
 import sys
 import textwrap
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
+from laytune._stop import EXIT_INTERRUPTED, EXIT_TERMINATED, STOP_GRACE_S, exit_now
+from laytune._stop import StopSignals as _StopSignals
+from laytune._table import Column as _Column
+from laytune._table import missing as _missing
+from laytune._table import ms as _ms
+from laytune._table import print_table as _print_table
+from laytune._table import times as _times
+from laytune._table import write_json as _write_json
 from laytune.exceptions import LaytuneError, NotFoundError, RecordWarning, excerpt
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_NO_RESULT, EXIT_USAGE = 0, 1, 2
-EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
-_EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
-#: Seconds the clean-up after a stop signal may take before the program
-#: exits anyway (see :class:`_StopSignals`).
-STOP_GRACE_S = 15.0
 
 
 def _default_db() -> str:
@@ -287,87 +282,6 @@ def _names(texts: Sequence[str], workload: Any) -> list[str]:
     return names
 
 
-# -- tables -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Column:
-    header: str
-    field: str
-    numeric: bool = False
-    shrink: int | None = None  # narrowest width when the terminal is narrow (None: never)
-    wide: bool = False  # long text, folded onto more lines rather than cut
-    drop: int = 0  # left out, lowest first, when even the narrowest widths do not fit (0: never)
-
-
-#: Folded columns give way first, down to this width, before names are cut.
-_FOLD_WIDTH = 24
-
-
-def _widths(rows: Sequence[dict[str, str]], columns: Sequence[_Column], total: int) -> list[int]:
-    """Column widths that fit ``total`` characters with two spaces between
-    columns: the natural widths; then, while too wide, the widest folded
-    column down to :data:`_FOLD_WIDTH`, the widest cut column down to its
-    ``shrink`` width, and the folded columns down to theirs. Numbers are
-    never narrowed."""
-    widths = [max([len(c.header)] + [len(row[c.field]) for row in rows]) for c in columns]
-    room = total - 2 * (len(columns) - 1)
-    stages = (
-        [(k, _FOLD_WIDTH) for k, c in enumerate(columns) if c.wide and c.shrink is not None],
-        [(k, c.shrink) for k, c in enumerate(columns) if not c.wide and c.shrink is not None],
-        [(k, c.shrink) for k, c in enumerate(columns) if c.wide and c.shrink is not None],
-    )
-    for stage in stages:
-        while sum(widths) > room:
-            narrowable = [(k, low) for k, low in stage if widths[k] > low]
-            if not narrowable:
-                break
-            widest = max(narrowable, key=lambda item: widths[item[0]])[0]
-            widths[widest] -= 1
-    return widths
-
-
-def _cell_lines(text: str, width: int, column: _Column) -> list[str]:
-    if column.wide:
-        return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
-    return [text if len(text) <= width else text[: width - 1] + "…"]
-
-
-def _print_table(rows: Sequence[dict[str, str]], columns: Sequence[_Column]) -> None:
-    """Rows as an aligned table as wide as the terminal (see the module doc):
-    numbers are never cut, names are cut with an ellipsis, long text is
-    folded onto more lines; on a terminal too narrow even for that, the
-    columns that can go (``drop``) go."""
-    total = shutil.get_terminal_size().columns
-    widths = _widths(rows, columns, total)
-    droppable = sorted((c for c in columns if c.drop), key=lambda c: c.drop)
-    while sum(widths) + 2 * (len(columns) - 1) > total and droppable:
-        gone = droppable.pop(0)
-        columns = [c for c in columns if c is not gone]
-        widths = _widths(rows, columns, total)
-    header = {c.field: c.header for c in columns}
-    for row in (header, *rows):
-        cells = [_cell_lines(row[c.field], w, c) for c, w in zip(columns, widths, strict=True)]
-        for line in range(max(len(lines) for lines in cells)):
-            parts = []
-            for column, width, lines in zip(columns, widths, cells, strict=True):
-                text = lines[line] if line < len(lines) else ""
-                parts.append(text.rjust(width) if column.numeric else text.ljust(width))
-            print("  ".join(parts).rstrip())
-
-
-def _ms(value: Any) -> str:
-    return "-" if _missing(value) else f"{float(value) * 1e3:.4g}"
-
-
-def _times(value: Any) -> str:
-    return "-" if _missing(value) else f"{float(value):.2f}x"
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def _layouts_text(record: Any) -> str:
     """The buffers not in their identity layout, described briefly."""
     changed = [
@@ -376,15 +290,6 @@ def _layouts_text(record: Any) -> str:
         if not layout.is_identity
     ]
     return "; ".join(changed) or "identity"
-
-
-def _write_json(items: Sequence[dict[str, Any]], lines: bool) -> None:
-    if lines:
-        for item in items:
-            print(json.dumps(item, sort_keys=True))
-    else:
-        json.dump(list(items), sys.stdout, indent=1, sort_keys=True)
-        print()
 
 
 def _open_existing(url: str, *, read_only: bool = True) -> Any:
@@ -922,161 +827,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _StopSignals:
-    """How a command answers SIGINT and SIGTERM.
-
-    While the command runs, the first of them raises KeyboardInterrupt in the
-    main thread (for SIGTERM too, so that every clean-up written for Ctrl-C
-    runs: tuning gives back its candidates in flight and stops its workers,
-    which ignore both signals). A second one during that clean-up exits at
-    once: the workers die with this process, and the database holds what was
-    committed. Once the command is done, a signal only sets the exit status.
-    Whichever signal came first decides the status: 130 or 143.
-
-    Python runs a handler wherever the main thread is, a finalizer or a weak
-    reference's callback included, and ignores what those raise: a
-    KeyboardInterrupt lost there reaches ``sys.unraisablehook``
-    (:meth:`unraisable`), which delivers it again.
-
-    With ``grace_s``, a program that is still running that long after the
-    first signal (a clean-up stuck in a driver or a lock, or an exit that
-    waits on a thread) writes where each of its threads is to stderr and
-    exits with the signal's status: the database holds what was committed,
-    and the workers die with the process.
-    """
-
-    def __init__(self, grace_s: float | None = None) -> None:
-        self.first: int | None = None
-        self.finishing = False
-        self.lost = False  # the first signal's KeyboardInterrupt was swallowed
-        self.silenced: list[logging.Logger] = []
-        self.grace_s = grace_s
-        # The watchdog thread starts now, not in the handler: a handler runs
-        # between any two bytecodes of the main thread, maybe inside
-        # threading's own locks, where starting a thread would deadlock.
-        self.signalled = threading.Event()
-        self.cancelled = False
-        if grace_s is not None:
-            threading.Thread(target=self._watch, name="laytune-stop-watch", daemon=True).start()
-
-    def install(self) -> dict[int, Any]:
-        """Install the handlers; returns the previous ones."""
-        return {signum: signal.signal(signum, self.handle) for signum in _EXIT_FOR_SIGNAL}
-
-    def handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.first is None or self.lost:
-            first = self.first is None
-            self.first = self.first or signum
-            self.lost = False
-            if first:  # a signal during set() is a second one: it exits below
-                self.signalled.set()
-            if not self.finishing:
-                self.quiet_database_logs()
-                raise KeyboardInterrupt
-        elif not self.finishing:
-            _exit_now(self.status(EXIT_INTERRUPTED))
-
-    def _watch(self) -> None:
-        self.signalled.wait()
-        if self.cancelled or self.grace_s is None or self.first is None:
-            return
-        time.sleep(self.grace_s)
-        if not self.cancelled:
-            self.overdue(self.first)
-
-    def overdue(self, signum: int) -> None:
-        """The clean-up outlived ``grace_s``: say where it waits, and exit."""
-        name = signal.Signals(signum).name
-        with contextlib.suppress(Exception):  # a closed or replaced stderr
-            sys.stderr.write(
-                f"laytune: still stopping {self.grace_s:g} s after {name}; exiting now "
-                "(every committed record is kept). Where each thread was:\n"
-            )
-            sys.stderr.flush()
-            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-            sys.stderr.write(_native_threads())
-            sys.stderr.flush()
-        _exit_now(self.status(EXIT_INTERRUPTED))
-
-    def cancel(self) -> None:
-        """Stop the watchdog (a command run in-process is over)."""
-        self.cancelled = True
-        self.signalled.set()
-
-    def unraisable(self, unraisable: Any, previous: Any) -> None:
-        """Deliver again a KeyboardInterrupt of ours that a finalizer or a
-        callback swallowed; hand anything else to ``previous``."""
-        lost = unraisable.exc_type is not None and issubclass(
-            unraisable.exc_type, KeyboardInterrupt
-        )
-        if lost and self.first is not None and not self.finishing:
-            self.lost = True
-            # Later, not from here: the main thread would run handle() before
-            # this hook returns, and its exception would be lost again.
-            later = threading.Timer(0.05, _thread.interrupt_main, (signal.SIGINT,))
-            later.daemon = True
-            later.start()
-            return
-        previous(unraisable)
-
-    def status(self, code: int) -> int:
-        return code if self.first is None else _EXIT_FOR_SIGNAL[self.first]
-
-    def quiet_database_logs(self) -> None:
-        """Silence SQLAlchemy's loggers: an interrupt in the middle of a query
-        makes it drop the connection and log, with a traceback, that closing
-        the cursor then failed. That is the interrupt's doing, which the
-        command reports itself; nothing committed is lost."""
-        for name in list(logging.root.manager.loggerDict):
-            if name.split(".")[0] != "sqlalchemy":
-                continue
-            logger = logging.getLogger(name)
-            if not logger.disabled:
-                logger.disabled = True
-                self.silenced.append(logger)
-
-    def restore_database_logs(self) -> None:
-        """Undo :meth:`quiet_database_logs` (a command run in-process)."""
-        for logger in self.silenced:
-            logger.disabled = False
-        self.silenced.clear()
-
-
-def _native_threads(task_dir: str = "/proc/self/task") -> str:
-    """Every thread of the process as the kernel sees it (Linux): id, name,
-    state, the kernel function it sleeps in and its system call. Python's
-    stacks leave out the driver's threads, and a thread that waits in C code
-    before its Python frames exist or after they are gone."""
-    try:
-        tids = sorted(os.listdir(task_dir), key=int)
-    except (OSError, ValueError):
-        return ""
-    lines = [f"\nThreads of process {os.getpid()} (id, name, state, kernel wait, system call):\n"]
-    for tid in tids:
-        fields = []
-        for name in ("comm", "stat", "wchan", "syscall"):
-            try:
-                with open(f"{task_dir}/{tid}/{name}") as file:
-                    text = file.read().strip()
-            except OSError:
-                text = "?"
-            if name == "stat":  # "pid (comm) S ...": the state follows the name
-                text = text.rpartition(")")[2].split()[0] if ")" in text else "?"
-            elif name == "syscall":
-                text = text.split()[0] if text else "?"
-            fields.append(text or "-")
-        main = " (main)" if tid == str(os.getpid()) else ""
-        lines.append(f"  {tid}{main} {' '.join(fields)}\n")
-    return "".join(lines)
-
-
-def _exit_now(status: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed pipe, or a flush this signal cut
-            stream.flush()
-    os._exit(status)
-
-
 def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
     """Run one command and return its exit status.
 
@@ -1097,7 +847,7 @@ def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
     # escapes (a bug) exits 1, as Python would; SystemExit its own code.
     status = [1]
     if program:  # registered before anything else registers, so it runs last
-        atexit.register(lambda: _exit_now(signals.status(status[0])))
+        atexit.register(lambda: exit_now(signals.status(status[0])))
     previous = signals.install()
     if held is not None and held.first is not None:  # a stop came while the program loaded
         signals.first = held.first

@@ -159,17 +159,17 @@ def test_a_clean_up_that_hangs_ends_past_the_grace_with_the_signals_status(
 ) -> None:
     """Past its grace after the first signal, the program says where each
     thread waits and exits with that signal's status, whatever still runs."""
-    from laytune import cli
+    from laytune import _stop
 
     exits: list[int] = []
-    monkeypatch.setattr(cli, "_exit_now", exits.append)
-    signals = cli._StopSignals(grace_s=0.2)
+    monkeypatch.setattr(_stop, "exit_now", exits.append)
+    signals = _stop.StopSignals(grace_s=0.2)
     with pytest.raises(KeyboardInterrupt):
         signals.handle(signal.SIGTERM, None)
     try:
         hung = threading.Event()
         hung.wait(2)  # the clean-up that never ends; the watchdog fires meanwhile
-        assert exits == [cli.EXIT_TERMINATED]
+        assert exits == [_stop.EXIT_TERMINATED]
         err = capfd.readouterr().err
         assert "still stopping 0.2 s after SIGTERM; exiting now" in err
         assert "test_a_clean_up_that_hangs" in err  # the main thread's stack, at hung.wait
