@@ -89,3 +89,18 @@ def test_comparing_a_large_output_makes_no_array_of_its_size() -> None:
     assert check.passed
     # Less than the output itself: the float64 copies of whole arrays were 32 MiB each.
     assert peak < out.nbytes, f"comparing took {peak / 2**20:.1f} MiB"
+
+
+def test_an_exact_output_is_recognised_in_chunks_too() -> None:
+    ref = np.arange(1 << 22, dtype=np.float32)  # 16 MiB
+    out = ref.copy()
+    expected = PreparedWorkload("w", {}, {"Y": ref}, 1).expected("Y", out.dtype)
+    tracemalloc.start()
+    try:
+        check = _compare("Y", out, expected)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert check.passed and check.max_abs_error == 0.0
+    # One chunk's comparison; a whole one made a 4 MiB array of booleans.
+    assert peak < out.nbytes // 16, f"comparing took {peak / 2**20:.1f} MiB"
