@@ -2,12 +2,14 @@
 folder, every ``laytune`` command of its shell blocks in order, so the
 documentation cannot drift from the code.
 
-The tuning examples are made quick, never rewritten: the Python block takes
-its size and trial budget from ``SIZE`` and ``TRIALS`` (as the README says),
-and ``laytune tune`` commands get ``--trials 2 --batch 2 --quiet`` appended
-(argparse keeps the last value). A Python block whose first line names a
-file (``# bmm_op.py: ...``) is written to that file in the commands' folder
-before they run, as the README asks the reader to (for ``--import``). The shell block that builds the C host
+The tuning examples are made quick, never rewritten: the Python blocks take
+their size and trial budget from ``SIZE`` and ``TRIALS`` (as the README says),
+and ``laytune tune`` and ``tune-model`` commands get ``--trials 2 --batch 2
+--quiet`` appended (argparse keeps the last value). A Python block whose
+first line names a file (``# bmm_op.py: ...``) is written to that file in the
+commands' folder before they run, and beside every Python block, as the
+README asks the reader to (for ``--import``, or to import it); a ``python
+FILE.py`` line of a shell block runs it there. The shell block that builds the C host
 runs whole, after the commands before it, where a C compiler and the OpenCL
 headers are installed (``tests/test_c_host.py`` says when they are not)."""
 
@@ -44,18 +46,24 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "COLUMNS": "100", **extra}
 
 
-def _commands() -> list[list[str]]:
-    """The ``laytune`` command lines of the shell blocks, continuation lines
-    joined and comments dropped, in the order the README gives them."""
-    commands = []
+def _shell_lines(programs: tuple[str, ...] = ("laytune",)) -> list[list[str]]:
+    """The command lines of the shell blocks that run one of ``programs``,
+    continuation lines joined and comments dropped, in the order the README
+    gives them."""
+    lines = []
     for lang, code in BLOCKS:
         if lang != "sh":
             continue
         for line in code.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
-            if words[:1] == ["laytune"]:
-                commands.append(words[1:])
-    return commands
+            if words[:1] and words[0] in programs:
+                lines.append(words)
+    return lines
+
+
+def _commands() -> list[list[str]]:
+    """The ``laytune`` command lines of the shell blocks (their arguments)."""
+    return [words[1:] for words in _shell_lines()]
 
 
 def _command(words: list[str]) -> str:
@@ -80,11 +88,17 @@ def test_the_readme_has_the_blocks_this_test_runs() -> None:
     imported = [c for c in _commands() if c[:2] == ["--import", "bmm_op"]]
     assert {_command(c) for c in imported} >= {"tune", "freeze", "export"}
     assert _command(["--import", "bmm_op", "tune", "bmm"]) == "tune"
+    # an ONNX model: written by a module file, tuned, planned
+    assert "tiny_model.py" in _module_files()
+    assert ["python", "tiny_model.py"] in _shell_lines(("python",))
+    assert {_command(c) for c in _commands()} >= {"tune-model", "plan"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(PYTHON)), ids=lambda k: f"python-block-{k + 1}")
 def test_a_python_block_runs_as_a_script(index: int, tmp_path: Path) -> None:
+    for name, code in _module_files().items():  # the files the README asks for
+        (tmp_path / name).write_text(code)
     script = tmp_path / "example.py"
     script.write_text(PYTHON[index])
     done = subprocess.run(
@@ -110,8 +124,14 @@ def commands_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("readme")
     for name, code in _module_files().items():
         (folder / name).write_text(code)
-    for words in _commands():
-        argv = [*words, *QUICK_TUNE] if _command(words) == "tune" else words
+    for program, *words in _shell_lines(("laytune", "python")):
+        if program == "python":  # a module file of the README run as a script
+            done = subprocess.run(
+                [sys.executable, *words], cwd=folder, env=_env(), capture_output=True, text=True
+            )
+            assert done.returncode == 0, f"python {shlex.join(words)}:\n{done.stderr}"
+            continue
+        argv = [*words, *QUICK_TUNE] if _command(words) in ("tune", "tune-model") else words
         done = subprocess.run(
             [sys.executable, "-m", "laytune.cli", *argv],
             cwd=folder,
@@ -133,6 +153,10 @@ def test_the_laytune_commands_run_in_order(commands_run: Path) -> None:
     bmm = open_database(commands_run / "bmm.db", create=False).records()
     assert bmm and {r.op for r in bmm} == {"bmm"}
     assert len(list((commands_run / "build-bmm").glob("bmm_*.C.ref.bin"))) == 1
+    # the ONNX model's conv and gemm, each tuned once
+    model = open_database(commands_run / "model.db", create=False).records()
+    assert {r.op for r in model if r.op != "convert"} == {"conv2d", "matmul"}
+    assert len({r.study for r in model if r.op != "convert"}) == 2
 
 
 @pytest.mark.slow
