@@ -91,7 +91,7 @@ The loop nest the knobs describe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -112,6 +112,7 @@ __all__ = [
     "group_knob",
     "knob_default",
     "knob_names",
+    "knob_slots",
     "knob_spec",
     "parse_reduce_order",
     "reduce_axes",
@@ -129,7 +130,8 @@ class KnobSpec:
 
     ``per`` is None for a single knob named ``name``, ``"axis"`` for one knob
     per spatial axis (``"block.j"``) and ``"dim"`` for one per NDRange
-    dimension (``"group.j"``). ``default`` is the baseline's value, the one a
+    dimension (``"group.j"``). ``offered``, where set, says which workloads
+    have the knob at all (``matrix``: matmul-like float16 ones). ``default`` is the baseline's value, the one a
     person writing the plain kernel would pick; ``values`` the values the
     space offers unless its options say otherwise (None: derived from the
     workload, such as axis names).
@@ -140,6 +142,7 @@ class KnobSpec:
     default: Any
     values: tuple[Any, ...] | None
     doc: str
+    offered: Callable[[WorkloadLike], bool] | None = None
 
 
 KNOB_SPECS: tuple[KnobSpec, ...] = (
@@ -169,6 +172,13 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         "the instruction that copies staged tiles into __local memory",
     ),
     KnobSpec(
+        "subgroup",
+        None,
+        0,
+        (0, 8, 16, 32),
+        "required sub-group size of cl_intel_subgroups block reads (0: no sub-groups)",
+    ),
+    KnobSpec(
         "block",
         "axis",
         1,
@@ -181,13 +191,6 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         0,
         (0, 1, 2, 4, 8, 16, 32, 64, 128, 256),
         "work-group extent along one NDRange dimension (all 0: the driver's)",
-    ),
-    KnobSpec(
-        "subgroup",
-        None,
-        0,
-        (0, 8, 16, 32),
-        "required sub-group size of cl_intel_subgroups block reads (0: no sub-groups)",
     ),
     KnobSpec(
         "reduce_order",
@@ -228,6 +231,7 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         MATRIX_VARIANTS[0],
         MATRIX_VARIANTS,
         "the matrix instruction that multiplies staged float16 tiles ('none': fma per point)",
+        offered=offers_matrix,
     ),
 )
 """Every kind of knob, in the order the space chooses them (see the module
@@ -274,29 +278,30 @@ def group_knob(workload: WorkloadLike, dim: int) -> str:
     return f"group.{workload.axes[grid_dims(workload)[dim][-1]].name}"
 
 
+def knob_slots(workload: WorkloadLike) -> tuple[tuple[str, KnobSpec, int | None], ...]:
+    """Every knob of ``workload`` as (name, spec, the axis or NDRange
+    dimension it is per, None for a single knob), in the order of
+    :data:`KNOB_SPECS`, which is the order the space chooses them; the
+    blocks of each NDRange dimension's axes are chosen right before that
+    dimension's work-group (which the sub-group size, chosen before, constrains)."""
+    slots: list[tuple[str, KnobSpec, int | None]] = []
+    for spec in KNOB_SPECS:
+        if spec.offered is not None and not spec.offered(workload):
+            continue
+        if spec.per == "axis":
+            group = _SPECS["group"]
+            for dim, axes in enumerate(grid_dims(workload)):
+                slots += [(block_knob(workload, k), spec, k) for k in axes]
+                slots.append((group_knob(workload, dim), group, dim))
+        elif spec.per is None:
+            slots.append((spec.name, spec, None))
+    return tuple(slots)
+
+
 def knob_names(workload: WorkloadLike) -> tuple[str, ...]:
-    """Every knob of ``workload``, in the order the space chooses them:
-    ``copy`` after the vector (and the space's choice of local tile layouts,
-    which it reads), ``subgroup``, then per NDRange dimension the blocks of
-    its axes then its work-group (which the sub-group size constrains);
-    last, for a matmul-like float16 workload only, ``matrix`` (which reads
-    the whole schedule)."""
-    names = [
-        "order",
-        "local_stage",
-        "vector_axis",
-        "vector",
-        "vector_transpose",
-        "copy",
-        "subgroup",
-    ]
-    for dim, axes in enumerate(grid_dims(workload)):
-        names += [block_knob(workload, k) for k in axes]
-        names.append(group_knob(workload, dim))
-    names += ["reduce_order", "split", "unroll", "reduce_vector", "peel", "pad_mode", "store"]
-    if offers_matrix(workload):
-        names.append("matrix")
-    return tuple(names)
+    """Every knob of ``workload``, in the order the space chooses them
+    (:func:`knob_slots`)."""
+    return tuple(name for name, _, _ in knob_slots(workload))
 
 
 def knob_default(name: str) -> Any:

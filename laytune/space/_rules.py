@@ -42,7 +42,7 @@ from laytune.space._knobs import (
     block_knob,
     grid_dims,
     group_knob,
-    knob_names,
+    knob_slots,
     parse_reduce_order,
     reduce_axes,
     reduce_order_text,
@@ -900,37 +900,42 @@ class StoreStep(Step):
         return out
 
 
-def build_steps(setting: Setting, reasons: Callable[[Any], str] | None = None) -> list[Step]:
-    """The steps of ``setting.workload``, in the order of ``knob_names``.
-    ``reasons(key)`` says why the layouts refuse a vector (``(axis,
-    width)``) or sub-group block reads (``("subgroup", size)``)."""
-    steps: list[Step] = [
-        OrderStep(setting),
-        StageStep(setting),
-        VectorAxisStep(setting),
-        VectorStep(setting, (lambda a, w: reasons((a, w))) if reasons else None),
-        VectorTransposeStep(setting, (lambda a, w: reasons((a, w))) if reasons else None),
-        CopyStep(setting),
-        SubgroupStep(setting, (lambda n: reasons(("subgroup", n))) if reasons else None),
+Reasons = Callable[[Any], str] | None
+"""Why the layouts refuse a vector (``(axis, width)``) or sub-group block
+reads (``("subgroup", size)``); None when no one asks."""
+
+#: The rule step of each kind of knob of :data:`~laytune.space._knobs.KNOB_SPECS`:
+#: (setting, reasons, the axis or NDRange dimension of a per-axis or per-dimension knob).
+STEPS: dict[str, Callable[[Setting, Reasons, Any], Step]] = {
+    "order": lambda s, r, _: OrderStep(s),
+    "local_stage": lambda s, r, _: StageStep(s),
+    "vector_axis": lambda s, r, _: VectorAxisStep(s),
+    "vector": lambda s, r, _: VectorStep(s, (lambda a, w: r((a, w))) if r else None),
+    "vector_transpose": lambda s, r, _: VectorTransposeStep(
+        s, (lambda a, w: r((a, w))) if r else None
+    ),
+    "copy": lambda s, r, _: CopyStep(s),
+    "subgroup": lambda s, r, _: SubgroupStep(s, (lambda n: r(("subgroup", n))) if r else None),
+    "block": lambda s, r, axis: BlockStep(s, axis),
+    "group": lambda s, r, dim: GroupStep(s, dim),
+    "reduce_order": lambda s, r, _: ReduceOrderStep(s),
+    "split": lambda s, r, _: SplitStep(s),
+    "unroll": lambda s, r, _: UnrollStep(s),
+    "reduce_vector": lambda s, r, _: ReduceVectorStep(s),
+    "peel": lambda s, r, _: PeelStep(s),
+    "pad_mode": lambda s, r, _: PadModeStep(s),
+    "store": lambda s, r, _: StoreStep(s),
+    "matrix": lambda s, r, _: MatrixStep(s),
+}
+
+
+def build_steps(setting: Setting, reasons: Reasons = None) -> list[Step]:
+    """The steps of ``setting.workload``, one per knob of
+    :func:`~laytune.space._knobs.knob_slots`, in its order (the order of
+    the knob table: it exists once)."""
+    return [
+        STEPS[spec.name](setting, reasons, arg) for _, spec, arg in knob_slots(setting.workload)
     ]
-    for dim, axes in enumerate(grid_dims(setting.workload)):
-        steps += [BlockStep(setting, k) for k in axes]
-        steps.append(GroupStep(setting, dim))
-    steps += [
-        ReduceOrderStep(setting),
-        SplitStep(setting),
-        UnrollStep(setting),
-        ReduceVectorStep(setting),
-        PeelStep(setting),
-        PadModeStep(setting),
-        StoreStep(setting),
-    ]
-    if "matrix" in knob_names(setting.workload):
-        steps.append(MatrixStep(setting))
-    names = knob_names(setting.workload)
-    if tuple(step.name for step in steps) != names:  # the table and the steps are one list
-        raise AssertionError(f"knob steps {[s.name for s in steps]} differ from {names}")
-    return steps
 
 
 def facts_state(facts: LayoutFacts) -> State:
