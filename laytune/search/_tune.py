@@ -644,7 +644,7 @@ class _Scheduler:
 def _result(job: Job) -> TuneResult:
     """What the job found, with the best record of the database under its
     boundary and that record's layout reference, or why it has none."""
-    db, workload, device = job.database, job.workload, job.device
+    db, workload, device, name = job.database, job.workload, job.device, job.study_name
     best = db.best(workload, device, boundary=job.boundary)
     twin = None if best is None else layout_reference(job.space, best.candidate)
     recorded = None if twin is None else db.lookup(workload.key, device.key, twin.key)
@@ -653,7 +653,7 @@ def _result(job: Job) -> TuneResult:
         workload_key=workload.key,
         device_key=device.key,
         device_name=device.name,
-        study_name=job.study_name,
+        study_name=name,
         strategy=job.strategy,
         database=db.safe_url,
         best=best,
@@ -669,7 +669,7 @@ def _result(job: Job) -> TuneResult:
         failures=dict(job.failures),
         stop_reason=job.stop_reason or "done",
         elapsed_s=job.elapsed_s,
-        trials=db.to_dataframe(study=job.study_name),
+        trials=db.to_dataframe(study=name),
     )
 
 
