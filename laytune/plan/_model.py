@@ -272,7 +272,7 @@ def _tune_jobs(
         # them may run other rewrites: plan again until every one it runs is tuned.
         seen: set[str] = set()
         for _ in range(_PLAN_ROUNDS):
-            plan = plan_layouts(graph, db, device.info)
+            plan = plan_layouts(graph, db, device.info, fuse=True)
             fresh = [w for w in plan_conversions(plan) if w.key not in seen]
             if not fresh:
                 break
@@ -306,18 +306,19 @@ def _open_records(database: Any) -> tuple[Any, bool]:
     return open_database(database, read_only=True), True
 
 
-def _plan(graph: Graph, records: Any, device: Any) -> Plan:
-    if records is None:
-        return plan_layouts(graph, {}, device.info)
-    return plan_layouts(graph, records, device.info)
+def _plan(graph: Graph, records: Any, device: Any, fuse: bool) -> Plan:
+    return plan_layouts(graph, {} if records is None else records, device.info, fuse=fuse)
 
 
-def plan_model(model: Any, database: Any = None, device: Any = None, *, repeats: int = 10) -> Plan:
+def plan_model(
+    model: Any, database: Any = None, device: Any = None, *, repeats: int = 10, fuse: bool = True
+) -> Plan:
     """The plan of ``model`` from the records of ``database`` (a store or URL,
     opened read-only; None: no records, identity layouts) on ``device``
     (default: :func:`laytune.runners.default_device`), compiled and profiled
     on random inputs (``repeats`` timed runs): the plan carries its predicted
-    and measured times (``str(plan)`` shows both)."""
+    and measured times (``str(plan)`` shows both). ``fuse``: fold element-wise
+    epilogues into the operators they read (``plan_layouts(fuse=True)``)."""
     import pyopencl as cl
 
     from laytune.runners import default_device, select_device
@@ -328,7 +329,7 @@ def plan_model(model: Any, database: Any = None, device: Any = None, *, repeats:
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
-        plan = _plan(graph, records, device)
+        plan = _plan(graph, records, device, fuse)
         with plan.compile(cl.Context([device.open()])) as compiled:
             timing = compiled.profile(random_inputs(graph), repeats=repeats)
     finally:
@@ -390,11 +391,13 @@ class Model:
         )
 
 
-def load_model(model: Any, database: Any = None, device: Any = None) -> Model:
+def load_model(model: Any, database: Any = None, device: Any = None, *, fuse: bool = True) -> Model:
     """``model`` (an ONNX path or ``ModelProto``, or a :class:`Graph`) planned
     from the records of ``database`` (a store or URL, opened read-only; None:
     no records, identity layouts) and built on ``device`` (default:
-    :func:`laytune.runners.default_device`), as a callable :class:`Model`."""
+    :func:`laytune.runners.default_device`), as a callable :class:`Model`;
+    ``fuse``: fold element-wise epilogues (a bias, a ReLU, a residual add)
+    into the operators they read, as ``plan_layouts(fuse=True)`` does."""
     import pyopencl as cl
 
     from laytune.runners import default_device, select_device
@@ -403,7 +406,7 @@ def load_model(model: Any, database: Any = None, device: Any = None) -> Model:
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
-        plan = _plan(graph, records, device)
+        plan = _plan(graph, records, device, fuse)
         compiled = plan.compile(cl.Context([device.open()]))
     finally:
         if opened:

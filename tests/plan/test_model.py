@@ -283,6 +283,13 @@ def test_tune_model_tunes_each_workload_once_resumes_and_the_plan_runs_it(
         # every rewrite between flat buffers runs a conversion kernel tune-model tuned
         flat = [r for r in loaded.plan.rewrites if r.src.image_rank == r.dst.image_rank == 1]
         assert len(loaded.compiled.tuned) == len(flat)
+        # the conv's bias and ReLU and each Gemm's bias run in their operator's
+        # kernel (load_model fuses by default)
+        assert {f.op for f in loaded.plan.fusions} == {"c.conv", "a.matmul", "b.matmul"}
+    with laytune.load_model(tmp_path / "model.onnx", database=url, fuse=False) as plain:
+        assert not plain.plan.fusions
+        assert len(plain.compiled.steps) > len(loaded.compiled.steps)
+        assert_close(plain(**feeds), onnx_runtime(model, feeds))
 
 
 def test_plan_of_a_missing_database_or_model_says_so(
@@ -357,3 +364,4 @@ def test_a_model_with_nothing_layout_critical_has_nothing_to_tune(
     out = capsys.readouterr()
     assert "0 layout-critical workloads, 0 conversions" in out.out
     assert "pool.onnx has no layout-critical operator to tune" in out.err
+
