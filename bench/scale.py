@@ -17,7 +17,9 @@ measuring worker). Per case the report gives:
 - host time per trial: the job's wall time from its start (space built)
   to its end, less the measure time, per record: proposing, lowering,
   building, pricing and writing records (the worker's start and the
-  reference, once per job, are in it too);
+  reference, once per job, are in it too); and the same after the job's
+  first batch (the baseline, which pays those once), which the host ratio
+  against the series' first case is taken of;
 - peak resident memory of the job's processes together, the bytes of the
   buffers it measures, and the peak's growth over the series' smallest
   case per byte of buffers grown (the target: at most 2).
@@ -122,6 +124,8 @@ class Measured:
     buffer_bytes: int
     failures: int = 0
     why_failed: tuple[str, ...] = ()  # each failed record's status and message, shortened
+    first_batch: int = 0  # records of the job's first batch (its worker start and reference)
+    first_s: float = 0.0  # from the job's start to the end of its first batch
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,15 @@ class Row:
 
     @property
     def host_per_trial_s(self) -> float:
+        """Over the whole job, its one-off costs included."""
         return host_per_trial(self.measured.job_s, self.measured.measure_s)
+
+    @property
+    def steady_host_per_trial_s(self) -> float:
+        """After the first batch: without the worker's start and the
+        reference, which a job pays once, whatever its trials."""
+        m = self.measured
+        return host_per_trial(m.job_s - m.first_s, m.measure_s[m.first_batch :])
 
 
 def host_per_trial(job_s: float, measure_s: Sequence[float]) -> float:
@@ -162,7 +174,8 @@ def with_ratios(rows: Sequence[Row]) -> list[Row]:
     out = []
     for row in rows:
         base = first.setdefault(row.case.series, row)
-        ratio = row.host_per_trial_s / base.host_per_trial_s if base.host_per_trial_s else None
+        steady = base.steady_host_per_trial_s
+        ratio = row.steady_host_per_trial_s / steady if steady else None
         grown = row.measured.buffer_bytes - base.measured.buffer_bytes
         growth = (row.peak_bytes - base.peak_bytes) / grown if grown > 0 else None
         out.append(
@@ -213,6 +226,7 @@ def report(rows: Sequence[Row], trials: int, about: Sequence[str]) -> str:
         "records",
         "measure / trial (s)",
         "host / trial (s)",
+        "after batch 1 (s)",
         "host ratio",
         "peak RSS (MiB)",
         "buffers (MiB)",
@@ -228,6 +242,7 @@ def report(rows: Sequence[Row], trials: int, about: Sequence[str]) -> str:
                 f"{row.trials}" + (f" ({m.failures} failed)" if m.failures else ""),
                 f"{row.measure_per_trial_s:.3f}",
                 f"{row.host_per_trial_s:.3f}",
+                f"{row.steady_host_per_trial_s:.3f}",
                 "-" if row.host_ratio is None else f"{row.host_ratio:.2f}x",
                 _mib(row.peak_bytes),
                 _mib(m.buffer_bytes),
@@ -241,7 +256,7 @@ def report(rows: Sequence[Row], trials: int, about: Sequence[str]) -> str:
         f"- {trials} trials per job (the baseline and the layout reference add records), "
         "default strategy and boundary, an empty database; each case in a fresh process",
         "",
-        *_report.table(header, body, "lrrrrrrrr"),
+        *_report.table(header, body, "lrrrrrrrrr"),
         "",
         *verdicts(rows),
         *failures(rows),
@@ -285,11 +300,14 @@ def run_case(case: Case, trials: int) -> Measured:
             self.measure: list[float] = []
             self.failures = 0
             self.why: list[str] = []
+            self.first: tuple[int, float] | None = None
 
         def on_start(self, job: Any) -> None:
             self.start = time.perf_counter()
 
         def on_batch(self, job: Any, records: list[Any]) -> None:
+            if self.first is None:
+                self.first = (len(records), time.perf_counter() - self.start)
             for record in records:
                 self.measure.append(float((record.result or {}).get("measure_seconds", 0.0)))
                 if not record.ok:
@@ -321,6 +339,7 @@ def run_case(case: Case, trials: int) -> Measured:
         int(buffer_bytes),
         clock.failures,
         tuple(clock.why),
+        *(clock.first or (0, 0.0)),
     )
 
 

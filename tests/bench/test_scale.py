@@ -89,7 +89,7 @@ def test_the_report_runs_every_case_it_is_given(
     assert scale.main(["--quick"], run=fake) == 0
     assert seen == [(c.label, 3) for c in scale.CASES if c.quick]
     text = capsys.readouterr().out
-    assert "| transpose 2048^2 | 0.10 | 3 | 0.500 | 2.833 | 1.00x |" in text
+    assert "| transpose 2048^2 | 0.10 | 3 | 0.500 | 2.833 | 2.833 | 1.00x |" in text
 
 
 def test_every_case_builds_its_workload() -> None:
@@ -109,3 +109,16 @@ def test_failures_are_listed_once_per_reason_with_their_count() -> None:
         "- transpose 8192^2, 2 failed: timeout: took longer than 10 s",
     ]
     assert scale.failures([_row(SMALL, 0.2, 20.0, [1.0] * 10, 1400, 2)]) == []
+
+
+def test_the_steady_host_time_leaves_the_first_batch_out() -> None:
+    # A first batch of one record (the baseline) that took 30 s with 1 s measured:
+    # the worker's start and the reference. Then 8 records in 40 s, 2 s measured each.
+    measured = scale.Measured(0.5, 70.0, (1.0, *([2.0] * 8)), 8 * MIB, first_batch=1, first_s=30.0)
+    row = scale.Row(LARGE, measured, 100 * MIB)
+    assert row.host_per_trial_s == pytest.approx((70.0 - 17.0) / 9)
+    assert row.steady_host_per_trial_s == pytest.approx((40.0 - 16.0) / 8)
+    base = scale.Row(
+        SMALL, scale.Measured(0.5, 13.0, (0.1, *([0.5] * 8)), MIB, first_batch=1, first_s=5.0), 0
+    )
+    assert scale.with_ratios([base, row])[1].host_ratio == pytest.approx(3.0 / 0.5)
