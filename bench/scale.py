@@ -1,7 +1,7 @@
 """The tuner's own cost as the work grows: ratios from one run.
 
 Run: ``python -m bench.scale`` (``--quick`` for a development run: the two
-smallest sizes of each series, 3 trials each). Pick the device with
+smallest sizes of each series, 6 trials each; 12 otherwise, 4 per batch). Pick the device with
 ``LAYTUNE_DEVICE`` (any ``select_device`` spec).
 
 Each case runs in a fresh process (nothing cached by an earlier case): it
@@ -53,6 +53,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HOST_RATIO_TARGET = 1.5
 #: Most seconds to build a space.
 SPACE_TARGET_S = 1.0
+#: Candidates per batch: a job of a few trials still has batches after its first.
+BATCH = 4
 #: Most growth of the peak resident memory per byte of buffers grown.
 MEMORY_TARGET = 2.0
 
@@ -174,8 +176,8 @@ def with_ratios(rows: Sequence[Row]) -> list[Row]:
     out = []
     for row in rows:
         base = first.setdefault(row.case.series, row)
-        steady = base.steady_host_per_trial_s
-        ratio = row.steady_host_per_trial_s / steady if steady else None
+        steady, mine = base.steady_host_per_trial_s, row.steady_host_per_trial_s
+        ratio = mine / steady if steady > 0 and math.isfinite(mine) else None
         grown = row.measured.buffer_bytes - base.measured.buffer_bytes
         growth = (row.peak_bytes - base.peak_bytes) / grown if grown > 0 else None
         out.append(
@@ -253,7 +255,8 @@ def report(rows: Sequence[Row], trials: int, about: Sequence[str]) -> str:
         "## The tuner's own cost as the work grows (bench.scale)",
         "",
         *about,
-        f"- {trials} trials per job (the baseline and the layout reference add records), "
+        f"- {trials} trials per job, {BATCH} per batch (the baseline and the layout reference "
+        "add records), "
         "default strategy and boundary, an empty database; each case in a fresh process",
         "",
         *_report.table(header, body, "lrrrrrrrrr"),
@@ -325,7 +328,7 @@ def run_case(case: Case, trials: int) -> Measured:
             laytune.tune(
                 workload,
                 device,
-                options=laytune.TuneOptions(trials=trials),
+                options=laytune.TuneOptions(trials=trials, batch=BATCH),
                 database=f"sqlite:///{Path(folder) / 'scale.db'}",
                 callbacks=[clock],
                 progress=False,
@@ -402,13 +405,13 @@ def environment() -> list[str]:
 
 def main(argv: Sequence[str] | None = None, run: Callable[..., Row] = measure_case) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the smallest sizes, 3 trials")
-    parser.add_argument("--trials", type=int, default=None, help="trials per job (8)")
+    parser.add_argument("--quick", action="store_true", help="the smallest sizes, 6 trials")
+    parser.add_argument("--trials", type=int, default=None, help="trials per job (12)")
     parser.add_argument("--only", default="", help="run the cases whose label holds this text")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    trials = args.trials or (3 if args.quick else 8)
+    trials = args.trials or (6 if args.quick else 12)
     if args.case:
         case = next(c for c in CASES if c.label == args.case)
         measured = run_case(case, trials)

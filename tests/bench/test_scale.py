@@ -87,9 +87,9 @@ def test_the_report_runs_every_case_it_is_given(
 
     monkeypatch.setattr(scale, "environment", lambda: ["- device: fake"])
     assert scale.main(["--quick"], run=fake) == 0
-    assert seen == [(c.label, 3) for c in scale.CASES if c.quick]
+    assert seen == [(c.label, 6) for c in scale.CASES if c.quick]
     text = capsys.readouterr().out
-    assert "| transpose 2048^2 | 0.10 | 3 | 0.500 | 2.833 | 2.833 | 1.00x |" in text
+    assert "| transpose 2048^2 | 0.10 | 6 | 0.500 | 1.167 | 1.167 | 1.00x |" in text
 
 
 def test_every_case_builds_its_workload() -> None:
@@ -122,3 +122,13 @@ def test_the_steady_host_time_leaves_the_first_batch_out() -> None:
         SMALL, scale.Measured(0.5, 13.0, (0.1, *([0.5] * 8)), MIB, first_batch=1, first_s=5.0), 0
     )
     assert scale.with_ratios([base, row])[1].host_ratio == pytest.approx(3.0 / 0.5)
+
+
+def test_no_ratio_without_a_batch_after_the_first() -> None:
+    whole = scale.Measured(0.5, 20.0, (1.0,) * 8, MIB, first_batch=8, first_s=20.0)
+    rows = scale.with_ratios(
+        [_row(SMALL, 0.2, 20.0, [1.0] * 10, 1400, 2), scale.Row(LARGE, whole, 0)]
+    )
+    assert math.isnan(rows[1].steady_host_per_trial_s)
+    assert rows[1].host_ratio is None
+    assert not any("within 1.5x" in line for line in scale.verdicts(rows))
