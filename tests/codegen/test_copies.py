@@ -148,7 +148,8 @@ def _seed_candidate(env: Env, local_a: Any, copy: str) -> tuple[ops.Workload, Ca
     """The auto memory planning seed's example on a matmul whose A tile is
     staged in ``__local`` memory with ``local_a``, copied with ``copy``."""
     workload = ops.matmul(32, 48, 32)
-    force = {"order": "logical", "local_stage": True, "copy": "rows"}
+    # guard: the global layouts become identity below, and overcompute needs a padded one
+    force = {"order": "logical", "local_stage": True, "copy": "rows", "pad_mode": "guard"}
     base = next(iter(_drawn(workload, env, force, 12)))
     layouts = {
         name: identity(layout.shape) if name != "A.local" else local_a
