@@ -364,4 +364,3 @@ def test_a_model_with_nothing_layout_critical_has_nothing_to_tune(
     out = capsys.readouterr()
     assert "0 layout-critical workloads, 0 conversions" in out.out
     assert "pool.onnx has no layout-critical operator to tune" in out.err
-
