@@ -5,7 +5,8 @@
 few fixed logical points of the iteration space, so that what a kernel's
 memory accesses look like is read off the layouts themselves:
 
-* per buffer (named by role and position, ``in0``, ``in1``, ``out0``, so
+* per buffer (named by role and position, ``in0``, ``in1``, ``out0``, the
+  inputs by their part in the statement's structure where it has one, so
   that records of other operators line up): bytes of the physical buffer,
   padding overhead, vector width of its accesses, whether it is an image,
   and the physical stride of one step along the innermost reduce loop, along
@@ -14,7 +15,11 @@ memory accesses look like is read off the layouts themselves:
 * per candidate: register-tile size, vector width, work-items and
   work-group size against the device's limits (compute units, work-group
   size, local memory), reduce loops, trips and unroll, loads per
-  multiply-add, staging, sub-groups, and every numeric knob by name.
+  multiply-add, staging, sub-groups, and every numeric knob by name;
+* the statement's form (:func:`laytune.search.classify`: a contraction, a
+  window or neither) and the register block along each axis by its role in
+  that form, so that records of one contraction or convolution inform the
+  next.
 
 The result is a plain ``{name: float}``; names a candidate lacks (a buffer
 the operator does not have) are absent, and the model reads them as
@@ -32,6 +37,7 @@ import numpy as np
 from laytune.codegen import Nest, plan_nest
 from laytune.device_info import DeviceInfo
 from laytune.layout import Layout, evaluate
+from laytune.search._structure import Contraction, Structure, Window, classify
 from laytune.space import Candidate, complete_knobs, dtype_bytes, vector_dim
 
 __all__ = ["candidate_features"]
@@ -45,15 +51,49 @@ def _log2(value: float) -> float:
     return math.log2(value) if value > 0 else -1.0
 
 
-def _slots(workload: Any) -> dict[str, str]:
-    """Buffer name -> role slot (``in0``, ``in1``, ..., ``out0``), by name order."""
+def _slots(workload: Any, form: Structure) -> dict[str, str]:
+    """Buffer name -> role slot (``in0``, ``in1``, ..., ``out0``): by the
+    statement's structure where it has one (a contraction's left and right
+    operands, a window's activations and filters), so that records of one
+    contraction line up with the next whatever its buffers are called; by
+    name order otherwise."""
     slots: dict[str, str] = {}
-    counters: dict[str, int] = {}
+    if isinstance(form, Contraction):
+        slots = {form.left: "in0", form.right: "in1"}
+    elif isinstance(form, Window):
+        slots = {form.activations: "in0", form.filters_buffer: "in1"}
+    counters: dict[str, int] = {"in": len(slots)}
     for buf in sorted(workload.buffers, key=lambda b: (b.role != "input", b.name)):
+        if buf.name in slots:
+            continue
         prefix = "in" if buf.role == "input" else "out"
         slots[buf.name] = f"{prefix}{counters.get(prefix, 0)}"
         counters[prefix] = counters.get(prefix, 0) + 1
     return slots
+
+
+def _structure_features(
+    workload: Any, form: Structure, knobs: Mapping[str, Any]
+) -> dict[str, float]:
+    """The form (0: neither, 1: a contraction, 2: a window) and the register
+    block along each axis by its role in the form, not its name: a
+    contraction's rows and columns, a window's filters (or depthwise
+    channels) and output columns."""
+    if isinstance(form, Contraction):
+        roles = {"rows": form.rows, "columns": form.columns}
+        kind = 1.0
+    elif isinstance(form, Window):
+        vector = form.filters if form.filters is not None else form.depth
+        roles = {"filters": vector, "columns": form.columns}
+        kind = 2.0
+    else:
+        return {"form": 0.0}
+    features = {"form": kind}
+    for role, axis in roles.items():
+        if axis is not None:
+            block = knobs.get(f"block.{workload.axes[axis].name}", 1)
+            features[f"block.{role}"] = _log2(float(block))
+    return features
 
 
 def _points(extents: Sequence[int]) -> np.ndarray:
@@ -147,7 +187,8 @@ def candidate_features(workload: Any, device: DeviceInfo, candidate: Candidate) 
     nest = plan_nest(workload, knobs, layouts, dict(candidate.pad_values))
     extents = [a.extent for a in workload.axes]
     points = _points(extents)
-    slots = _slots(workload)
+    form = classify(workload, windows_of_one=True)
+    slots = _slots(workload, form)
     features: dict[str, float] = {}
     moving: dict[str, list[float]] = {}
     for buf in workload.buffers:
@@ -184,6 +225,7 @@ def candidate_features(workload: Any, device: DeviceInfo, candidate: Candidate) 
             "work": _log2(workload.flops + workload.bytes),
         }
     )
+    features.update(_structure_features(workload, form, knobs))
     for name, value in sorted(knobs.items()):
         if isinstance(value, bool | int | float):
             features[f"knob.{name}"] = float(value)
