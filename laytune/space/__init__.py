@@ -3,6 +3,13 @@ knobs of the loop nest around them and the rules between knobs."""
 
 from __future__ import annotations
 
+from laytune.intrinsics import (
+    MATRIX_INTRINSICS,
+    MATRIX_TILE,
+    FragmentLoad,
+    MatrixIntrinsic,
+    matrix_intrinsic,
+)
 from laytune.space._candidate import Candidate, PadValue
 from laytune.space._check import (
     check_candidate,
@@ -51,12 +58,6 @@ from laytune.space._generate import (
     SpaceOptions,
     layout_fingerprint,
 )
-from laytune.space._intrinsics import (
-    MATRIX_INTRINSICS,
-    FragmentLoad,
-    MatrixIntrinsic,
-    matrix_intrinsic,
-)
 from laytune.space._knobs import (
     KNOB_SPECS,
     ORDER_LOGICAL,
@@ -78,7 +79,6 @@ from laytune.space._knobs import (
 )
 from laytune.space._layout_families import LAYOUT_FAMILIES, SCOPES, LayoutFamily
 from laytune.space._matrix import (
-    MATRIX_TILE,
     MATRIX_VARIANTS,
     STORAGE_HALF_VARIANTS,
     half_storage_only,

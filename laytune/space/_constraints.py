@@ -34,8 +34,8 @@ import numpy as np
 from laytune.device_info import DeviceInfo
 from laytune.dtypes import DTYPES
 from laytune.exceptions import LayoutError, ShapeMismatchError
+from laytune.intrinsics import MATRIX_INTRINSICS, MatrixIntrinsic, matrix_intrinsic
 from laytune.layout import Layout, offsets_on, reduced_box
-from laytune.space._intrinsics import MATRIX_INTRINSICS, MatrixIntrinsic, matrix_intrinsic
 from laytune.space._workload import BUFFER_ROLES, IMAGE_DTYPES, VECTOR_WIDTHS, dtype_bytes
 
 __all__ = [

@@ -18,9 +18,10 @@ tile layouts it takes (the auto memory planning seed's problem 1):
                of one row pointer per lane, ``mma.sync m16n8k16``   rows contiguous, 16-byte aligned
 ============== ==================================================== ======================================
 
-Each intrinsic is one :class:`~laytune.space._intrinsics.MatrixIntrinsic`
-of :data:`~laytune.space._intrinsics.MATRIX_INTRINSICS`. The device decides
-which it has (:func:`matrix_capability`): Intel's
+Each intrinsic is one :class:`~laytune.intrinsics.MatrixIntrinsic` of
+:data:`~laytune.intrinsics.MATRIX_INTRINSICS`, in a module of its own with
+its kernel's emitter. The device decides which it has
+(:func:`matrix_capability`): Intel's
 ``cl_intel_subgroup_matrix_multiply_accumulate`` with sub-groups of 8 (and
 the block reads of ``__local`` memory), or an NVIDIA platform reporting
 compute capability 8.0 or more (``cl_nv_device_attribute_query``), whose
@@ -46,13 +47,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from laytune.device_info import DeviceInfo
+from laytune.intrinsics import MATRIX_INTRINSICS, MATRIX_TILE, OPERANDS
 from laytune.layout import Layout, Var
 from laytune.space._constraints import MATRIX_DTYPES, MatrixTileLoad, Verdict
-from laytune.space._intrinsics import MATRIX_INTRINSICS, OPERANDS
 from laytune.space._workload import WorkloadLike
 
 __all__ = [
-    "MATRIX_TILE",
     "MATRIX_VARIANTS",
     "STORAGE_HALF_VARIANTS",
     "half_storage_only",
@@ -65,11 +65,7 @@ __all__ = [
 
 MATRIX_VARIANTS = ("none", *MATRIX_INTRINSICS)
 """The values of the ``matrix`` knob: the plain fma loop first, then each
-intrinsic of :data:`~laytune.space._intrinsics.MATRIX_INTRINSICS`."""
-
-MATRIX_TILE = 16
-"""The staged tiles' extent the matrix kernels take: 16 x 16 tiles of A and
-B, one 16 x 16 tile of C per work-group, a K step of 16."""
+intrinsic of :data:`~laytune.intrinsics.MATRIX_INTRINSICS`."""
 
 
 def matrix_capability(device: DeviceInfo) -> tuple[frozenset[str], str]:

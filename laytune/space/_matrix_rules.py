@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from laytune.intrinsics import MATRIX_TILE
 from laytune.space._knobs import block_knob, grid_dims, group_knob, spatial_axes
 from laytune.space._matrix import (
-    MATRIX_TILE,
     half_storage_only,
     matrix_capability,
     matrix_fact,

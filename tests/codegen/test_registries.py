@@ -4,11 +4,18 @@ each, run where the device here has what it needs, and checked otherwise."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+import laytune
+from laytune.codegen import _matrix as codegen_matrix
 from laytune.codegen import lower
 from laytune.device_info import DeviceInfo
 from laytune.dtypes import DTYPES, KERNEL_DTYPES
@@ -186,6 +193,52 @@ def test_every_intrinsic_walks_through_space_constraints_and_emitter(name: str) 
         load = MatrixTileLoad(name, operand)
         assert not load.check(pad_rows(shape, 1), shape, intrinsic.dtypes[0], device).ok
         assert not load.check(identity(shape), shape, "float32", device).ok
+
+
+def _keys_in_code(path: Path) -> set[str]:
+    """The string constants of a module's code, docstrings aside."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    }
+
+
+def test_an_intrinsic_is_one_module_that_holds_its_descriptor_and_its_emitter() -> None:
+    root = Path(laytune.__file__).parent
+    keys = {path: _keys_in_code(path) for path in root.rglob("*.py")}
+    for name, intrinsic in MATRIX_INTRINSICS.items():
+        module = inspect.getmodule(intrinsic.emit)
+        assert module is not None and intrinsic in vars(module).values(), name
+        # nothing else keys on its names: no table beside the descriptor
+        naming = {p for p, k in keys.items() if k & {name, *intrinsic.aliases}}
+        assert naming == {Path(module.__file__)}, name
+
+
+@pytest.mark.parametrize("name", list(MATRIX_INTRINSICS))
+def test_lowering_writes_the_kernel_its_intrinsic_emits(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    intrinsic = MATRIX_INTRINSICS[name]
+
+    def marked(tiles: Any, kernel: str) -> str:
+        return f"/* emitted by {name} */\n" + intrinsic.emit(tiles, kernel)
+
+    changed = {**MATRIX_INTRINSICS, name: dataclasses.replace(intrinsic, emit=marked)}
+    monkeypatch.setattr(codegen_matrix, "MATRIX_INTRINSICS", changed)
+    workload = matmul(32, 48, 64, dtype=intrinsic.dtypes[0])
+    space = SearchSpace(workload, CAPABLE[name], OPTIONS)
+    candidate = next(c for c in space.enumerate() if c.knob("matrix") == name)
+    source = lower(workload, candidate, CAPABLE[name]).source
+    assert f"/* emitted by {name} */" in source
+    assert intrinsic.instruction in source
 
 
 # -- layout families ----------------------------------------------------------------
