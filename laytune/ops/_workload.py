@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,10 @@ __all__ = ["DTYPES", "Axis", "BufferDecl", "Workload"]
 
 #: The element types a workload may have: those an emitter writes.
 DTYPES = KERNEL_DTYPES
+
+#: Elements made at a time by ``make_inputs`` and ``reference``: their
+#: temporaries are a few such blocks, never a few copies of a tensor.
+_REFERENCE_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -286,9 +290,21 @@ class Workload:
 
     # -- data ------------------------------------------------------------------
     def make_inputs(self, seed: int) -> dict[str, np.ndarray]:
-        """Logical arrays of every input, uniform in [-1, 1); the same for the same seed."""
+        """Logical arrays of every input, uniform in [-1, 1); the same for the same seed.
+
+        The float64 draws are made a block at a time (one stream, so the values
+        are those of one draw of the whole shape), never a float64 copy of a
+        whole input."""
         rng = np.random.default_rng(seed)
-        return {b.name: rng.uniform(-1.0, 1.0, size=b.shape).astype(b.dtype) for b in self.inputs}
+        made = {}
+        for b in self.inputs:
+            array = np.empty(b.shape, dtype=b.dtype)
+            flat = array.reshape(-1)
+            for start in range(0, flat.size, _REFERENCE_BLOCK):
+                stop = min(start + _REFERENCE_BLOCK, flat.size)
+                flat[start:stop] = rng.uniform(-1.0, 1.0, size=stop - start)
+            made[b.name] = array
+        return made
 
     def _contraction(self) -> tuple[str, tuple[str, ...]] | None:
         """The statement as ``np.einsum(spec, *buffers)`` when it is a sum of a
@@ -331,46 +347,109 @@ class Workload:
 
     def reference(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """numpy result of the statement (accumulated in float64); a sum of
-        products of whole axes is one ``np.einsum`` (BLAS), anything else is
-        evaluated point by point of the reduce axes."""
+        products of whole axes is ``np.einsum`` (BLAS), anything else is
+        evaluated point by point of the reduce axes.
+
+        The output is made a block of ``_REFERENCE_BLOCK`` elements at a time
+        (:func:`_blocks`), and each block reads only the parts of the inputs
+        it needs in float64: the float64 temporaries are a few blocks, never a
+        float64 copy of an input or of the output."""
         out = self.output
-        spatial = self.spatial_axes
-        # spatial axis k as a broadcast grid over the output's dimensions
-        grid: dict[int, np.ndarray] = {}
-        for d, index in enumerate(out.indices):
-            k = index.index  # type: ignore[union-attr]
-            shape = [1] * len(out.shape)
-            shape[d] = out.shape[d]
-            grid[k] = np.arange(out.shape[d], dtype=np.int64).reshape(shape)
-        arrays = {name: np.asarray(a, dtype=np.float64) for name, a in inputs.items()}
+        arrays = {name: np.asarray(a) for name, a in inputs.items()}
         for b in self.inputs:
             if arrays[b.name].shape != b.shape:
                 raise StatementError(
                     f"input {b.name} has shape {arrays[b.name].shape}, expected {b.shape}"
                 )
+        result = np.empty(out.shape, dtype=out.dtype)
         contraction = self._contraction()
-        if contraction is not None:
-            spec, names = contraction
-            result = np.einsum(spec, *(arrays[n] for n in names), optimize=True)
-            result = self._epilogue(np.asarray(result, dtype=np.float64), grid, arrays)
-            return {out.name: np.asarray(result).astype(out.dtype)}
-        reduce_axes = self.reduce_axes
+        for block in _blocks(out.shape, _REFERENCE_BLOCK):
+            # spatial axis k as a broadcast grid over the block's dimensions
+            grid: dict[int, np.ndarray] = {}
+            for d, index in enumerate(out.indices):
+                shape = [1] * len(out.shape)
+                shape[d] = block[d].stop - block[d].start
+                grid[index.index] = np.arange(  # type: ignore[union-attr]
+                    block[d].start, block[d].stop, dtype=np.int64
+                ).reshape(shape)
+            if contraction is not None:
+                acc = self._contract(*contraction, block, arrays)
+            else:
+                acc = self._reduce(grid, arrays, tuple(s.stop - s.start for s in block))
+            result[block] = self._epilogue(acc, grid, arrays)
+        return {out.name: result}
+
+    def _contract(
+        self,
+        spec: str,
+        names: Sequence[str],
+        block: tuple[slice, ...],
+        arrays: Mapping[str, np.ndarray],
+    ) -> np.ndarray:
+        """The contraction ``spec`` over the output ``block``, in float64, its
+        first reduce axis taken a run at a time so that every operand's
+        float64 part stays near ``_REFERENCE_BLOCK`` elements."""
+        operands, target = spec.split("->")
+        letters = operands.split(",")
+        place = {letter: block[d] for d, letter in enumerate(target)}
+        summed = [
+            letter for letter in dict.fromkeys(operands.replace(",", "")) if letter not in target
+        ]
+        extent = {
+            letter: size
+            for subscripts, name in zip(letters, names, strict=True)
+            for letter, size in zip(subscripts, arrays[name].shape, strict=True)
+        }
+        run_axis = summed[0] if summed else None
+        step = 1
+        if run_axis is not None:
+            widest = max(
+                math.prod(
+                    (place[x].stop - place[x].start) if x in place else extent[x]
+                    for x in subscripts
+                    if x != run_axis
+                )
+                for subscripts in letters
+            )
+            step = max(1, _REFERENCE_BLOCK // max(1, widest))
+        acc = np.zeros(tuple(s.stop - s.start for s in block), dtype=np.float64)
+        runs = range(0, extent[run_axis], step) if run_axis is not None else (0,)
+        for start in runs:
+            if run_axis is not None:
+                place[run_axis] = slice(start, min(start + step, extent[run_axis]))
+            parts = [
+                np.asarray(
+                    arrays[name][tuple(place.get(x, slice(None)) for x in subscripts)],
+                    dtype=np.float64,
+                )
+                for subscripts, name in zip(letters, names, strict=True)
+            ]
+            acc += np.einsum(spec, *parts, optimize=True)
+        return acc
+
+    def _reduce(
+        self,
+        grid: Mapping[int, np.ndarray],
+        arrays: Mapping[str, np.ndarray],
+        shape: tuple[int, ...],
+    ) -> np.ndarray:
+        """The reduction over one output block (``grid`` its spatial indices,
+        ``shape`` its shape), one reduce point at a time, in float64."""
         combine = reduction(self.reduction)
         acc: np.ndarray | None = None
-        for combo in itertools.product(*(range(self.axes[k].extent) for k in reduce_axes)):
+        for combo in itertools.product(*(range(self.axes[k].extent) for k in self.reduce_axes)):
             args: list[Any] = [0] * len(self.axes)
-            for k in spatial:
+            for k in self.spatial_axes:
                 args[k] = grid[k]
-            for k, v in zip(reduce_axes, combo, strict=True):
+            for k, v in zip(self.reduce_axes, combo, strict=True):
                 args[k] = v
-            term = np.broadcast_to(_eval_value(self.statement.value, args, arrays, self), out.shape)
+            term = np.broadcast_to(_eval_value(self.statement.value, args, arrays, self), shape)
             if acc is None or combine is None:
                 acc = np.array(term, dtype=np.float64)
             else:
                 combine.numpy(acc, term, out=acc)
         assert acc is not None
-        acc = self._epilogue(acc, grid, arrays)
-        return {out.name: acc.astype(out.dtype)}
+        return acc
 
     def _epilogue(
         self, acc: np.ndarray, grid: Mapping[int, np.ndarray], arrays: Mapping[str, np.ndarray]
@@ -382,6 +461,27 @@ class Workload:
         args: list[Any] = [grid.get(k, 0) for k in range(len(self.axes))]
         value = _eval_value(after, args, arrays, self, acc)
         return np.array(np.broadcast_to(value, acc.shape), dtype=np.float64)
+
+
+def _blocks(shape: Sequence[int], size: int) -> Iterable[tuple[slice, ...]]:
+    """Blocks that tile an array of ``shape`` in row-major order, one slice per
+    dimension, each of at most ``size`` elements (or one row of the innermost
+    dimension where a row alone is more): whole trailing dimensions, a run of
+    the next one, and single indices of the leading ones."""
+    split, inner = len(shape), 1
+    while split > 0 and inner * shape[split - 1] <= size:
+        split -= 1
+        inner *= shape[split]
+    if split == 0:
+        yield tuple(slice(0, n) for n in shape)
+        return
+    split -= 1  # the dimension taken a run at a time
+    step = max(1, size // inner)
+    rest = tuple(slice(0, n) for n in shape[split + 1 :])
+    for prefix in itertools.product(*(range(n) for n in shape[:split])):
+        lead = tuple(slice(i, i + 1) for i in prefix)
+        for start in range(0, shape[split], step):
+            yield (*lead, slice(start, min(start + step, shape[split])), *rest)
 
 
 def _count_ops(value: Value) -> int:
@@ -422,10 +522,11 @@ def _eval_value(
         inside = np.ones(idx[0].shape, dtype=bool)
         for d, extent in enumerate(decl.shape):
             inside &= (idx[d] >= 0) & (idx[d] < extent)
+        # float64 from here on, whatever the input's dtype: the reference's precision
         if inside.all():
-            return data[tuple(idx)]
+            return np.asarray(data[tuple(idx)], dtype=np.float64)
         clipped = tuple(np.clip(i, 0, e - 1) for i, e in zip(idx, decl.shape, strict=True))
-        return np.where(inside, data[clipped], 0.0)
+        return np.where(inside, np.asarray(data[clipped], dtype=np.float64), 0.0)
     lhs = _eval_value(value.lhs, args, arrays, workload, acc)
     rhs = _eval_value(value.rhs, args, arrays, workload, acc)
     return VALUE_OPS[value.op].compute(lhs, rhs)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
 from laytune import ops
 from laytune.layout import Var
-from laytune.ops import StatementError, Workload
+from laytune.ops import StatementError, Workload, _workload
 
 
 def test_matmul_is_one_line_and_matches_numpy() -> None:
@@ -175,3 +177,71 @@ def test_sums_of_products_of_whole_axes_are_one_einsum(
 )
 def test_other_statements_take_the_general_path(workload: Workload) -> None:
     assert workload._contraction() is None
+
+
+_BLOCKED = [
+    ops.matmul(37, 29, 53),
+    ops.conv2d(2, 3, 9, 9, 5, 3, stride=2, padding=1),
+    ops.transpose((33, 17)),
+    ops.sum((5, 6, 7), (0, 2)),
+    ops.max_pool2d(2, 3, 8, 8, 2, 2),
+    ops.bias_add((2, 3, 4), 1),
+    Workload.define(
+        "weighted",
+        "C[i, j] += A[k, i] * B[k, j] * D[k]",
+        {"i": 13, "j": 11, "k": 40},
+        {"A": (40, 13), "B": (40, 11), "D": (40,)},
+    ),
+    Workload.define("trace", "Y[i] += A[i, k, k]", {"i": 5, "k": 3}, {"A": (5, 3, 3)}),
+]
+
+
+@pytest.mark.parametrize("block", [5, 100])
+def test_the_reference_made_block_by_block_is_the_reference_made_whole(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of the output (a run of rows, single leading indices, runs of a
+    contraction's reduce axis) give the same float32 values as one block."""
+    whole = [w.reference(w.make_inputs(5))[w.output.name] for w in _BLOCKED]
+    monkeypatch.setattr(_workload, "_REFERENCE_BLOCK", block)
+    for w, want in zip(_BLOCKED, whole, strict=True):
+        x = w.make_inputs(5)
+        got = w.reference(x)[w.output.name]
+        assert got.dtype == want.dtype and got.shape == want.shape, w.key
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=w.key)
+
+
+def test_inputs_made_block_by_block_are_one_draw_of_the_whole_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_workload, "_REFERENCE_BLOCK", 100)
+    w = ops.matmul(30, 20, 40)  # A (30, 40), B (40, 20): many blocks each
+    rng = np.random.default_rng(9)
+    want = {b.name: rng.uniform(-1.0, 1.0, size=b.shape).astype(b.dtype) for b in w.inputs}
+    got = w.make_inputs(9)
+    assert all(np.array_equal(got[k], want[k]) and got[k].dtype == want[k].dtype for k in want)
+
+
+@pytest.mark.parametrize(
+    "workload", [ops.transpose((512, 512)), ops.matmul(256, 256, 256)], ids=lambda w: w.key
+)
+def test_inputs_and_reference_need_no_float64_copy_of_a_tensor(
+    workload: Workload, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Making the inputs and the reference allocates the arrays they return
+    and a few blocks beside them: a float64 copy of an input or of the output
+    (twice the bytes of a float32 one) would break the bound."""
+    monkeypatch.setattr(_workload, "_REFERENCE_BLOCK", 1 << 12)
+    tracemalloc.start()
+    try:
+        inputs = workload.make_inputs(1)
+        _, made = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        out = workload.reference(inputs)[workload.output.name]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    input_bytes = sum(a.nbytes for a in inputs.values())
+    assert made < input_bytes + (256 << 10)
+    assert peak - before < out.nbytes + (256 << 10)
