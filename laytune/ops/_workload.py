@@ -52,7 +52,7 @@ DTYPES = KERNEL_DTYPES
 
 #: Elements made at a time by ``make_inputs`` and ``reference``: their
 #: temporaries are a few such blocks, never a few copies of a tensor.
-_REFERENCE_BLOCK = 1 << 20
+_REFERENCE_BLOCK = 1 << 21
 
 
 @dataclass(frozen=True)
