@@ -37,7 +37,6 @@ from laytune.space import IMAGE_DTYPES
 __all__ = ["DeviceSession", "PreparedWorkload", "measure_candidate"]
 
 _MIN_FLUSH_BYTES = 64 << 20
-_HOST_ARRAYS_KEPT = 16
 _STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {
     "median": lambda times: float(np.median(times)),
     "mean": lambda times: float(np.mean(times)),
@@ -125,8 +124,8 @@ class DeviceSession:
     """A context and a profiling queue on one device, for one worker's life.
 
     It also keeps the device memory of the last candidate (handed out again
-    by :meth:`take_memory`), the cache-flush buffer and host arrays to read
-    outputs into. ``injected_statuses`` is for tests only: it maps a program
+    by :meth:`take_memory`), the cache-flush buffer and, per dtype, the host
+    array of one chunk that outputs are read back into. ``injected_statuses`` is for tests only: it maps a program
     name to the completion status its launches are reported to have, so a
     lost device can be provoked on a healthy one.
     """
@@ -144,7 +143,7 @@ class DeviceSession:
         self._flush_buffer: cl.Buffer | None = None
         self._flush_bytes = 0
         self._spares: dict[MemoryKey, list[cl.MemoryObject]] = {}
-        self._host: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}
+        self._chunk: dict[str, np.ndarray] = {}
 
     def flush_buffer(self, nbytes: int | None) -> tuple[cl.Buffer, int]:
         if nbytes is None:
@@ -183,14 +182,12 @@ class DeviceSession:
                 obj.release()
         self._spares.clear()
 
-    def host_array(self, buffer: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """A host array to read output ``buffer`` into, reused across candidates."""
-        key = (buffer, shape, dtype.str)
-        array = self._host.get(key)
-        if array is None:
-            if len(self._host) >= _HOST_ARRAYS_KEPT:
-                self._host.clear()
-            array = self._host[key] = np.empty(shape, dtype=dtype)
+    def chunk_array(self, dtype: np.dtype) -> np.ndarray:
+        """The host array of one comparison chunk of ``dtype`` that outputs
+        are read back into, a chunk at a time, reused across candidates."""
+        array = self._chunk.get(dtype.str)
+        if array is None or array.size != _COMPARE_CHUNK:
+            array = self._chunk[dtype.str] = np.empty(_COMPARE_CHUNK, dtype=dtype)
         return array
 
     def _allocate(self, key: MemoryKey) -> cl.MemoryObject:
@@ -378,23 +375,57 @@ def _conversion_buffer(launch: Launch) -> str:
     return "+".join(names)
 
 
-def _compare(buffer: str, out: np.ndarray, expected: _Expected) -> OutputCheck:
+class _DeviceOutput:
+    """An output still in device memory, read back one comparison chunk at a
+    time into the session's chunk array: the host never holds a copy of the
+    whole output. Each chunk is overwritten by the next."""
+
+    def __init__(
+        self, session: DeviceSession, source: cl.Buffer, shape: tuple[int, ...], dtype: np.dtype
+    ) -> None:
+        self.session, self.source, self.shape, self.dtype = session, source, shape, dtype
+
+    def chunks(self) -> Iterable[np.ndarray]:
+        size = math.prod(self.shape)
+        host = self.session.chunk_array(self.dtype)
+        for start in range(0, size, _COMPARE_CHUNK):
+            part = host[: min(_COMPARE_CHUNK, size - start)]
+            try:
+                cl.enqueue_copy(
+                    self.session.queue,
+                    part,
+                    self.source,
+                    src_offset=start * self.dtype.itemsize,
+                    is_blocking=True,
+                )
+            except cl.Error as exc:
+                raise _Failure(
+                    ErrorKind.DEVICE_LOST,
+                    f"reading the output back failed: {_status_name(exc.code)} ({exc.code})",
+                    exc.code,
+                ) from exc
+            yield part
+
+
+def _compare(buffer: str, out: np.ndarray | _DeviceOutput, expected: _Expected) -> OutputCheck:
+    """Check ``out`` against the reference, one chunk of each at a time (one
+    pass, so an output on the device is read once)."""
     ref = expected.reference
     tolerance = expected.tolerance
     if out.shape != ref.shape:
         return OutputCheck(buffer, float("inf"), tolerance, False)
-    if out.dtype == ref.dtype and all(
-        np.array_equal(a, b) for a, b in zip(_chunks(out), _chunks(ref), strict=True)
-    ):
-        return OutputCheck(buffer, 0.0, tolerance, True)
-    if not (np.issubdtype(out.dtype, np.floating) or np.issubdtype(ref.dtype, np.floating)):
-        diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
-        worst = float(diff.max()) if diff.size else 0.0
-        return OutputCheck(buffer, worst, tolerance, bool(np.array_equal(out, ref)))
-    floats = expected.float_reference()
+    got_chunks = out.chunks() if isinstance(out, _DeviceOutput) else _chunks(out)
+    floating = np.issubdtype(out.dtype, np.floating) or np.issubdtype(ref.dtype, np.floating)
     worst, passed, lost = 0.0, True, False  # lost: a finite reference value came out non-finite
-    for got_chunk, want_chunk in zip(_chunks(out), _chunks(ref), strict=True):
+    for got_chunk, want_chunk in zip(got_chunks, _chunks(ref), strict=True):
+        if out.dtype == ref.dtype and np.array_equal(got_chunk, want_chunk):
+            continue  # exact: nothing to add, and no float64 temporaries
         got, want = got_chunk.astype(np.float64), want_chunk.astype(np.float64)
+        if not floating:
+            worst = max(worst, float(np.abs(got - want).max()))
+            passed = passed and bool(np.array_equal(got_chunk, want_chunk))
+            continue
+        floats = expected.float_reference()
         with np.errstate(invalid="ignore"):
             diff = np.abs(got - want)
             within = diff <= tolerance.atol * floats.scale + tolerance.rtol * np.abs(want)
@@ -523,7 +554,7 @@ def measure_candidate(
             for stage in ("pack", "compute", "unpack")
             for kernel, launch in stages[stage]
         ]
-        read_back = _read_outputs(session, program, buffers, workload)
+        read_back = _output_sources(session, program, buffers, workload)
         enqueuer.finish()
         enqueuer.check(events)
         outputs = tuple(
@@ -703,10 +734,11 @@ def _upload_inputs(
         cl.enqueue_copy(queue, physical, array)
 
 
-def _read_outputs(
+def _output_sources(
     session: DeviceSession, program: KernelProgram, buffers: _Buffers, workload: PreparedWorkload
-) -> list[tuple[BufferSpec, np.ndarray]]:
-    """Enqueue reading every output back (non-blocking: wait for the queue before using them)."""
+) -> list[tuple[BufferSpec, _DeviceOutput]]:
+    """Every output as it lies on the device, to be read back a chunk at a
+    time by its comparison (after the queue is finished)."""
     unpacked = {ref.buffer for launch in program.unpack for ref in launch.args}
     reads = []
     for spec in program.buffers:
@@ -717,19 +749,20 @@ def _read_outputs(
                 ErrorKind.RUN,
                 f"workload {workload.key!r} has no reference for output {spec.name!r}",
             )
-        out = session.host_array(spec.name, spec.shape, np.dtype(spec.dtype))
+        dtype = np.dtype(spec.dtype)
         source = buffers.objects.get((spec.name, "logical"))
         if spec.name not in unpacked:
             physical = buffers.objects.get((spec.name, "physical"))
             if physical is not None:
-                if isinstance(physical, cl.Image) or physical.size != out.nbytes:
+                if (
+                    isinstance(physical, cl.Image)
+                    or physical.size != math.prod(spec.shape) * dtype.itemsize
+                ):
                     raise _Failure(
                         ErrorKind.RUN,
                         f"output {spec.name!r} has no unpack launch and its physical storage "
                         f"{spec.physical_shape} ({spec.memory}) is not its logical shape",
                     )
                 source = physical
-        reads.append((spec, out, source))
-    for _, out, source in reads:
-        cl.enqueue_copy(session.queue, out, source, is_blocking=False)
-    return [(spec, out) for spec, out, _ in reads]
+        reads.append((spec, _DeviceOutput(session, source, spec.shape, dtype)))
+    return reads

@@ -8,12 +8,14 @@ import math
 import tracemalloc
 
 import numpy as np
+import pyopencl as cl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laytune.runners import _measure
 from laytune.runners._config import Tolerance
+from laytune.runners._devices import Device
 from laytune.runners._measure import PreparedWorkload, _compare
 
 
@@ -103,4 +105,33 @@ def test_an_exact_output_is_recognised_in_chunks_too() -> None:
         tracemalloc.stop()
     assert check.passed and check.max_abs_error == 0.0
     # One chunk's comparison; a whole one made a 4 MiB array of booleans.
+    assert peak < out.nbytes // 16, f"comparing took {peak / 2**20:.1f} MiB"
+
+
+def test_an_output_on_the_device_is_read_back_a_chunk_at_a_time(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The measuring process compares an output where it lies: chunk by chunk
+    into one reused host chunk, never a host copy of the whole output, with
+    the verdict and the worst error of the whole comparison."""
+    ref = np.random.default_rng(1).standard_normal((1024, 4096)).astype(np.float32)  # 16 MiB
+    out = ref.copy()
+    out[-1, -1] += np.float32(0.5)  # in the last chunk
+    session = _measure.DeviceSession(device)
+    source = cl.Buffer(session.context, cl.mem_flags.READ_WRITE, out.nbytes)
+    cl.enqueue_copy(session.queue, source, out)
+    expected = PreparedWorkload("w", {}, {"Y": ref}, 1).expected("Y", out.dtype)
+    expected.float_reference()  # once per workload, not per candidate: not counted here
+    monkeypatch.setattr(_measure, "_COMPARE_CHUNK", 1 << 14)  # float64 temporaries of 128 KiB
+    tracemalloc.start()
+    try:
+        check = _compare(
+            "Y", _measure._DeviceOutput(session, source, out.shape, out.dtype), expected
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    source.release()
+    worst, passed = whole(out, ref, expected.tolerance)
+    assert (check.passed, check.max_abs_error) == (passed, worst) == (False, pytest.approx(0.5))
     assert peak < out.nbytes // 16, f"comparing took {peak / 2**20:.1f} MiB"
