@@ -35,7 +35,10 @@ from laytune.layout._expr import (
 )
 from laytune.layout._families import (
     FAMILIES,
+    LAYOUT_FAMILIES,
+    SCOPES,
     Layout,
+    LayoutFamily,
     block,
     compose,
     custom,
@@ -67,8 +70,10 @@ from laytune.layout._reduce import (
 __all__ = [
     "AXIS_SEPARATOR",
     "FAMILIES",
+    "LAYOUT_FAMILIES",
     "MAX_JSON_LENGTH",
     "MAX_JSON_NESTING",
+    "SCOPES",
     "UNDEF",
     "BinOp",
     "Condition",
@@ -78,6 +83,7 @@ __all__ = [
     "Inverse",
     "Layout",
     "LayoutError",
+    "LayoutFamily",
     "LayoutSyntaxError",
     "NegativeIndexError",
     "NonInjectiveLayoutError",

@@ -8,14 +8,19 @@ composition is the composition of the inverses, in reverse order.
 
 Layouts are shape-specific because several families are: padding a row needs
 the row length, a flat swizzle needs the flat offset.
+
+Each family is one :class:`LayoutFamily` of :data:`LAYOUT_FAMILIES`, beside
+its maker and the parameters a search space tries for a shape: the space,
+the records (:data:`FAMILIES`, by which a recorded layout is rebuilt) and
+the public names read nothing else of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
-from operator import mul
+from types import MappingProxyType
 from typing import Any
 
 from laytune.exceptions import (
@@ -32,7 +37,11 @@ from laytune.layout._inverse import Inverse, inverse_from
 from laytune.layout._json import load_versioned
 
 __all__ = [
+    "FAMILIES",
+    "LAYOUT_FAMILIES",
+    "SCOPES",
     "Layout",
+    "LayoutFamily",
     "block",
     "compose",
     "custom",
@@ -49,10 +58,7 @@ __all__ = [
 
 JSON_VERSION = 1
 Params = tuple[tuple[str, Any], ...]
-
-
-def _prod(values: Sequence[int]) -> int:
-    return reduce(mul, values, 1)
+ParamSets = Iterator[dict[str, Any]]
 
 
 def _freeze(value: Any) -> Any:
@@ -98,7 +104,7 @@ class Layout:
 
     @property
     def physical_size(self) -> int:
-        return _prod(self.physical_shape)
+        return math.prod(self.physical_shape)
 
     @property
     def padding_count(self) -> int:
@@ -135,7 +141,7 @@ class Layout:
     @property
     def recorded_family(self) -> str:
         """The family name this layout's JSON and :meth:`describe` carry: its
-        family's, or for a family renamed since (:data:`RECORDED_AS`) the name
+        family's, or for a family renamed since (``LayoutFamily.recorded_as``) the name
         its layouts were first recorded under; a composition's joins its parts'."""
         return self._recorded()[0]
 
@@ -143,7 +149,10 @@ class Layout:
         if self.parts:
             named = tuple(p._recorded() for p in self.parts)
             return "+".join(name for name, _ in named), named
-        name, lead = RECORDED_AS.get(self.family, (self.family, ()))
+        family = LAYOUT_FAMILIES.get(self.family)
+        if family is None or family.recorded_as is None:
+            return self.family, self.params
+        name, lead = family.recorded_as
         return name, (*lead, *self.params)
 
     def describe(self) -> str:
@@ -246,7 +255,7 @@ def _row_major(indices: Sequence[Expr], extents: Sequence[int]) -> Expr:
 def _unflatten(flat: Expr, extents: Sequence[int]) -> list[Expr]:
     out: list[Expr] = []
     for k in range(len(extents)):
-        inner = _prod(extents[k + 1 :])
+        inner = math.prod(extents[k + 1 :])
         value = flat // inner if inner > 1 else flat
         if k > 0:
             value = value % extents[k]
@@ -260,6 +269,10 @@ def _unflatten(flat: Expr, extents: Sequence[int]) -> list[Expr]:
 def identity(shape: Sequence[int]) -> Layout:
     """Row-major, as the logical shape: ``[i, j]``."""
     return _make("identity", shape, lambda *x: list(x), lambda *p: list(p))
+
+
+def _no_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    yield {}
 
 
 def permute(shape: Sequence[int], order: Sequence[int]) -> Layout:
@@ -279,6 +292,13 @@ def permute(shape: Sequence[int], order: Sequence[int]) -> Layout:
     )
 
 
+def _permute_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    rank = len(shape)
+    if rank >= 2:
+        for k in range(rank - 1):
+            yield {"order": (*(a for a in range(rank) if a != k), k)}
+
+
 def pad_rows(shape: Sequence[int], pad: int) -> Layout:
     """Flat, each row (last axis) followed by ``pad`` padding elements:
     ``i * (C + pad) + j``."""
@@ -293,6 +313,12 @@ def pad_rows(shape: Sequence[int], pad: int) -> Layout:
         return [*_unflatten(p // pitch, lead), p % pitch]
 
     return _make("pad_rows", shape, forward, backward, pad=pad)
+
+
+def _pad_rows_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    if len(shape) >= 2:
+        for pad in opts.local_pad_amounts if scope == "local" else opts.pad_amounts:
+            yield {"pad": pad}
 
 
 def pad_every(shape: Sequence[int], rows: int, pad: int) -> Layout:
@@ -313,6 +339,21 @@ def pad_every(shape: Sequence[int], rows: int, pad: int) -> Layout:
         return [*_unflatten(r, lead), within % cols]
 
     return _make("pad_every", shape, forward, backward, rows=rows, pad=pad)
+
+
+def _pad_every_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    if len(shape) < 2:
+        return
+    if scope == "local":
+        for rows in opts.pad_every_rows:
+            for pad in opts.local_pad_amounts:
+                if rows < shape[-2]:
+                    yield {"rows": rows, "pad": pad}
+        return
+    for n in opts.pad_every_rows:
+        if n < math.prod(shape[:-1]):
+            for pad in opts.pad_amounts:
+                yield {"rows": n, "pad": pad}
 
 
 def swizzle(shape: Sequence[int], bits: int, base: int, shift: int) -> Layout:
@@ -349,6 +390,21 @@ def swizzle(shape: Sequence[int], bits: int, base: int, shift: int) -> Layout:
     )
 
 
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _swizzle_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    if len(shape) < 2 or not _is_pow2(shape[-1]):
+        return
+    size, log_cols = math.prod(shape), shape[-1].bit_length() - 1
+    for bits in opts.swizzle_bits:
+        for base in opts.swizzle_bases:
+            shift = max(bits, log_cols - base)
+            if size % (1 << (base + shift + bits)) == 0:
+                yield {"bits": bits, "base": base, "shift": shift}
+
+
 def row_xor(shape: Sequence[int], period: int, chunk: int = 1) -> Layout:
     """XOR the column chunk with the row: ``[i, ((j // chunk) ^ (i % period)) * chunk + j % chunk]``
     on the last two axes (``chunk=1`` is ``[i, j ^ (i % period)]``)."""
@@ -366,6 +422,21 @@ def row_xor(shape: Sequence[int], period: int, chunk: int = 1) -> Layout:
         return [*x[:-1], mix(x[-2], x[-1])]
 
     return _make("row_xor", shape, forward, forward, period=period, chunk=chunk)
+
+
+def _row_xor_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    if len(shape) < 2:
+        return
+    if scope == "local":  # a tile's rows may all share one period
+        for period in opts.local_xor_periods:
+            for chunk in opts.local_xor_chunks:
+                if period <= shape[-2] and shape[-1] % (chunk * period) == 0:
+                    yield {"period": period, "chunk": chunk}
+        return
+    for period in opts.xor_periods:
+        for chunk in opts.xor_chunks:
+            if period < shape[-2] and shape[-1] % (chunk * period) == 0:
+                yield {"period": period, "chunk": chunk}
 
 
 def block(shape: Sequence[int], axis: int, factor: int) -> Layout:
@@ -386,6 +457,35 @@ def block(shape: Sequence[int], axis: int, factor: int) -> Layout:
         return out
 
     return _make("block", shape, forward, backward, axis=axis, factor=factor)
+
+
+def _block_within(
+    shape: tuple[int, ...], axis: int, factor: int, outer_factor: int = 0, outer_axis: int = 0
+) -> Layout:
+    """``block(shape, axis, factor)``; with ``outer_factor`` also axis
+    ``outer_axis`` (the one before ``axis``) blocked by it, inside:
+    OIHW[factor]i[outer_factor]o, ``[o // y, i // x, ..., i % x, o % y]``
+    (a grouped convolution's ``W[g, f, c, kh, kw]``: ``f`` and ``c``)."""
+    inner = block(shape, axis, factor)
+    if not outer_factor:
+        return inner
+    return compose(block(inner.physical_shape, outer_axis, outer_factor), inner)
+
+
+def _block_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    rank = len(shape)
+    for axis in range(rank - 1):
+        for f in opts.block_factors:
+            if shape[axis] > f:
+                yield {"axis": axis, "factor": f}
+    # two adjacent axes ahead of a 2-D window, the inner block of the second
+    # before that of the first: a filter's output and input channels (OIHW,
+    # and a grouped convolution's GOIHW with its output channels at axis 1)
+    for outer in range(rank - 3):
+        for x in opts.block2_factors:
+            for y in opts.block2_factors:
+                if shape[outer] >= y and shape[outer + 1] >= x:
+                    yield {"axis": outer + 1, "factor": x, "outer_factor": y, "outer_axis": outer}
 
 
 def panel(shape: Sequence[int], axis: int, factor: int) -> Layout:
@@ -410,6 +510,14 @@ def panel(shape: Sequence[int], axis: int, factor: int) -> Layout:
     return _make("panel", shape, forward, backward, axis=axis, factor=factor)
 
 
+def _panel_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    if len(shape) >= 2:
+        for axis in range(1, len(shape)):
+            for f in opts.block_factors:
+                if shape[axis] > f:
+                    yield {"axis": axis, "factor": f}
+
+
 def tile(shape: Sequence[int], tile_shape: Sequence[int]) -> Layout:
     """Tiles of ``tile_shape`` over the last axes, tiles row-major, elements
     row-major inside a tile: ``[i // 16, j // 16, i % 16, j % 16]``."""
@@ -432,6 +540,13 @@ def tile(shape: Sequence[int], tile_shape: Sequence[int]) -> Layout:
         return [*p[:lead], *(o * t + i for o, i, t in zip(outer, inner, tile_shape, strict=True))]
 
     return _make("tile", shape, forward, backward, tile_shape=tile_shape)
+
+
+def _tile_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    if len(shape) >= 2:
+        for t in opts.tile_sizes:
+            if shape[-1] % t == 0 and shape[-2] % t == 0 and t < shape[-1] and t < shape[-2]:
+                yield {"tile_shape": (t, t)}
 
 
 def texture(shape: Sequence[int], axis: int, width_axis: int | None = None) -> Layout:
@@ -466,23 +581,18 @@ def texture(shape: Sequence[int], axis: int, width_axis: int | None = None) -> L
     return _make("texture", shape, forward, backward, axis=axis, width_axis=width_axis)
 
 
+def _texture_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
+    if len(shape) >= 2:
+        for axis in range(len(shape)):
+            if shape[axis] % 4 == 0:
+                yield {"axis": axis}
+
+
 def custom(shape: Sequence[int], index_map: IndexMap | str) -> Layout:
     """Any valid index map, for layouts outside the families."""
     if isinstance(index_map, str):
         index_map = IndexMap.parse(index_map)
     return Layout("custom", (), tuple(int(s) for s in shape), index_map)
-
-
-FAMILIES: dict[str, Callable[..., Layout]] = {
-    "identity": identity,
-    "permute": permute,
-    "pad_rows": pad_rows,
-    "pad_every": pad_every,
-    "block": block,
-    "panel": panel,
-    "tile": tile,
-    "texture": texture,
-}
 
 
 def _swizzle_from_params(shape: Sequence[int], form: str, **params: Any) -> Layout:
@@ -491,18 +601,6 @@ def _swizzle_from_params(shape: Sequence[int], form: str, **params: Any) -> Layo
     if form == "rows":
         return row_xor(shape, **params)
     raise LayoutError(f"unknown swizzle form {form!r} (known: 'flat', 'rows')")
-
-
-FAMILIES["swizzle"] = _swizzle_from_params
-FAMILIES["row_xor"] = row_xor
-
-RECORDED_AS: dict[str, tuple[str, Params]] = {"row_xor": ("swizzle", (("form", "rows"),))}
-"""Families renamed since their layouts were first recorded, with the name
-and leading parameters their text keeps: a layout's JSON (hence a
-candidate's key, by which records are found) and its :meth:`Layout.describe`
-(the names of a space's optuna choices, which a stored study holds) stay as
-they were, so records and studies written before still match. ``row_xor``
-layouts carried the family ``swizzle`` with ``form="rows"``."""
 
 
 def compose(outer: Any, inner: Any) -> Any:
@@ -536,3 +634,101 @@ def _compose_all(parts: Sequence[Layout]) -> Layout:
     for part in parts[1:]:
         layout = compose(part, layout)
     return layout
+
+
+# -- the registry -------------------------------------------------------------
+
+SCOPES = ("global", "local", "image")
+"""The buffers a family may serve: global buffers, ``__local`` tiles, images."""
+
+
+@dataclass(frozen=True)
+class LayoutFamily:
+    """One family of layouts: how its layouts are made and rebuilt, which of
+    them a search space tries, and which buffers they serve.
+
+    ``make(shape, **params)`` builds one layout; ``params(shape, options,
+    scope)`` yields the parameters a space tries for a buffer of ``shape``
+    in ``scope`` with its options (a ``laytune.space.SpaceOptions``, read
+    by attribute; none where the family does not fit the shape); ``scopes``
+    are those of :data:`SCOPES` it serves: ``global`` (a kernel's global
+    buffers), ``local`` (a ``__local`` tile) and ``image`` (a global input
+    held in an ``image2d``, offered only for a dtype an image holds).
+    ``local_by_default``: a tile draws from it unless the space's options
+    name the local families without it (else only when they name it, after
+    the others). ``pads_tiles``: its padded layouts may serve a tile.
+    ``rebuild(shape, **params)``: the layout a record of this family names
+    (default ``make``). ``recorded_as``: for a family renamed since its
+    layouts were first recorded, the name and leading parameters its text
+    keeps, so that records and studies written before still match.
+    """
+
+    name: str
+    make: Callable[..., Layout]
+    params: Callable[[tuple[int, ...], Any, str], ParamSets]
+    scopes: frozenset[str]
+    local_by_default: bool = True
+    pads_tiles: bool = True
+    rebuild: Callable[..., Layout] | None = None
+    recorded_as: tuple[str, Params] | None = None
+
+    def layouts(
+        self, shape: tuple[int, ...], options: Any, scope: str
+    ) -> Iterator[Callable[[], Layout]]:
+        """One maker per parameter set (a maker may raise ``LayoutError``:
+        the space leaves that layout out)."""
+        for params in self.params(shape, options, scope):
+            yield lambda params=params: self.make(shape, **params)
+
+
+def _family(
+    name: str,
+    make: Callable[..., Layout],
+    params: Callable[[tuple[int, ...], Any, str], ParamSets],
+    *scopes: str,
+    **more: Any,
+) -> LayoutFamily:
+    return LayoutFamily(name, make, params, frozenset(scopes), **more)
+
+
+LAYOUT_FAMILIES: Mapping[str, LayoutFamily] = MappingProxyType(
+    {
+        f.name: f
+        for f in (
+            _family("identity", identity, _no_params, "global", "local"),
+            _family("permute", permute, _permute_params, "global"),
+            # for rank 4 and more also both leading axes (OIHW16i16o weights)
+            _family("block", _block_within, _block_params, "global", rebuild=block),
+            # a GEMM micro-kernel's packed operand ([j // 16, k, j % 16])
+            _family("panel", panel, _panel_params, "global"),
+            _family("pad_rows", pad_rows, _pad_rows_params, "global", "local"),
+            # the auto memory planning seed's tile layout
+            _family(
+                "pad_every", pad_every, _pad_every_params, "global", "local", local_by_default=False
+            ),
+            _family("tile", tile, _tile_params, "global"),
+            # CuTe's flat Sw<bits,base,shift>; its records name row_xor's layouts too
+            _family("swizzle", swizzle, _swizzle_params, "global", rebuild=_swizzle_from_params),
+            # the row/column-chunk XOR; a tile's only when bijective
+            _family(
+                "row_xor",
+                row_xor,
+                _row_xor_params,
+                "global",
+                "local",
+                pads_tiles=False,
+                recorded_as=("swizzle", (("form", "rows"),)),
+            ),
+            # an axis separator: a 2-D image of RGBA texels
+            _family("texture", texture, _texture_params, "image"),
+        )
+    }
+)
+"""Every layout family, by name, in the order a global buffer's layouts are
+generated: adding a family is its maker, its parameters and one entry here."""
+
+FAMILIES: Mapping[str, Callable[..., Layout]] = MappingProxyType(
+    {name: f.rebuild or f.make for name, f in LAYOUT_FAMILIES.items()}
+)
+"""How a layout is rebuilt from its recorded family and parameters, by family
+name (``custom`` and compositions aside)."""

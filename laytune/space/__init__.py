@@ -10,6 +10,7 @@ from laytune.intrinsics import (
     MatrixIntrinsic,
     matrix_intrinsic,
 )
+from laytune.layout import LAYOUT_FAMILIES, SCOPES, LayoutFamily
 from laytune.space._candidate import Candidate, PadValue
 from laytune.space._check import (
     check_candidate,
@@ -77,7 +78,6 @@ from laytune.space._knobs import (
     reduce_order_text,
     spatial_axes,
 )
-from laytune.space._layout_families import LAYOUT_FAMILIES, SCOPES, LayoutFamily
 from laytune.space._matrix import (
     MATRIX_VARIANTS,
     STORAGE_HALF_VARIANTS,

@@ -17,6 +17,7 @@ from typing import Any
 
 from laytune.exceptions import LayoutError
 from laytune.layout import (
+    LAYOUT_FAMILIES,
     Layout,
     identity,
     probe_digest,
@@ -24,23 +25,38 @@ from laytune.layout import (
 )
 from laytune.space._constraints import Constraint
 from laytune.space._knobs import knob_spec
-from laytune.space._layout_families import (
-    GLOBAL_FAMILIES,
-    LAYOUT_FAMILIES,
-    LOCAL_FAMILIES,
-    OPTIONAL_LOCAL_FAMILIES,
-)
 from laytune.space._workload import IMAGE_DTYPES, VECTOR_WIDTHS
 
 __all__ = [
     "GLOBAL_FAMILIES",
     "LOCAL_FAMILIES",
+    "OPTIONAL_LOCAL_FAMILIES",
     "SpaceOptions",
     "global_layouts",
     "layout_fingerprint",
     "local_layouts",
     "same_layout_offsets",
 ]
+
+
+GLOBAL_FAMILIES = tuple(
+    name for name, f in LAYOUT_FAMILIES.items() if f.scopes & {"global", "image"}
+)
+"""Family names a global buffer's layouts are drawn from, in the order they
+are generated (see :data:`~laytune.layout.LAYOUT_FAMILIES`)."""
+
+LOCAL_FAMILIES = tuple(
+    name for name, f in LAYOUT_FAMILIES.items() if "local" in f.scopes and f.local_by_default
+)
+"""Family names a ``__local`` tile buffer's layouts are drawn from by
+default, in the order a tile's layouts are generated."""
+
+OPTIONAL_LOCAL_FAMILIES = tuple(
+    name for name, f in LAYOUT_FAMILIES.items() if "local" in f.scopes and not f.local_by_default
+)
+"""Local families a space offers only when its options name them (``pad_every``:
+``local_pad_amounts`` after every ``pad_every_rows`` rows), generated after
+the others."""
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
@@ -249,5 +265,7 @@ def local_layouts(shape: Sequence[int], opts: SpaceOptions) -> list[Layout]:
                 yield from LAYOUT_FAMILIES[name].layouts(shape, opts, "local")
 
     return [
-        lay for lay in _dedupe(makers(), None) if lay.family != "row_xor" or not lay.has_padding
+        lay
+        for lay in _dedupe(makers(), None)
+        if LAYOUT_FAMILIES[lay.family].pads_tiles or not lay.has_padding
     ]

@@ -15,12 +15,22 @@ import numpy as np
 import pytest
 
 import laytune
+from laytune import layout as layout_registry
 from laytune.codegen import _matrix as codegen_matrix
 from laytune.codegen import lower
 from laytune.device_info import DeviceInfo
 from laytune.dtypes import DTYPES, KERNEL_DTYPES
 from laytune.exceptions import LayoutError, StatementError
-from laytune.layout import Layout, compose, identity, pad_rows, permute, row_xor, texture
+from laytune.layout import (
+    FAMILIES,
+    Layout,
+    compose,
+    identity,
+    pad_rows,
+    permute,
+    row_xor,
+    texture,
+)
 from laytune.ops import DTYPES as OPS_DTYPES
 from laytune.ops import matmul, transpose
 from laytune.plots import FAMILY_ORDER
@@ -45,6 +55,7 @@ from laytune.space import (
     matrix_capability,
     matrix_intrinsic,
 )
+from laytune.space import _generate as space_generate
 from laytune.space._conversion import layout_token
 from laytune.space._generate import (
     OPTIONAL_LOCAL_FAMILIES,
@@ -265,6 +276,34 @@ def test_every_family_serves_the_scopes_it_names() -> None:
                 assert any(same_layout_offsets(layout, t) for t in locals_), name
     # an image family serves only dtypes an image holds
     assert not global_layouts((64, 64), "int32", ("texture",), opts)[1:]
+
+
+def test_a_family_is_one_object_beside_its_maker_and_the_rest_derives_from_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = inspect.getmodule(layout_registry.LAYOUT_FAMILIES["identity"].make)
+    assert LAYOUT_FAMILIES is layout_registry.LAYOUT_FAMILIES
+    for name, family in LAYOUT_FAMILIES.items():
+        rebuild = family.rebuild or family.make
+        for part in (family.make, family.params, rebuild):
+            assert inspect.getmodule(part) is home, name
+        assert FAMILIES[name] is rebuild  # a record of it is rebuilt as the descriptor says
+    assert (
+        tuple(
+            n for n, f in LAYOUT_FAMILIES.items() if "local" in f.scopes and not f.local_by_default
+        )
+        == OPTIONAL_LOCAL_FAMILIES
+    )
+    # what a tile takes is the descriptor's word: row_xor's padded layouts serve no tile
+    opts = SpaceOptions(local_xor_periods=(3,), local_xor_chunks=(1,))
+    assert row_xor((6, 6), 3).has_padding
+    assert row_xor((6, 6), 3) not in local_layouts((6, 6), opts)
+    padding = {
+        **LAYOUT_FAMILIES,
+        "row_xor": dataclasses.replace(LAYOUT_FAMILIES["row_xor"], pads_tiles=True),
+    }
+    monkeypatch.setattr(space_generate, "LAYOUT_FAMILIES", padding)
+    assert row_xor((6, 6), 3) in local_layouts((6, 6), opts)
 
 
 @pytest.mark.parametrize("name", [n for n in LAYOUT_FAMILIES if n != "identity"])
