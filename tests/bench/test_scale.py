@@ -19,8 +19,11 @@ def _row(
     measure: list[float],
     peak_mib: float,
     buffers_mib: float,
+    device_mib: float = 0.0,
 ) -> scale.Row:
-    measured = scale.Measured(space_s, job_s, tuple(measure), int(buffers_mib * MIB))
+    measured = scale.Measured(
+        space_s, job_s, tuple(measure), int(buffers_mib * MIB), device_bytes=int(device_mib * MIB)
+    )
     return scale.Row(case, measured, int(peak_mib * MIB))
 
 
@@ -54,26 +57,30 @@ def test_ratios_are_against_the_first_case_of_each_series() -> None:
 def test_verdicts_name_what_decides_each_target() -> None:
     met = scale.with_ratios(
         [
-            _row(SMALL, 0.2, 20.0, [1.0] * 10, 1400, 2),
-            _row(LARGE, 0.9, 283.0, [27.0] * 10, 2000, 514),
+            _row(SMALL, 0.2, 20.0, [1.0] * 10, 1400, 2, 4),
+            _row(LARGE, 0.9, 283.0, [27.0] * 10, 2000, 514, 1028),  # both views of X and Y
         ]
     )
     lines = scale.verdicts(met)
     assert lines[0].startswith("- space construction under 1 s for every shape: met")
     assert "transpose 8192^2" in lines[0] and "0.90 s" in lines[0]
     assert "within 1.5x of transpose 512^2: met (1.30x)" in lines[1]
-    assert "at most 2 bytes per byte of buffers: met" in lines[2]
+    assert "at most 2 bytes per byte of the buffers measured (device memory): met" in lines[2]
+    assert (
+        "(worst transpose 8192^2, 0.59; per byte of the workload's logical buffers 1.17)"
+        in (lines[2])
+    )
 
     missed = scale.with_ratios(
         [
-            _row(SMALL, 0.2, 20.0, [1.0] * 10, 1400, 2),
-            _row(LARGE, 4.0, 300.0, [27.0] * 10, 3000, 514),
+            _row(SMALL, 0.2, 20.0, [1.0] * 10, 1400, 2, 2),
+            _row(LARGE, 4.0, 300.0, [27.0] * 10, 3000, 514, 514),  # identity layouts: one view
         ]
     )
     lines = scale.verdicts(missed)
     assert ": missed (slowest transpose 8192^2, 4.00 s)" in lines[0]
     assert ": missed (3.00x)" in lines[1]
-    assert ": missed (worst transpose 8192^2, 3.12)" in lines[2]
+    assert ": missed (worst transpose 8192^2, 3.12;" in lines[2]
 
 
 def test_the_report_runs_every_case_it_is_given(
