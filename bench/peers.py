@@ -1,17 +1,22 @@
 """laytune's tuned kernels side by side with CLBlast, numpy and ONNX Runtime, on one device.
 
     python -m bench.peers [--quick] [--trials N] [--timeout S] [--repeats N] [--db URL]
-                          [--only transpose matmul conv2d] [--match TEXT] [--fma-units N]
+                          [--only transpose matmul conv2d] [--match TEXT] [--matmul M,N,K]
+                          [--fma-units N]
                           [--clock-ghz F] [--simd-lanes N] [--compute-units N] [--out FILE]
 
 The device is ``laytune.runners.default_device()`` (``LAYTUNE_DEVICE`` picks
 another). In one run:
 
 - Transpose of a 4096 x 4096 float32 matrix: laytune's generated pack kernel
-  for ``lambda i, j: [j, i]``, CLBlast's ``omatcopy`` (through the CLBlast
-  library that pyclblast loads; pyclblast does not wrap it) and the float4
-  copy of ``bench.conversions`` over the same bytes as the bandwidth ceiling.
-  GB/s counts the bytes read plus the bytes written.
+  for ``lambda i, j: [j, i]``, the best of ``laytune.tune`` on the transpose
+  workload end to end (its kernel plus the pack of X and the unpack of Y,
+  row-major in and out, as ``laytune tune transpose`` prices it), CLBlast's
+  ``omatcopy`` (through the CLBlast library that pyclblast loads; pyclblast
+  does not wrap it) and the tuned copy of ``bench.conversions`` over the same
+  bytes as the bandwidth ceiling. GB/s counts the bytes read plus the bytes
+  written; a line under the table gives the tuned end to end against the
+  copy's bandwidth (target: 60 %) and against ``omatcopy`` (target: 2x).
 - Matmul ``C = A @ B`` float32 at 512, 1024, 2048, a skinny M x N x K =
   64 x 4096 x 1024 and 128 (the matmul ``make tune`` tunes): laytune, CLBlast's sgemm (pyclblast, on the same OpenCL
   device) and numpy (its BLAS, on the host).
@@ -236,8 +241,15 @@ def _ms(seconds: float | None) -> str:
 
 
 def transpose_rows(
-    context: Any, queue: Any, blas: CLBlast, repeats: int, size: int = TRANSPOSE
+    context: Any,
+    queue: Any,
+    blas: CLBlast,
+    repeats: int,
+    size: int = TRANSPOSE,
+    tuned: Callable[[Any], tuple[Timing | None, str]] | None = None,
 ) -> list[Row]:
+    """The transpose table's rows; ``tuned(workload)`` gives the end-to-end
+    time of laytune's tuned best and its note (None: no row)."""
     import pyopencl as cl
 
     case = f"transpose {size} x {size} float32"
@@ -287,6 +299,11 @@ def transpose_rows(
     else:
         rows.append(Row(case, "laytune pack (generated)", None, note="wrong result: not counted"))
 
+    if tuned is not None:
+        timing, note = tuned(ops.transpose((size, size)))
+        gb = "-" if timing is None else gbs(timing)
+        rows.append(Row(case, "laytune tuned, end to end", timing, gb, note=note))
+
     if blas.omatcopy_missing is not None:
         rows.append(Row(case, "CLBlast omatcopy", None, note=f"skipped: {blas.omatcopy_missing}"))
         return rows
@@ -299,6 +316,47 @@ def transpose_rows(
     else:
         rows.append(Row(case, "CLBlast omatcopy", None, note="wrong result: not counted"))
     return rows
+
+
+def transpose_verdict(rows: Sequence[Row]) -> list[str]:
+    """The tuned end to end against the copy's bandwidth and CLBlast's
+    omatcopy (wall times; the same bytes, so the ratio of times)."""
+    wall = {r.implementation: r.timing.wall_s for r in rows if r.timing is not None}
+    copy = next((t for name, t in wall.items() if name.startswith("tuned copy")), None)
+    tuned = wall.get("laytune tuned, end to end")
+    if tuned is None or copy is None:
+        return []
+    line = (
+        f"laytune tuned, end to end: {copy / tuned:.0%} of the tuned copy's bandwidth (target 60 %)"
+    )
+    blas = wall.get("CLBlast omatcopy")
+    if blas is not None:
+        line += f", {blas / tuned:.2f}x CLBlast's omatcopy (target 2x)"
+    return [line + "."]
+
+
+def tuned_transpose(
+    device: Device, budget: Budget, database: str, repeats: int
+) -> Callable[[Any], tuple[Timing | None, str]]:
+    """Tune the transpose with ``budget`` and re-measure its best end to end."""
+
+    def tuned(workload: Any) -> tuple[Timing | None, str]:
+        case = Case(f"transpose {'x'.join(map(str, workload.buffer('X').shape))}", workload, 0)
+        print(f"tuning {case.label} ({budget.text()}) ...", flush=True)
+        search = tune_case(case, device, budget, database)
+        job = (
+            f"`laytune.tune`: {search.measured} trials measured (budget {budget.text()}) in "
+            f"{search.seconds:.0f} s, stopped: {search.stop_reason}; best: {search.best_brief}"
+        )
+        if search.program is None:
+            return None, f"{job}; no verified candidate"
+        run = remeasure(device, workload, search.program, repeats)
+        if not run.ok:
+            return None, f"{job}; the best failed again: {run.error_message}"[:300]
+        split = EndToEnd.of(run, frozenset())
+        return split.total, f"{job}; {split.note()}"
+
+    return tuned
 
 
 # -- laytune --------------------------------------------------------------------------
@@ -690,6 +748,17 @@ def _peer_versions(blas: CLBlast, runtime: OnnxRuntimeConv) -> str:
     )
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    """``M,N,K`` as three positive integers."""
+    try:
+        m, n, k = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected M,N,K (three integers), got {text!r}") from None
+    if min(m, n, k) < 1:
+        raise argparse.ArgumentTypeError(f"every extent must be positive, got {text!r}")
+    return m, n, k
+
+
 def _load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
@@ -713,6 +782,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--match", help="only the matmul and conv2d cases whose label holds this text"
     )
+    parser.add_argument(
+        "--matmul",
+        type=_shape,
+        action="append",
+        metavar="M,N,K",
+        help="the matmul cases instead of the standard ones (repeatable): 4096,4096,4096",
+    )
     parser.add_argument("--compute-units", type=int, help="override the device's compute units")
     parser.add_argument("--simd-lanes", type=int, help="override the device's float SIMD width")
     parser.add_argument(
@@ -728,7 +804,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.timeout or (QUICK_TIMEOUT_S if quick else TIMEOUT_S),
     )
     repeats = args.repeats or (QUICK_REPEATS if quick else REPEATS)
-    matmuls = MATMULS[:1] if quick else MATMULS
+    matmuls = args.matmul or (MATMULS[:1] if quick else MATMULS)
     convs = CONVS[:1] if quick else CONVS
     cases = [
         *(matmul_case(*s) for s in matmuls if "matmul" in args.only),
@@ -755,10 +831,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     load_before, started = _load(), time.perf_counter()
 
-    transposes = transpose_rows(context, queue, blas, repeats) if "transpose" in args.only else []
     rows: list[Row] = []
     searches: list[Search] = []
+    transposes: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="laytune-peers-") as scratch:
+        if "transpose" in args.only:
+            database = args.db or f"sqlite:///{Path(scratch) / 'transpose.db'}"
+            tuned = tuned_transpose(device, budget, database, repeats)
+            transposes = transpose_rows(context, queue, blas, repeats, tuned=tuned)
         for index, case in enumerate(cases):
             database = args.db or f"sqlite:///{Path(scratch) / f'{index}.db'}"
             print(f"tuning {case.label} ({budget.text()}) ...", flush=True)
@@ -797,6 +877,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 [[*r.cells()[:5], r.note] for r in transposes],
                 "llrrrl",
             ),
+            "",
+            *transpose_verdict(transposes),
             "",
         ]
     lines += compute_sections(cases, rows, searches)

@@ -151,3 +151,23 @@ def test_without_clblast_or_onnxruntime_their_rows_say_so_and_the_rest_runs(
     assert [r.implementation for r in rows] == ["ONNX Runtime", "im2col + numpy"]
     assert rows[0].timing is None and rows[0].note.startswith("skipped: onnxruntime")
     assert rows[1].timing is not None and "relative error" in rows[1].note
+
+
+def test_the_transpose_verdict_sets_the_tuned_end_to_end_against_the_copy_and_clblast() -> None:
+    from bench.peers import Row, Timing, transpose_verdict
+
+    case = "transpose 4096 x 4096 float32"
+    rows = [
+        Row(case, "tuned copy (float4)", Timing(2.0e-3, 2.4e-3)),
+        Row(case, "laytune pack (generated)", Timing(5.0e-3, 5.1e-3)),
+        Row(case, "laytune tuned, end to end", Timing(3.8e-3, 4.0e-3)),
+        Row(case, "CLBlast omatcopy", Timing(9.0e-3, 9.0e-3)),
+    ]
+    assert transpose_verdict(rows) == [
+        "laytune tuned, end to end: 60% of the tuned copy's bandwidth (target 60 %), "
+        "2.25x CLBlast's omatcopy (target 2x)."
+    ]
+    without_blas = [r for r in rows if r.implementation != "CLBlast omatcopy"]
+    assert transpose_verdict(without_blas)[0].endswith("(target 60 %).")
+    untuned = [r for r in rows if not r.implementation.startswith("laytune tuned")]
+    assert transpose_verdict(untuned) == []
