@@ -10,7 +10,8 @@ parameter names are the names its key writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from laytune.exceptions import StatementError
 from laytune.layout import default_names
@@ -43,20 +44,35 @@ def _offset(axis: str, stride: int, window: str, shift: int) -> str:
     return text
 
 
-@register(example={"shape": (512, 512)})
-def copy(shape: Sequence[int], dtype: str = "float32") -> Workload:
-    """``Y = X``."""
+def _elementwise(
+    op: str,
+    shape: Sequence[int],
+    value: Callable[[str, list[str]], str],
+    dtype: str,
+    params: dict[str, Any] | None = None,
+    others: dict[str, tuple[int, ...]] | None = None,
+    weights: tuple[str, ...] = (),
+) -> Workload:
+    """``Y[idx] = value(X[idx], names)`` over ``shape``, element by element
+    (``names``: the axes' names); ``others``: inputs beside ``X``."""
     shape = _shape(shape)
     names = list(default_names(len(shape)))
     idx = ", ".join(names)
     return Workload.define(
-        "copy",
-        f"Y[{idx}] = X[{idx}]",
+        op,
+        f"Y[{idx}] = {value(f'X[{idx}]', names)}",
         dict(zip(names, shape, strict=True)),
-        {"X": shape},
+        {"X": shape, **(others or {})},
         dtype,
-        params={"shape": shape},
+        params={"shape": shape, **(params or {})},
+        weights=weights,
     )
+
+
+@register(example={"shape": (512, 512)})
+def copy(shape: Sequence[int], dtype: str = "float32") -> Workload:
+    """``Y = X``."""
+    return _elementwise("copy", shape, lambda x, _: x, dtype)
 
 
 @register(example={"shape": (512, 512), "perm": (1, 0)}, structural=("perm",))
@@ -95,15 +111,13 @@ def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Wor
     if not -len(shape) <= axis < len(shape):
         raise StatementError(f"axis {axis} is out of range for shape {shape}")
     axis %= len(shape)
-    names = list(default_names(len(shape)))
-    idx = ", ".join(names)
-    return Workload.define(
+    return _elementwise(
         "bias_add",
-        f"Y[{idx}] = X[{idx}] + B[{names[axis]}]",
-        dict(zip(names, shape, strict=True)),
-        {"X": shape, "B": (shape[axis],)},
+        shape,
+        lambda x, names: f"{x} + B[{names[axis]}]",
         dtype,
-        params={"shape": shape, "axis": axis},
+        params={"axis": axis},
+        others={"B": (shape[axis],)},
         weights=("B",),
     )
 
@@ -111,17 +125,7 @@ def bias_add(shape: Sequence[int], axis: int = 1, dtype: str = "float32") -> Wor
 @register(example={"shape": (512, 512)})
 def relu(shape: Sequence[int], dtype: str = "float32") -> Workload:
     """``Y = max(X, 0)``."""
-    shape = _shape(shape)
-    names = list(default_names(len(shape)))
-    idx = ", ".join(names)
-    return Workload.define(
-        "relu",
-        f"Y[{idx}] = max(X[{idx}], 0.0)",
-        dict(zip(names, shape, strict=True)),
-        {"X": shape},
-        dtype,
-        params={"shape": shape},
-    )
+    return _elementwise("relu", shape, lambda x, _: f"max({x}, 0.0)", dtype)
 
 
 @register(example={"shape": (512, 512), "axes": (1,)}, structural=("axes",))
