@@ -628,6 +628,18 @@ def _parser() -> argparse.ArgumentParser:
     def db_option(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--db", default=_default_db(), metavar="URL", help="records database")
 
+    def device_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--device", help="index, platform:device, or name substring")
+
+    def search_options(sub: argparse.ArgumentParser, per: str, strategy: str) -> None:
+        sub.add_argument("--trials", type=_positive, default=24, help=f"candidates per {per} (24)")
+        sub.add_argument(
+            "--strategy",
+            choices=sorted(STRATEGIES),
+            default=strategy,
+            help=f"search strategy ({strategy})",
+        )
+
     devices = commands.add_parser("devices", help="list OpenCL devices and whether they build")
     devices.set_defaults(run=_cmd_devices)
 
@@ -657,7 +669,7 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--patience", type=_positive, help="stop after K trials without a new best")
     tune.add_argument("--batch", type=_positive, default=8, help="candidates built per batch (8)")
     tune.add_argument("--seed", type=int, default=0)
-    tune.add_argument("--device", help="index, platform:device, or name substring")
+    device_option(tune)
     tune.add_argument("--no-warm-start", action="store_true", help="do not try records first")
     tune.add_argument(
         "--free",
@@ -694,13 +706,8 @@ def _parser() -> argparse.ArgumentParser:
     conversions.add_argument(
         "--workload", action="append", metavar="NAME", help="only this workload (repeatable)"
     )
-    conversions.add_argument(
-        "--trials", type=_positive, default=24, help="candidates per conversion (24)"
-    )
-    conversions.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), default="tpe", help="search strategy (tpe)"
-    )
-    conversions.add_argument("--device", help="index, platform:device, or name substring")
+    search_options(conversions, "conversion", "tpe")
+    device_option(conversions)
     conversions.add_argument("--quiet", action="store_true", help="no progress lines")
     db_option(conversions)
     conversions.set_defaults(run=_cmd_tune_conversions)
@@ -718,15 +725,10 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     tune_model.add_argument("model", help="ONNX model file")
-    tune_model.add_argument(
-        "--trials", type=_positive, default=24, help="candidates per workload (24)"
-    )
-    tune_model.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), default="model", help="search strategy (model)"
-    )
+    search_options(tune_model, "workload", "model")
     tune_model.add_argument("--batch", type=_positive, default=8, help="candidates per batch (8)")
     tune_model.add_argument("--seed", type=int, default=0)
-    tune_model.add_argument("--device", help="index, platform:device, or name substring")
+    device_option(tune_model)
     tune_model.add_argument("--quiet", action="store_true", help="no progress lines")
     db_option(tune_model)
     tune_model.set_defaults(run=_cmd_tune_model)
@@ -740,7 +742,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--repeats", type=_positive, default=10, help="timed runs on random inputs (10)"
     )
-    plan.add_argument("--device", help="index, platform:device, or name substring")
+    device_option(plan)
     db_option(plan)
     plan.set_defaults(run=_cmd_plan)
 
