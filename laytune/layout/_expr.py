@@ -29,6 +29,7 @@ __all__ = [
     "Expr",
     "Range",
     "Var",
+    "binary_op",
     "bounds",
     "evaluate",
     "simplify",
@@ -74,55 +75,55 @@ class _ExprOps:
     __slots__ = ()
 
     def __add__(self, other: Any) -> Expr:
-        return _make("+", self, other)
+        return binary_op("+", self, other)
 
     def __radd__(self, other: Any) -> Expr:
-        return _make("+", other, self)
+        return binary_op("+", other, self)
 
     def __sub__(self, other: Any) -> Expr:
-        return _make("-", self, other)
+        return binary_op("-", self, other)
 
     def __rsub__(self, other: Any) -> Expr:
-        return _make("-", other, self)
+        return binary_op("-", other, self)
 
     def __mul__(self, other: Any) -> Expr:
-        return _make("*", self, other)
+        return binary_op("*", self, other)
 
     def __rmul__(self, other: Any) -> Expr:
-        return _make("*", other, self)
+        return binary_op("*", other, self)
 
     def __floordiv__(self, other: Any) -> Expr:
-        return _make("//", self, other)
+        return binary_op("//", self, other)
 
     def __rfloordiv__(self, other: Any) -> Expr:
-        return _make("//", other, self)
+        return binary_op("//", other, self)
 
     def __mod__(self, other: Any) -> Expr:
-        return _make("%", self, other)
+        return binary_op("%", self, other)
 
     def __rmod__(self, other: Any) -> Expr:
-        return _make("%", other, self)
+        return binary_op("%", other, self)
 
     def __xor__(self, other: Any) -> Expr:
-        return _make("^", self, other)
+        return binary_op("^", self, other)
 
     def __rxor__(self, other: Any) -> Expr:
-        return _make("^", other, self)
+        return binary_op("^", other, self)
 
     def __and__(self, other: Any) -> Expr:
-        return _make("&", self, other)
+        return binary_op("&", self, other)
 
     def __rand__(self, other: Any) -> Expr:
-        return _make("&", other, self)
+        return binary_op("&", other, self)
 
     def __lshift__(self, other: Any) -> Expr:
-        return _make("<<", self, other)
+        return binary_op("<<", self, other)
 
     def __rshift__(self, other: Any) -> Expr:
-        return _make(">>", self, other)
+        return binary_op(">>", self, other)
 
     def __neg__(self) -> Expr:
-        return _make("*", Const(-1), self)
+        return binary_op("*", Const(-1), self)
 
     def __pos__(self) -> Expr:
         return self  # type: ignore[return-value]
@@ -205,8 +206,10 @@ def _as_expr(value: Any) -> Expr:
     raise LayoutError(f"index expressions are built from integers, got {value!r}")
 
 
-def _make(op: str, lhs: Any, rhs: Any) -> Expr:
-    """Build ``lhs op rhs``, folding constants and checking operand rules."""
+def binary_op(op: str, lhs: Any, rhs: Any) -> Expr:
+    """``lhs op rhs`` (``op`` one of :data:`OPS`) as an index expression,
+    constants folded, divisors and shifts checked: what the operators of
+    :class:`Expr` build, for a caller that holds the operator as text."""
     a, b = _as_expr(lhs), _as_expr(rhs)
     if op in ("//", "%"):
         if not isinstance(b, Const):
@@ -288,7 +291,7 @@ def measure(e: Expr, leaves: Sequence[tuple[int, int]] | None = None) -> tuple[i
 def check_size(outputs: Sequence[Expr], what: str = "an index map") -> None:
     """Raise LayoutSyntaxError when ``outputs`` together are past MAX_NODES
     or one is deeper than MAX_DEPTH, or when one shifts by more than
-    MAX_SHIFT (an expression built without :func:`_make`)."""
+    MAX_SHIFT (an expression built without :func:`binary_op`)."""
     nodes = 0
     for out in outputs:
         count, depth = measure(out)
@@ -366,7 +369,7 @@ def substitute(e: Expr, values: Sequence[Expr]) -> Expr:
         return e
     if isinstance(e, Var):
         return values[e.index]
-    return _make(e.op, substitute(e.lhs, values), substitute(e.rhs, values))
+    return binary_op(e.op, substitute(e.lhs, values), substitute(e.rhs, values))
 
 
 def variables(e: Expr) -> frozenset[int]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 
 from laytune.exceptions import LayoutError, LayoutSyntaxError, excerpt
-from laytune.layout._expr import Const, Expr, Var, _make
+from laytune.layout._expr import Const, Expr, Var, binary_op
 
 __all__ = ["MAX_INDICES", "MAX_NESTING", "MAX_TEXT_LENGTH", "SEPARATOR_TOKEN", "parse_index_map"]
 
@@ -187,7 +187,7 @@ class _Parser:
                 if isinstance(node.operand, ast.Constant):
                     # within MAX_CONSTANT either way: the bound is symmetric
                     return Const(-self.expr(node.operand).value)  # type: ignore[union-attr]
-                return _make("*", Const(-1), self.expr(node.operand))
+                return binary_op("*", Const(-1), self.expr(node.operand))
             if isinstance(node.op, ast.UAdd):
                 return self.expr(node.operand)
             raise self.fail(f"unsupported unary operator {type(node.op).__name__}", node)
@@ -198,7 +198,7 @@ class _Parser:
                 raise self.fail(f"unsupported operator {label}", node)
             lhs, rhs = self.expr(node.left), self.expr(node.right)
             try:
-                return _make(op, lhs, rhs)
+                return binary_op(op, lhs, rhs)
             except LayoutError as err:
                 raise self.fail(str(err), node) from None
         if isinstance(node, ast.Call):

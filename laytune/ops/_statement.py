@@ -39,7 +39,7 @@ from typing import Any, Union
 import numpy as np
 
 from laytune.exceptions import LaytuneError, StatementError
-from laytune.layout import Const, Expr, Var, to_text
+from laytune.layout import Const, Expr, Var, binary_op, to_text
 
 __all__ = [
     "FUNCTIONS",
@@ -258,15 +258,7 @@ class _Parser:
             lhs, rhs = self.index(node.left), self.index(node.right)
             op = _INDEX_OPS[type(node.op)]
             try:
-                if op == "+":
-                    return lhs + rhs
-                if op == "-":
-                    return lhs - rhs
-                if op == "*":
-                    return lhs * rhs
-                if op == "//":
-                    return lhs // rhs
-                return lhs % rhs
+                return binary_op(op, lhs, rhs)
             except LaytuneError as err:
                 raise self.error(node, str(err)) from None
         raise self.error(node, "an index is an axis name, an integer, or + - * // % of indices")

@@ -23,7 +23,7 @@ from laytune.layout import (
     texture,
     tile,
 )
-from laytune.layout._expr import Const, Expr, Var, _make
+from laytune.layout._expr import Const, Expr, Var, binary_op
 
 shapes = st.lists(st.integers(1, 9), min_size=1, max_size=3).map(tuple)
 
@@ -42,7 +42,7 @@ def exprs(ndim: int) -> st.SearchStrategy[Expr]:
             st.tuples(st.just("*"), children, children),
             st.tuples(st.sampled_from(["//", "%"]), children, constant.map(Const)),
             st.tuples(st.sampled_from(["<<", ">>"]), children, st.integers(0, 3).map(Const)),
-        ).map(lambda t: _make(*t))
+        ).map(lambda t: binary_op(*t))
 
     return st.recursive(leaves, grow, max_leaves=8)
 
