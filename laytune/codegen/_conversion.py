@@ -40,8 +40,8 @@ from laytune.codegen._gather import (
     steps_by_one,
     texel_coords,
     unit_step_axis,
+    vector_items,
     widest,
-    work_items,
 )
 from laytune.codegen._source import indent
 from laytune.codegen._transpose import generic_tile, register_tile, tile_attributes
@@ -132,12 +132,7 @@ def pack_kernel(
         note = f"   tile {va} x {vb}: physical axes {tile_axis} and {len(pshape) - 1}"
     else:
         width = 4 if image else (elements_per_item or widest(pshape[-1], 4))
-        if pshape[-1] % width:
-            raise ValueError(
-                f"{width} elements per item do not divide the innermost extent {pshape[-1]}"
-            )
-        steps = [1] * (len(pshape) - 1) + [width]
-        prologue, base, gid, gid_total = work_items(scope, itype, pshape, phys, steps)
+        prologue, base, gid, gid_total = vector_items(scope, itype, pshape, phys, width)
         body += prologue
         values = []
         contiguous = (
@@ -225,12 +220,7 @@ def unpack_kernel(
         note = f"tile {va} x {vb}: logical axes {tile_axis} and {len(shape) - 1}"
     else:
         width = elements_per_item or widest(shape[-1], 4)
-        if shape[-1] % width:
-            raise ValueError(
-                f"{width} elements per item do not divide the innermost extent {shape[-1]}"
-            )
-        steps = [1] * (len(shape) - 1) + [width]
-        prologue, base, gid, gid_total = work_items(scope, itype, shape, xs, steps)
+        prologue, base, gid, gid_total = vector_items(scope, itype, shape, xs, width)
         body += prologue
         reads = []
         for lane in range(width):

@@ -29,6 +29,7 @@ __all__ = [
     "steps_by_one",
     "texel_coords",
     "unit_step_axis",
+    "vector_items",
     "widest",
     "work_items",
 ]
@@ -112,6 +113,17 @@ def work_items(
         scope, itype, gid, extents, [f"{scope.name(v)}_" for v in index_vars], steps
     )
     return [f"const {itype} {scope.name(gid)} = get_global_id(0);", *lines], base, gid, gid_total
+
+
+def vector_items(
+    scope: Scope, itype: str, dims: Sequence[int], index_vars: Sequence[Var], width: int
+) -> tuple[list[str], list[Var], Var, int]:
+    """:func:`work_items` of ``width`` consecutive elements along the
+    innermost of ``dims`` (one element along the others); ``width`` must
+    divide the innermost extent."""
+    if dims[-1] % width:
+        raise ValueError(f"{width} elements per item do not divide the innermost extent {dims[-1]}")
+    return work_items(scope, itype, dims, index_vars, [1] * (len(dims) - 1) + [width])
 
 
 def merged_digits(gid: Var, extents: Sequence[int], coeffs: Sequence[int]) -> Expr:
