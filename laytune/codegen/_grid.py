@@ -140,16 +140,13 @@ def padding_tests(scope: Scope, conditions: Sequence[Condition], values: list[Ex
     tests = []
     for c in conditions:
         e = scope.simplify(substitute(c.expr, values))
-        lo, hi = scope.bounds(e)
         text = paren(scope.c(e))
-        if c.lo == c.hi:
-            tests.append(f"{text} != {c.lo}")
-            continue
-        if lo < c.lo:
-            tests.append(f"{text} < {c.lo}")
-        if hi > c.hi:
-            tests.append(f"{text} > {c.hi}")
+        tests += [f"{text} {_FAILS[op]} {v}" for op, v in c.comparisons(*scope.bounds(e))]
     return tests
+
+
+_FAILS = {"==": "!=", ">=": "<", "<=": ">"}
+"""The comparison that holds where a :meth:`Condition.comparisons` entry fails."""
 
 
 def _physical(scope: Scope, nest: Nest) -> GridCode:

@@ -52,6 +52,17 @@ class Condition:
             return value == self.lo
         return (value >= self.lo) & (value <= self.hi)
 
+    def comparisons(self, lo: int, hi: int) -> list[tuple[str, int]]:
+        """What decides the condition on an ``expr`` known to lie in
+        ``[lo, hi]``: ``[("==", v)]``, or those of ``(">=", self.lo)`` and
+        ``("<=", self.hi)`` that the range can fail (none: it always holds)."""
+        if self.lo == self.hi:
+            return [("==", self.lo)]
+        return [
+            *([(">=", self.lo)] if lo < self.lo else []),
+            *([("<=", self.hi)] if hi > self.hi else []),
+        ]
+
 
 @dataclass(frozen=True)
 class Inverse:
@@ -89,14 +100,7 @@ class Inverse:
         parts = []
         for c in self.conditions:
             text = ex.to_opencl(c.expr, names, ranges)
-            lo, hi = ex.bounds(c.expr, ranges)
-            if c.lo == c.hi:
-                parts.append(f"({text}) == {c.lo}")
-                continue
-            if lo < c.lo:
-                parts.append(f"({text}) >= {c.lo}")
-            if hi > c.hi:
-                parts.append(f"({text}) <= {c.hi}")
+            parts += [f"({text}) {op} {v}" for op, v in c.comparisons(*ex.bounds(c.expr, ranges))]
         return " && ".join(f"({p})" for p in parts) if parts else "1"
 
     def predicate_text(self) -> str:

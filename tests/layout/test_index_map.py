@@ -9,13 +9,16 @@ import pytest
 
 from laytune.layout import (
     AXIS_SEPARATOR,
+    Condition,
     IndexMap,
     LayoutError,
     LayoutSyntaxError,
     NegativeIndexError,
     NonInjectiveLayoutError,
     ShapeMismatchError,
+    Var,
     compose,
+    to_opencl,
 )
 
 
@@ -104,6 +107,19 @@ def test_inverse_with_padding_gives_predicate() -> None:
     grid = np.indices(m.physical_shape((16, 14)))
     assert np.array_equal(inverse.is_element(tuple(grid)), ~m.padding_mask((16, 14)))
     assert "13" in inverse.predicate_opencl(["a", "b", "c"])
+
+
+def test_a_condition_compares_only_where_the_range_can_fail_it() -> None:
+    x = Var(0)
+    assert Condition(x, 3, 3).comparisons(0, 9) == [("==", 3)]
+    assert Condition(x, 2, 5).comparisons(0, 9) == [(">=", 2), ("<=", 5)]
+    assert Condition(x, 2, 5).comparisons(2, 9) == [("<=", 5)]
+    assert Condition(x, 2, 5).comparisons(3, 4) == []
+    # the C predicate says exactly that, on the physical ranges
+    inverse = IndexMap.parse("lambda i, j: [i, j // 4, j % 4]").inverse((16, 14))
+    (condition,) = inverse.conditions
+    text = to_opencl(condition.expr, ["a", "b", "c"], [(0, 15), (0, 3), (0, 3)])
+    assert inverse.predicate_opencl(["a", "b", "c"]) == f"(({text}) <= 13)"
 
 
 def test_inverse_of_xor_swizzles() -> None:
