@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from laytune.intrinsics._intrinsic import FragmentLoad, MatrixIntrinsic, MatrixTiles
+from laytune.intrinsics._intrinsic import FragmentLoad, MatrixTiles
 from laytune.intrinsics._nvidia import (
-    NVIDIA,
-    WARP,
     WARP_ATTRIBUTES,
-    WARP_LANE,
     asm_mma,
     asm_operands,
-    nvidia_lacks,
+    nvidia_intrinsic,
 )
 
 __all__ = ["NV_MMA", "ldmatrix_x4", "mma_m16n8k16"]
@@ -63,18 +60,9 @@ def _emit(t: MatrixTiles, name: str) -> str:
     return t.kernel(name, WARP_ATTRIBUTES, init, stages, stores)
 
 
-NV_MMA = MatrixIntrinsic(
-    "nv_mma",
-    # ldmatrix.sync.aligned.m8n8.x4 (.trans for B): eight 16-byte rows per 8 x 8 matrix
-    instruction=_MMA,
-    requires=NVIDIA,
-    lacks=nvidia_lacks,
-    shape=(16, 8, 16),
-    lanes=WARP,
-    lane_id=WARP_LANE,
-    loads=(FragmentLoad(8, 8, 16), FragmentLoad(8, 8, 16)),
-    emit=_emit,
-    storage_only=True,
+# ldmatrix.sync.aligned.m8n8.x4 (.trans for B): eight 16-byte rows per 8 x 8 matrix
+NV_MMA = nvidia_intrinsic(
+    "nv_mma", _MMA, (16, 8, 16), (FragmentLoad(8, 8, 16), FragmentLoad(8, 8, 16)), _emit
 )
 """``mma.sync.aligned.m16n8k16`` on fragments that ``ldmatrix`` loads from
 one row pointer per lane: any row placement whose rows are 16-byte aligned."""

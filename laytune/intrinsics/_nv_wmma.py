@@ -9,17 +9,13 @@ from laytune.intrinsics._intrinsic import (
     BARRIER,
     MATRIX_TILE,
     FragmentLoad,
-    MatrixIntrinsic,
     MatrixTiles,
 )
 from laytune.intrinsics._nvidia import (
-    NVIDIA,
-    WARP,
     WARP_ATTRIBUTES,
-    WARP_LANE,
     asm_mma,
     asm_operands,
-    nvidia_lacks,
+    nvidia_intrinsic,
 )
 
 __all__ = ["NV_WMMA", "wmma_load", "wmma_mma", "wmma_store"]
@@ -83,19 +79,14 @@ def _emit(t: MatrixTiles, name: str) -> str:
     return t.kernel(name, WARP_ATTRIBUTES, init, stages, stores)
 
 
-NV_WMMA = MatrixIntrinsic(
+# wmma.load.{a,b}.sync.aligned.row.m16n16k16.shared.f16 [ptr], stride
+NV_WMMA = nvidia_intrinsic(
     "nv_wmma",
-    # wmma.load.{a,b}.sync.aligned.row.m16n16k16.shared.f16 [ptr], stride
-    instruction=_MMA,
-    requires=NVIDIA,
-    lacks=nvidia_lacks,
-    shape=(16, 16, 16),
-    lanes=WARP,
-    lane_id=WARP_LANE,
-    loads=(FragmentLoad(16, 16, 16), FragmentLoad(16, 16, 16)),
-    emit=_emit,
+    _MMA,
+    (16, 16, 16),
+    (FragmentLoad(16, 16, 16), FragmentLoad(16, 16, 16)),
+    _emit,
     stride_alignment=32,  # load_matrix_sync's 256-bit aligned pointer
-    storage_only=True,
 )
 """``wmma.mma.sync m16n16k16`` on fragments that ``wmma.load`` reads from
 one pointer and one constant row stride per tile."""

@@ -3,9 +3,11 @@ the shape of an inline PTX statement in OpenCL C."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from laytune.device_info import DeviceInfo
+from laytune.intrinsics._intrinsic import FragmentLoad, MatrixIntrinsic, MatrixTiles
 
 __all__ = [
     "NVIDIA",
@@ -14,6 +16,7 @@ __all__ = [
     "WARP_LANE",
     "asm_mma",
     "asm_operands",
+    "nvidia_intrinsic",
     "nvidia_lacks",
 ]
 
@@ -58,3 +61,28 @@ def asm_mma(op: str, acc: Sequence[str], a: Sequence[str], b: Sequence[str]) -> 
     outs = ", ".join(f'"+f"({r})' for r in acc)
     ins = ", ".join(f'"r"({r})' for r in (*a, *b))
     return f'asm volatile("{text}" : {outs} : {ins});'
+
+
+def nvidia_intrinsic(
+    name: str,
+    instruction: str,
+    shape: tuple[int, int, int],
+    loads: tuple[FragmentLoad, FragmentLoad],
+    emit: Callable[[MatrixTiles, str], str],
+    **more: Any,
+) -> MatrixIntrinsic:
+    """An NVIDIA intrinsic: compute capability 8.0, one warp per work-group,
+    half moved as storage only (NVIDIA's OpenCL has no ``cl_khr_fp16``)."""
+    return MatrixIntrinsic(
+        name,
+        instruction=instruction,
+        requires=NVIDIA,
+        lacks=nvidia_lacks,
+        shape=shape,
+        lanes=WARP,
+        lane_id=WARP_LANE,
+        loads=loads,
+        emit=emit,
+        storage_only=True,
+        **more,
+    )
