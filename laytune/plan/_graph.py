@@ -10,7 +10,7 @@ buffers are its ports, and its output buffer is the value it produces.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +22,12 @@ from laytune.ops import Workload
 __all__ = ["Graph", "GraphError", "Op", "Tensor"]
 
 TensorKind = Literal["input", "constant", "value"]
+
+
+def _mismatch(wanted: Iterable[str], given: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The names ``given`` lacks and the names it has that are not ``wanted``, sorted."""
+    want, have = set(wanted), set(given)
+    return sorted(want - have), sorted(have - want)
 
 
 @dataclass(frozen=True)
@@ -105,8 +111,7 @@ class Graph:
             while name in self.tensors:
                 name, count = f"{workload.name}{count}", count + 1
         ports = {decl.name: decl for decl in workload.inputs}
-        unknown = sorted(set(inputs) - set(ports))
-        missing = sorted(set(ports) - set(inputs))
+        missing, unknown = _mismatch(ports, inputs)
         if unknown or missing:
             raise GraphError(
                 f"operator {name!r} ({workload.name}) reads ports {sorted(ports)}; "
@@ -155,8 +160,7 @@ class Graph:
     def check_inputs(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The graph inputs of ``arrays`` as contiguous arrays of the declared shape and dtype."""
         wanted = {n: t for n, t in self.tensors.items() if t.kind == "input"}
-        missing = sorted(set(wanted) - set(arrays))
-        unknown = sorted(set(arrays) - set(wanted))
+        missing, unknown = _mismatch(wanted, arrays)
         if missing or unknown:
             raise GraphError(
                 f"graph {self.name!r} takes inputs {sorted(wanted)}; missing: {missing}, "
