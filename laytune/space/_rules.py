@@ -50,7 +50,7 @@ from laytune.space._knobs import (
 )
 from laytune.space._matrix_rules import MatrixStep
 from laytune.space._step import Broken, Setting, State, Step, strict_in
-from laytune.space._workload import WorkloadLike
+from laytune.space._workload import WorkloadLike, dtype_bytes
 
 __all__ = ["JOINT_RULES", "PREFERENCES", "Rules", "Setting", "Step", "strict_in"]
 
@@ -317,7 +317,7 @@ def subgroup_extensions(dtype: str, staged: bool) -> tuple[str, ...]:
     """The extensions sub-group block reads (and, ``staged``, the block
     writes into ``__local`` tiles) of ``dtype`` need."""
     needed = ["cl_intel_subgroups"]
-    if dtype == "float16":
+    if dtype_bytes(dtype) == 2:  # the _us block reads and writes of 16-bit elements
         needed.append("cl_intel_subgroups_short")
     if staged:
         needed.append("cl_intel_subgroup_local_block_io")

@@ -63,6 +63,7 @@ from laytune.space._generate import (
     local_layouts,
     same_layout_offsets,
 )
+from laytune.space._rules import subgroup_extensions
 from tests.codegen.harness import Env, run
 from tests.codegen.test_matrix import INTEL, NVIDIA
 
@@ -93,6 +94,13 @@ def test_every_dtype_sizes_a_buffer_and_says_whether_an_image_holds_it(name: str
     else:
         assert IMAGE_DTYPES[name] == dtype.image
         assert verdict.ok, verdict.reasons
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_sub_group_block_access_asks_for_short_block_reads_by_element_width(name: str) -> None:
+    # the emitter picks the _us block functions by width (2 bytes), so the rules do too
+    needed = subgroup_extensions(name, staged=False)
+    assert ("cl_intel_subgroups_short" in needed) == (DTYPES[name].bytes == 2)
 
 
 def test_an_unknown_dtype_is_named_with_the_known_ones() -> None:
