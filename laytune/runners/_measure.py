@@ -235,11 +235,11 @@ class _Enqueuer:
                 self.queue, kernel, launch.global_size, launch.local_size
             )
         except cl.Error as exc:
-            raise _Failure(
+            raise _cl_failure(
                 ErrorKind.RUN,
                 f"enqueue of {stage} kernel {launch.kernel!r} (global {launch.global_size}, "
-                f"local {launch.local_size}) failed: {_status_name(exc.code)} ({exc.code})",
-                exc.code,
+                f"local {launch.local_size})",
+                exc,
             ) from exc
         self.counts[stage] += 1
         return event
@@ -255,11 +255,7 @@ class _Enqueuer:
         try:
             self.queue.finish()
         except cl.Error as exc:
-            raise _Failure(
-                ErrorKind.DEVICE_LOST,
-                f"waiting for the queue failed: {_status_name(exc.code)} ({exc.code})",
-                exc.code,
-            ) from exc
+            raise _cl_failure(ErrorKind.DEVICE_LOST, "waiting for the queue", exc) from exc
 
     def check(self, events: Sequence[cl.Event]) -> None:
         for event in events:
@@ -275,6 +271,11 @@ class _Enqueuer:
 
     def launch_counts(self) -> LaunchCounts:
         return LaunchCounts(**self.counts)
+
+
+def _cl_failure(kind: ErrorKind, what: str, exc: cl.Error) -> _Failure:
+    """The failure of an OpenCL call: ``what failed: <status name> (<code>)``."""
+    return _Failure(kind, f"{what} failed: {_status_name(exc.code)} ({exc.code})", exc.code)
 
 
 def _event_seconds(events: Sequence[cl.Event]) -> float:
@@ -332,11 +333,7 @@ class _Buffers:
         try:
             objects = session.take_memory([key for _, key in wanted])
         except cl.Error as exc:
-            raise _Failure(
-                ErrorKind.RUN,
-                f"allocating buffers failed: {_status_name(exc.code)} ({exc.code})",
-                exc.code,
-            ) from exc
+            raise _cl_failure(ErrorKind.RUN, "allocating buffers", exc) from exc
         self.keys = dict(wanted)
         self.objects: dict[tuple[str, str], cl.MemoryObject] = dict(
             zip((view for view, _ in wanted), objects, strict=True)
@@ -399,11 +396,7 @@ class _DeviceOutput:
                     is_blocking=True,
                 )
             except cl.Error as exc:
-                raise _Failure(
-                    ErrorKind.DEVICE_LOST,
-                    f"reading the output back failed: {_status_name(exc.code)} ({exc.code})",
-                    exc.code,
-                ) from exc
+                raise _cl_failure(ErrorKind.DEVICE_LOST, "reading the output back", exc) from exc
             yield part
 
 
@@ -660,11 +653,7 @@ def _load_binary(session: DeviceSession, program: KernelProgram, binary: bytes) 
             warnings.simplefilter("ignore", cl.CompilerWarning)
             cl_program.build(options=list(program.build_options))
     except cl.Error as exc:
-        raise _Failure(
-            ErrorKind.BUILD,
-            f"creating the program from its binary failed: {_status_name(exc.code)} ({exc.code})",
-            exc.code,
-        ) from exc
+        raise _cl_failure(ErrorKind.BUILD, "creating the program from its binary", exc) from exc
     return cl_program
 
 
@@ -680,11 +669,7 @@ def _bind(
             for position, ref in enumerate(launch.args):
                 kernel.set_arg(position, buffers.get(ref))
         except cl.Error as exc:
-            raise _Failure(
-                ErrorKind.RUN,
-                f"binding kernel {launch.kernel!r} failed: {_status_name(exc.code)} ({exc.code})",
-                exc.code,
-            ) from exc
+            raise _cl_failure(ErrorKind.RUN, f"binding kernel {launch.kernel!r}", exc) from exc
         bound.append((kernel, launch))
     return bound
 
