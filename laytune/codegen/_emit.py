@@ -37,6 +37,7 @@ __all__ = [
     "ctype_of",
     "paren",
     "pointer",
+    "unsigned_ctype",
     "vector_store",
 ]
 
@@ -116,6 +117,16 @@ def storage_ctype(dtype: str) -> str:
     ``float`` for float32, ``ushort`` for float16, so that a copy of halves
     (a conversion kernel, a padding fill) needs no ``cl_khr_fp16``."""
     return _emitted(dtype).storage_ctype or ctype_of(dtype)
+
+
+_UNSIGNED = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
+_WIDTHS = {c: d.bytes for d in DTYPES.values() for c in (d.ctype, d.storage_ctype) if c}
+
+
+def unsigned_ctype(ctype: str) -> str:
+    """The unsigned integer C type as wide as ``ctype``, the C type or the
+    storage type of a dtype (``float``: ``uint``; ``half``, ``ushort``: ``ushort``)."""
+    return _UNSIGNED[_WIDTHS[ctype]]
 
 
 def c_bits(value: float, dtype: str) -> str:

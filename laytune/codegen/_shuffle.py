@@ -18,17 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from laytune.codegen._emit import unsigned_ctype
 from laytune.space import TRANSPOSE_WIDTHS
 
 __all__ = ["TRANSPOSE_WIDTHS", "transpose_lines"]
 
 
-_MASK_TYPES = {"float": "uint", "half": "ushort", "ushort": "ushort"}
-"""shuffle2's mask: unsigned integers as wide as the elements."""
-
-
 def _mask(indices: Sequence[int], width: int, ctype: str) -> str:
-    return f"({_MASK_TYPES[ctype]}{width})({', '.join(str(i) for i in indices)})"
+    """shuffle2's mask: unsigned integers as wide as the elements."""
+    return f"({unsigned_ctype(ctype)}{width})({', '.join(str(i) for i in indices)})"
 
 
 def transpose_lines(rows: Sequence[str], ctype: str, prefix: str) -> tuple[list[str], list[str]]:

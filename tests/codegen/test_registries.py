@@ -18,6 +18,7 @@ import laytune
 from laytune import layout as layout_registry
 from laytune.codegen import _matrix as codegen_matrix
 from laytune.codegen import lower
+from laytune.codegen._shuffle import transpose_lines
 from laytune.device_info import DeviceInfo
 from laytune.dtypes import DTYPES, KERNEL_DTYPES
 from laytune.exceptions import LayoutError, StatementError
@@ -138,6 +139,16 @@ def test_every_kernel_dtype_runs_a_matmul_through_space_and_emitter(env: Env, na
     scale = max(1.0, float(np.abs(want).max()))
     error = np.abs(outputs["C"].astype(np.float64) - want)
     assert (error <= tolerance.atol * scale + tolerance.rtol * np.abs(want)).all()
+
+
+@pytest.mark.parametrize("name", KERNEL_DTYPES)
+def test_every_kernel_dtype_shuffles_with_masks_as_wide_as_its_elements(name: str) -> None:
+    dtype = DTYPES[name]
+    unsigned = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}[dtype.bytes]
+    for ctype in (dtype.ctype, dtype.storage_ctype):
+        assert ctype is not None
+        lines, _ = transpose_lines([f"r{k}" for k in range(4)], ctype, "t")
+        assert all(f", ({unsigned}4)(" in line for line in lines), lines
 
 
 def test_a_dtype_no_emitter_writes_has_no_matrix_intrinsic_and_no_tolerance() -> None:
