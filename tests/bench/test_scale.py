@@ -65,7 +65,10 @@ def test_verdicts_name_what_decides_each_target() -> None:
     assert lines[0].startswith("- space construction under 1 s for every shape: met")
     assert "transpose 8192^2" in lines[0] and "0.90 s" in lines[0]
     assert "within 1.5x of transpose 512^2: met (1.30x)" in lines[1]
-    assert "at most 2 bytes per byte of the buffers measured (device memory): met" in lines[2]
+    assert (
+        "at most 2 bytes per byte of the buffers measured (device memory), each series' "
+        "largest case: met" in lines[2]
+    )
     assert (
         "(worst transpose 8192^2, 0.59; per byte of the workload's logical buffers 1.17)"
         in (lines[2])
@@ -139,3 +142,18 @@ def test_no_ratio_without_a_batch_after_the_first() -> None:
     assert math.isnan(rows[1].steady_host_per_trial_s)
     assert rows[1].host_ratio is None
     assert not any("within 1.5x" in line for line in scale.verdicts(rows))
+
+
+def test_the_memory_verdict_is_taken_on_each_series_largest_case() -> None:
+    """A few MiB between two processes' start-up outweigh a small case's
+    growth: the verdict reads the growth over the most bytes."""
+    rows = scale.with_ratios(
+        [
+            _row(SMALL, 0.2, 20.0, [1.0] * 10, 1400, 2, 4),
+            _row(scale._transpose(1024), 0.2, 20.0, [1.0] * 10, 1440, 8, 16),  # 40 MiB / 12
+            _row(LARGE, 0.9, 283.0, [27.0] * 10, 3000, 514, 1028),  # 1600 MiB / 1024
+        ]
+    )
+    assert rows[1].device_growth == pytest.approx(40 / 12)
+    (line,) = [v for v in scale.verdicts(rows) if "peak memory" in v]
+    assert ": met (worst transpose 8192^2, 1.56;" in line
