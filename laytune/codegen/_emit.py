@@ -9,6 +9,7 @@ an identity layout prints as ``A[i * K + k]`` (shifts for powers of two).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -190,16 +191,35 @@ class Scope:
         self.ranges[v.index] = (lo, hi)
 
     def simplify(self, e: Expr) -> Expr:
-        return simplify(e, self.ranges)
+        return _simplified(e, tuple(self.ranges), tuple(self.names))
 
     def c(self, e: Expr) -> str:
-        return to_opencl(simplify(e, self.ranges), self.names, self.ranges)
+        return _c_text(e, tuple(self.ranges), tuple(self.names))
 
     def bounds(self, e: Expr) -> tuple[int, int]:
         return bounds(e, self.ranges)
 
     def fits_int(self, e: Expr) -> bool:
-        return fits_int32(simplify(e, self.ranges), self.ranges)
+        ranges = tuple(self.ranges)
+        return fits_int32(_simplified(e, ranges, tuple(self.names)), ranges)
+
+
+# The kernels of one space repeat a few hundred index expressions over
+# thousands of candidates (a small conv2d space simplified each one about
+# 140 times), so a scope's simplified expressions and their C text are kept
+# by expression, ranges and names. The names are in the key because
+# expressions equal by value may name their variables differently, and a
+# result keeps the names of the expression it was made from.
+
+
+@functools.lru_cache(maxsize=16384)
+def _simplified(e: Expr, ranges: tuple[tuple[int, int], ...], names: tuple[str, ...]) -> Expr:
+    return simplify(e, ranges)
+
+
+@functools.lru_cache(maxsize=16384)
+def _c_text(e: Expr, ranges: tuple[tuple[int, int], ...], names: tuple[str, ...]) -> str:
+    return to_opencl(_simplified(e, ranges, names), names, ranges)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 from laytune.exceptions import LayoutError, LayoutSyntaxError
@@ -186,9 +186,25 @@ class Var(_ExprOps):
 
 @dataclass(frozen=True, slots=True)
 class BinOp(_ExprOps):
+    """``lhs op rhs``. Its hash is the one of ``(op, lhs, rhs)``, computed
+    once when it is built: simplifying and emitting key memos by
+    expressions, and a hash walked the whole tree at every lookup."""
+
     op: str
     lhs: Expr
     rhs: Expr
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.op, self.lhs, self.rhs)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt through __init__: a hash of ``op`` is valid only in the
+        # process that computed it
+        return (BinOp, (self.op, self.lhs, self.rhs))
 
 
 Expr = Union[Const, Var, BinOp]  # noqa: UP007 - used at runtime in isinstance

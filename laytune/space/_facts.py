@@ -14,6 +14,7 @@ same functions, so the two cannot disagree.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -275,8 +276,32 @@ def facts_of(
     facts = neutral_facts(workload)
     reasons: Refused = {}
     for buf in sorted(workload.buffers, key=lambda b: b.name):
-        part, refused = buffer_facts(workload, buf, layouts[buf.name], device, staging)
+        layout = layouts[buf.name]
+        try:
+            part, refused = _kept_buffer_facts(
+                workload, buf, layout, layout.describe(), device, staging
+            )
+        except TypeError:  # something unhashable: not kept
+            part, refused = buffer_facts(workload, buf, layout, device, staging)
         facts = facts.merge(part)
         for pair, why in refused.items():
             reasons.setdefault(pair, why)
     return facts, reasons
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_buffer_facts(
+    workload: WorkloadLike,
+    buf: BufferLike,
+    layout: Layout,
+    described: str,
+    device: DeviceInfo,
+    staging: StagingPlan | None,
+) -> tuple[LayoutFacts, Refused]:
+    """:func:`buffer_facts`, kept: checking a candidate (every ``lower``
+    does) derives the facts of each of its layouts, and the candidates of one
+    space share a few layouts per buffer. ``described`` is in the key because
+    the reasons quote the layout's description, and layouts equal by their
+    maps may be described apart (a composition names its parts). Callers
+    only read the reasons."""
+    return buffer_facts(workload, buf, layout, device, staging)
