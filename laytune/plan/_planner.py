@@ -69,7 +69,13 @@ import numpy as np
 
 from laytune.codegen import GENERIC_DEVICE, lower
 from laytune.device_info import DeviceInfo
-from laytune.exceptions import LayoutRejectedError, LaytuneError, PlanError, UnknownNameError
+from laytune.exceptions import (
+    LayoutError,
+    LayoutRejectedError,
+    LaytuneError,
+    PlanError,
+    UnknownNameError,
+)
 from laytune.layout import Layout, identity
 from laytune.ops import Workload
 from laytune.plan._execute import CompiledPlan, PlanTiming
@@ -288,7 +294,9 @@ class _Minimizer:
                 cand = Candidate.make(layouts)
                 lower(w, cand, self.device)
                 self._derived[key] = cand
-            except (FlowError, LayoutRejectedError) as err:
+            # LayoutError: lowering needs an inverse of each flowed layout
+            # (its pack kernel), which a flowed swizzle may not have.
+            except (FlowError, LayoutRejectedError, LayoutError) as err:
                 self._derived[key] = err
         found = self._derived[key]
         if isinstance(found, LaytuneError):
@@ -308,7 +316,7 @@ class _Minimizer:
                 continue
             try:
                 cand = self.derive(op_name, layout)
-            except (FlowError, LayoutRejectedError) as err:
+            except (FlowError, LayoutRejectedError, LayoutError) as err:
                 self._refuse(
                     op_name,
                     direction,

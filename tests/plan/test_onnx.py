@@ -17,9 +17,11 @@ import pyopencl as cl
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from laytune import layout as L
 from laytune.exceptions import ModelImportError, UnsupportedNodeError
 from laytune.ops import from_key
 from laytune.plan import ONNX_OPS, Graph, from_onnx, plan_layouts
+from laytune.space import Candidate
 
 OPSET = 20  # Gelu is in opset 20
 
@@ -336,3 +338,32 @@ def test_a_gemm_of_two_inputs_transposed_and_scaled_equals_onnx_runtime() -> Non
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (want,) = session.run(None, feeds)
     np.testing.assert_allclose(graph.reference(feeds)["out"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_swizzled_gemm_operand_that_cannot_flow_back_keeps_its_rewrite(
+    cl_context: cl.Context,
+) -> None:
+    """A stacked MatMul's GEMM frozen with A swizzled (``Sw<2,3,4>`` on the flat
+    offset): flowed back through the reshape in front of it, the swizzle
+    becomes a 3-D layout whose inverse cannot be derived, so the reshape
+    cannot write it (its pack kernel needs the inverse). The planner keeps the
+    rewrite and says why, where it raised the LayoutError (a BERT layer's
+    projections, tuned, hit it), and the plan runs equal to ONNX Runtime."""
+    m = Model(14)
+    y = m.node("MatMul", ["x", m.weight((128, 64))], "y")
+    model = m.build({"x": (1, 32, 128)}, [y])
+    graph = from_onnx(model)
+    (gemm,) = [op for op in graph.ops if op.workload.name == "matmul"]
+    swizzled = L.swizzle((32, 128), 2, 3, 4)
+    candidate = Candidate.make(
+        {"A": swizzled, "B": L.identity((128, 64)), "C": L.identity((32, 64))}
+    )
+    plan = plan_layouts(graph, {gemm.workload.key: candidate})
+    assert [(r.tensor, r.dst.index_map) for r in plan.rewrites] == [("y.rows", swizzled.index_map)]
+    assert "symbolically: the term j & 3 is not a digit of one index" in "\n".join(plan.log)
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 32, 128)).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {"x": x})
+    with plan.compile(cl_context) as compiled:
+        got = compiled.run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max()))
