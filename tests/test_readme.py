@@ -5,7 +5,10 @@ documentation cannot drift from the code.
 The tuning examples are made quick, never rewritten: the Python blocks take
 their size and trial budget from ``SIZE`` and ``TRIALS`` (as the README says),
 and ``laytune tune`` and ``tune-model`` commands get ``--trials 2 --batch 2
---quiet`` appended (argparse keeps the last value). A Python block whose
+--quiet`` appended (argparse keeps the last value), ``tune-conversions``
+``--trials 2 --quiet`` (its 24 trials per conversion took 52 of the
+commands' 130 s; tests/search/test_conversions.py tunes conversions with a
+real budget). A Python block whose
 first line names a file (``# bmm_op.py: ...``) is written to that file in the
 commands' folder before they run, and beside every Python block, as the
 README asks the reader to (for ``--import``, or to import it); a ``python
@@ -32,6 +35,12 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```", README, flags=re.MULTILINE | re.DOTALL)
 PYTHON = [code for lang, code in BLOCKS if lang == "python"]
 QUICK_TUNE = ["--trials", "2", "--batch", "2", "--quiet"]
+#: The quick budget of each tuning command (tune-conversions has no --batch).
+QUICK = {
+    "tune": QUICK_TUNE,
+    "tune-model": QUICK_TUNE,
+    "tune-conversions": ["--trials", "2", "--quiet"],
+}
 #: A Python block that the README presents as a file: ``# name.py`` on its first line.
 MODULE_FILE = re.compile(r"^# ([A-Za-z_][A-Za-z0-9_]*\.py)\b")
 FAILED_TO_RUN = ("device_lost", "crash")
@@ -131,7 +140,7 @@ def commands_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             )
             assert done.returncode == 0, f"python {shlex.join(words)}:\n{done.stderr}"
             continue
-        argv = [*words, *QUICK_TUNE] if _command(words) in ("tune", "tune-model") else words
+        argv = [*words, *QUICK.get(_command(words), [])]
         done = subprocess.run(
             [sys.executable, "-m", "laytune.cli", *argv],
             cwd=folder,
