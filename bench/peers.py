@@ -489,11 +489,13 @@ def remeasure(device: Device, workload: Any, program: KernelProgram, repeats: in
 
 
 def _median_wall(timing: ConversionTiming) -> float:
-    return statistics.median(timing.wall_times_s)
+    """The median wall time; an aliased buffer's conversion, which runs no
+    kernel and has no times, its value (0 s)."""
+    return statistics.median(timing.wall_times_s) if timing.wall_times_s else timing.value_s
 
 
 def _median_event(timing: ConversionTiming) -> float:
-    return statistics.median(timing.event_times_s)
+    return statistics.median(timing.event_times_s) if timing.event_times_s else timing.value_s
 
 
 @dataclass(frozen=True)

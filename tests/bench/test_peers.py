@@ -126,6 +126,27 @@ def test_end_to_end_adds_every_per_call_conversion_and_leaves_out_constants() ->
     assert everything.once == ()
 
 
+def test_an_aliased_conversion_adds_nothing_to_the_end_to_end_time() -> None:
+    """A buffer held in its logical layout is its own physical storage: the
+    runner reports its conversion with no times and a value of 0 s."""
+    aliased = ConversionTiming("X", "", (), (), 0.0)
+    run = RunResult(
+        program_name="t",
+        source_hash="0",
+        workload_key="transpose",
+        device_key="d",
+        value_s=2e-3,
+        event_times_s=(2e-3,),
+        wall_times_s=(2.5e-3,),
+        pack_times=(aliased,),
+        unpack_times=(_conversion("Y", (0.4,)),),
+    )
+    split = EndToEnd.of(run, frozenset())
+    assert split.total.wall_s == pytest.approx(2.5e-3 + 0.4e-3)
+    assert split.total.event_s == pytest.approx(2e-3 + 0.9 * 0.4e-3)
+    assert split.note() == "kernel + conversions (wall ms): pack X 0.000, unpack Y 0.400"
+
+
 def test_without_clblast_or_onnxruntime_their_rows_say_so_and_the_rest_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
