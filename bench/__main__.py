@@ -13,6 +13,7 @@ BENCHMARKS = (
     "runners_overhead",
     "plan_network",
     "epilogue_fusion",
+    "models",
     "peers",
     "tuned_vs_fixed",
     "search_efficiency",

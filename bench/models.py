@@ -1,0 +1,329 @@
+"""Whole models: a ResNet-18 and a BERT-base encoder layer, tuned and planned
+by laytune, beside ONNX Runtime.
+
+    python -m bench.models [--quick] [--trials N] [--only resnet18|bert] [--db URL]
+                           [--repeats N] [--out FILE]
+
+The models are written by :mod:`bench._onnx_models` with seeded random
+weights (nothing is downloaded): ResNet-18 at 1 x 3 x 224 x 224 and one
+BERT-base encoder layer at sequence length 128 (hidden 768, 12 heads, FFN
+3072); ``--quick`` runs small ones (ResNet-18 at 1 x 3 x 64 x 64 with 16
+channels in its first stage, a BERT layer of hidden 128, 4 heads, FFN 512 at
+sequence 32) with 4 trials per workload, to check the benchmark end to end.
+
+Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
+
+1. ``laytune.plan.tune_model`` (what ``laytune tune-model`` runs) tunes each
+   distinct layout-critical workload for ``--trials`` trials, then the
+   conversions its plan runs, into ``--db`` (default: a scratch SQLite file);
+   its wall time is the tuning time. A database that holds the trials
+   already is reused, so the tuning time is then this run's (little or none).
+2. Four implementations, each checked against ONNX Runtime's outputs on the
+   same random inputs (the largest absolute difference over the largest
+   absolute output of ONNX Runtime):
+
+   - ONNX Runtime, CPU execution provider, ``intra_op_num_threads=2``;
+   - laytune planned and fused: ``laytune.load_model(model, database=db)``;
+   - laytune planned, unfused: the same records, ``fuse=False``;
+   - laytune per operator in logical layouts: no records, ``fuse=False``
+     (every operator its own kernel, identity layouts, default knobs).
+
+**Times.** End-to-end wall time of one inference with the inputs and
+outputs on the host (``model(**inputs)``, ``session.run(None, inputs)``):
+after two warm-up runs, ``--repeats`` rounds in which each implementation
+runs once, interleaved so that the host's load falls on all alike (an
+implementation slower than a second a run is timed in the first three rounds
+only); medians and minima. Then the fused plan is profiled
+(``CompiledPlan.profile``: OpenCL events per launch, medians) and its
+costliest steps are listed: where the time goes. The host is shared, so the
+report states the load average before and after. The report is written to
+``bench/results/models.md`` (``--out`` another file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import _report
+from bench._onnx_models import bert_layer, resnet18
+from bench.peers import relative_error
+
+RESULT_NAME = "models.md"
+MODELS = ("resnet18", "bert")
+#: a run slower than this (seconds) is timed in the first rounds only
+SLOW_S = 1.0
+SLOW_ROUNDS = 3
+#: the fused plan's costliest steps listed per model
+TOP_STEPS = 12
+
+
+def build(name: str, quick: bool) -> tuple[Any, str]:
+    """The model (``onnx.ModelProto``) and the words that describe it."""
+    if name == "resnet18":
+        if quick:
+            return resnet18(
+                size=64, width=16, classes=10
+            ), "ResNet-18, 16-128 channels, 1 x 3 x 64 x 64"
+        return resnet18(), "ResNet-18, 1 x 3 x 224 x 224"
+    if quick:
+        return bert_layer(
+            sequence=32, hidden=128, heads=4, ffn=512
+        ), "BERT layer, hidden 128, seq 32"
+    return bert_layer(), "BERT-base encoder layer, seq 128"
+
+
+@dataclass
+class Implementation:
+    """One way to run a model: its call, its outputs and its times."""
+
+    name: str
+    run: Callable[[], list[np.ndarray]]
+    kernels: str = "-"
+    error: float = float("nan")
+    walls: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.walls)
+
+
+@dataclass
+class Outcome:
+    """What one model's benchmark found."""
+
+    name: str
+    words: str
+    tuning_s: float
+    tuning: Any
+    implementations: list[Implementation]
+    top_steps: list[tuple[str, float]]
+    profiled_s: float
+    plan_head: str
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f} (5 min: {five:.1f})"
+
+
+def onnx_runtime(model: Any) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """``run(inputs)``: the model in a 2-thread ONNX Runtime CPU session."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda inputs: session.run(None, inputs)
+
+
+def tune(model: Any, device: Any, trials: int, database: str) -> tuple[Any, float]:
+    """``tune_model``'s outcome and its wall time; Ctrl-C stops the benchmark."""
+    import laytune
+    from laytune.plan import tune_model
+
+    start = time.perf_counter()
+    tuning = tune_model(
+        model, device, options=laytune.TuneOptions(trials=trials), database=database
+    )
+    elapsed = time.perf_counter() - start
+    if tuning.interrupted:
+        raise KeyboardInterrupt(f"{tuning.graph}: tuning interrupted")
+    print(tuning.summary(), file=sys.stderr, flush=True)
+    return tuning, elapsed
+
+
+def time_all(implementations: Sequence[Implementation], rounds: int) -> None:
+    """Two warm-up runs each, then ``rounds`` interleaved rounds of one run each."""
+    for impl in implementations:
+        for _ in range(2):
+            impl.run()
+    for r in range(rounds):
+        for impl in implementations:
+            if r >= SLOW_ROUNDS and impl.walls and impl.median > SLOW_S:
+                continue
+            start = time.perf_counter()
+            impl.run()
+            impl.walls.append(time.perf_counter() - start)
+
+
+def bench_model(
+    name: str, quick: bool, device: Any, trials: int, database: str, repeats: int
+) -> Outcome:
+    import laytune
+    from laytune.plan import from_onnx, random_inputs
+
+    model, words = build(name, quick)
+    graph = from_onnx(model)
+    inputs = random_inputs(graph, seed=1)
+    print(
+        f"{words}: {len(graph.ops)} operators; tuning {trials} trials per workload", file=sys.stderr
+    )
+    tuning, tuning_s = tune(graph, device, trials, database)
+    ort = onnx_runtime(model)
+    expected = [np.asarray(a, dtype=np.float64) for a in ort(inputs)]
+    models = {
+        "laytune planned, fused": laytune.load_model(model, database, device),
+        "laytune planned, unfused": laytune.load_model(model, database, device, fuse=False),
+        "laytune per operator, logical layouts": laytune.load_model(
+            model, None, device, fuse=False
+        ),
+    }
+    try:
+        impls = [Implementation("ONNX Runtime (2 threads)", lambda: ort(inputs), error=0.0)]
+        for label, m in models.items():
+            impl = Implementation(
+                label, lambda m=m: m(**inputs), kernels=str(len(m.compiled.steps))
+            )
+            impl.error = max(
+                relative_error(g, e) for g, e in zip(impl.run(), expected, strict=True)
+            )
+            impls.append(impl)
+        time_all(impls, repeats)
+        fused = models["laytune planned, fused"]
+        profile = fused.profile(inputs, repeats=5)
+        steps = sorted(profile.per_step, key=lambda s: -s[1])
+        plan_head = str(fused.plan).split("\ntensors:")[0]
+    finally:
+        for m in models.values():
+            m.close()
+    return Outcome(
+        name, words, tuning_s, tuning, impls, steps[:TOP_STEPS], profile.device_median, plan_head
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+def _tuning_words(outcome: Outcome) -> str:
+    tuning = outcome.tuning
+    operators = sum(1 for j in tuning.jobs if j.kind == "operator")
+    conversions = len(tuning.jobs) - operators
+    return (
+        f"{operators} workloads and {conversions} conversions, {tuning.measured} candidates "
+        f"measured in {outcome.tuning_s:.0f} s"
+    )
+
+
+def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, load: str) -> str:
+    command = "python -m bench.models " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
+    lines = [
+        "# Whole models beside ONNX Runtime: ResNet-18 and a BERT-base encoder layer",
+        "",
+        f"`{command.strip()}`",
+        "",
+        *_report.environment(device),
+        f"- load average {load}",
+        f"- {args.trials} trials per workload, default strategy; {args.repeats} interleaved "
+        "rounds after 2 warm-up runs (an implementation slower than 1 s a run: the first 3)",
+        "",
+        "Wall time of one inference, inputs and outputs on the host; ORT / it above 1: "
+        "faster than ONNX Runtime. Error: the largest absolute difference from ONNX "
+        "Runtime's output over its largest absolute value.",
+        "",
+    ]
+    rows = []
+    for o in outcomes:
+        ort = o.implementations[0].median
+        for impl in o.implementations:
+            tuned = impl.name.startswith("laytune planned")
+            rows.append(
+                [
+                    o.words,
+                    impl.name,
+                    _ms(impl.median),
+                    _ms(min(impl.walls)),
+                    f"{ort / impl.median:.2f}x",
+                    impl.kernels,
+                    f"{impl.error:.1e}",
+                    f"{o.tuning_s:.0f} s" if tuned else "-",
+                ]
+            )
+    lines += _report.table(
+        [
+            "model",
+            "implementation",
+            "median (ms)",
+            "min (ms)",
+            "ORT / it",
+            "kernels per run",
+            "error vs ORT",
+            "tuning",
+        ],
+        rows,
+        "llrrrrrr",
+    )
+    for o in outcomes:
+        fused, unfused = o.implementations[1], o.implementations[2]
+        lines += [
+            "",
+            f"## {o.words}",
+            "",
+            f"Tuning: {_tuning_words(o)}. Unfused / fused: "
+            f"{unfused.median / fused.median:.2f}x by the medians, "
+            f"{min(unfused.walls) / min(fused.walls):.2f}x by the minima.",
+            "",
+            f"The fused plan's costliest launches (OpenCL events, median of 5 runs; "
+            f"all launches {_ms(o.profiled_s)} ms a run):",
+            "",
+            *_report.table(
+                ["step", "ms", "share"],
+                [[label, _ms(s), f"{s / o.profiled_s:.0%}"] for label, s in o.top_steps],
+                "lrr",
+            ),
+            "",
+            "```",
+            o.plan_head,
+            "```",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.models", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="small models, 4 trials")
+    parser.add_argument("--trials", type=int, help="trials per workload (32; --quick 4)")
+    parser.add_argument("--only", choices=MODELS, help="one model")
+    parser.add_argument("--db", help="tuning database URL to reuse (default: a scratch file)")
+    parser.add_argument("--repeats", type=int, default=20, help="timed rounds (20)")
+    parser.add_argument("--out", help="report file (bench/results/models.md)")
+    args = parser.parse_args(argv)
+    args.argv = argv
+    if args.trials is None:
+        args.trials = 4 if args.quick else 32
+    if args.trials < 1 or args.repeats < 1:
+        parser.error("--trials and --repeats must be at least 1")
+    from laytune.runners import default_device
+
+    device = default_device()
+    names = (args.only,) if args.only else MODELS
+    load = f"{_load()} before"
+    with tempfile.TemporaryDirectory() as scratch:
+        database = args.db or f"sqlite:///{scratch}/models.db"
+        outcomes = [
+            bench_model(n, args.quick, device, args.trials, database, args.repeats) for n in names
+        ]
+    load += f", {_load()} after"
+    text = report(outcomes, args, device, load)
+    print(text)
+    path = _report.write(RESULT_NAME, text, Path(args.out) if args.out else None)
+    print(f"written to {_report.shown(path)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""bench.models: the models it writes (their topology, read back through the
+ONNX import) and its report, on fabricated times."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from types import SimpleNamespace
+
+from bench._onnx_models import bert_layer, resnet18
+from bench.models import Implementation, Outcome, report
+from laytune.plan import critical_workloads, from_onnx
+
+
+def test_resnet18_has_its_real_topology() -> None:
+    model = resnet18(size=64, width=16, classes=10)  # its shape, narrower and smaller
+    ops = Counter(node.op_type for node in model.graph.node)
+    # stem + 8 blocks of two 3 x 3 convs + 3 downsampling 1 x 1 convs, each with BN
+    assert ops["Conv"] == ops["BatchNormalization"] == 20
+    assert (ops["MaxPool"], ops["GlobalAveragePool"], ops["Flatten"], ops["Gemm"]) == (1, 1, 1, 1)
+    assert ops["Add"] == 8
+    kernels = sorted(
+        tuple(a.ints)
+        for n in model.graph.node
+        if n.op_type == "Conv"
+        for a in n.attribute
+        if a.name == "kernel_shape"
+    )
+    assert Counter(kernels) == {(1, 1): 3, (3, 3): 16, (7, 7): 1}
+    graph = from_onnx(model)
+    assert graph.tensors["x"].shape == (1, 3, 64, 64)
+    assert graph.tensors["logits"].shape == (1, 10)
+    assert graph.tensors["pool"].shape == (1, 128, 1, 1)
+    # stem; 3 x 3 convs: one per stage at stride 1, one striding into stages 2-4;
+    # three 1 x 1 downsamplings; the Gemm
+    assert len(critical_workloads(graph)) == 12
+
+
+def test_the_bert_layer_has_attention_and_an_erf_gelu_feed_forward() -> None:
+    model = bert_layer()
+    ops = Counter(node.op_type for node in model.graph.node)
+    assert ops["MatMul"] == 8  # Q, K, V, QK^T, probs V, output, FFN in and out
+    assert (ops["Softmax"], ops["LayerNormalization"], ops["Erf"]) == (1, 2, 1)
+    graph = from_onnx(model)
+    assert graph.tensors["y"].shape == (1, 128, 768)
+    names = {c.workload.key.split("(")[0] for c in critical_workloads(graph)}
+    assert names == {"matmul", "batch_matmul"}
+
+
+def _outcome(name: str, walls: dict[str, list[float]]) -> Outcome:
+    impls = [Implementation(label, lambda: [], "7", 1e-7, times) for label, times in walls.items()]
+    tuning = SimpleNamespace(jobs=[SimpleNamespace(kind="operator")] * 3, measured=24)
+    return Outcome(name, name, 12.0, tuning, impls, [("conv", 2e-3), ("add", 1e-3)], 4e-3, "plan")
+
+
+def test_the_report_gives_each_implementation_its_ratio_to_onnx_runtime() -> None:
+    walls = {
+        "ONNX Runtime (2 threads)": [4e-3, 6e-3, 5e-3],
+        "laytune planned, fused": [2e-3, 3e-3, 2.5e-3],
+        "laytune planned, unfused": [5e-3, 5e-3, 3e-3],
+        "laytune per operator, logical layouts": [10e-3, 20e-3, 30e-3],
+    }
+    args = argparse.Namespace(argv=["--quick"], trials=4, repeats=3)
+    device = SimpleNamespace(
+        info=SimpleNamespace(
+            name="dev", device_type="CPU", compute_units=2, driver_version="1", opencl_version="3"
+        )
+    )
+    text = report([_outcome("tiny", walls)], args, device, "1.0")
+    assert "`python -m bench.models --quick`" in text
+    assert "| tiny | laytune planned, fused | 2.50 | 2.00 | 2.00x | 7 | 1.0e-07 | 12 s |" in text
+    assert "| tiny | laytune per operator, logical layouts | 20.00 | 10.00 | 0.25x | 7 |" in text
+    assert "Unfused / fused: 2.00x by the medians, 1.50x by the minima." in text
+    assert "| conv | 2.00 | 50% |" in text
