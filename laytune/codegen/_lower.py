@@ -14,13 +14,18 @@
    :func:`~laytune.codegen._matrix.matrix_kernel` instead (the same buffer
    accesses and tile layouts, the instruction's fragment loads).
 4. The pack and unpack kernels of every buffer (:mod:`._conversion`) and the
-   fill of an output's padding complete the program.
+   fill of an output's padding complete the program. A buffer held in its
+   identity layout in global memory has none: its physical storage is its
+   logical array, one device buffer (:attr:`BufferSpec.aliased`), so a
+   call pays no copy of it.
 
 The knobs and their meaning are :mod:`laytune.space._knobs`'s; a knob
 missing from a candidate takes its default there.
 """
 
 from __future__ import annotations
+
+import math
 
 from laytune.codegen._conversion import pack_kernel, unpack_kernel
 from laytune.codegen._convert import lower_conversion_workload
@@ -68,11 +73,39 @@ def _pad_float(value: object) -> float | None:
     return None if value is None or value is UNDEF else float(value)  # type: ignore[arg-type]
 
 
+def _aliased(layout: Layout, memory: str) -> bool:
+    """Whether a buffer in ``layout`` and ``memory`` keeps its logical array
+    as its physical storage: an identity map in global memory with no
+    padding (as many physical elements as logical ones). Decided from the
+    map's form and the shapes, never from its elements."""
+    return (
+        memory == "global"
+        and layout.is_identity
+        and layout.physical_size == math.prod(layout.shape)
+    )
+
+
 def _buffer_spec(
-    name: str, layout: Layout, dtype: str, role: str, memory: str, pad: float | None
+    name: str,
+    layout: Layout,
+    dtype: str,
+    role: str,
+    memory: str,
+    pad: float | None,
+    *,
+    may_alias: bool = True,
 ) -> BufferSpec:
     physical = layout.flat_shape if memory == "image2d" else (layout.physical_size,)
-    return BufferSpec(name, dtype, layout.shape, physical, role, memory, pad)  # type: ignore[arg-type]
+    return BufferSpec(
+        name,
+        dtype,
+        layout.shape,
+        physical,
+        role,  # type: ignore[arg-type]
+        memory,  # type: ignore[arg-type]
+        pad,
+        aliased=may_alias and _aliased(layout, memory),
+    )
 
 
 def lower(
@@ -120,7 +153,10 @@ def lower(
         layout, memory = layouts[decl.name], nest.memory[decl.name]
         pad_value = pads.get(decl.name)
         pad = _pad_float(pad_value)
-        specs.append(_buffer_spec(decl.name, layout, decl.dtype, decl.role, memory, pad))
+        spec = _buffer_spec(decl.name, layout, decl.dtype, decl.role, memory, pad)
+        specs.append(spec)
+        if spec.aliased:
+            continue  # the kernels read and write the caller's array itself
         if decl.role == "input":
             k = pack_kernel(decl.name, layout, decl.dtype, pad_value, memory)
             source.add(k.source, decl.dtype, computes=memory == "image2d")
@@ -162,7 +198,10 @@ def lower_conversion(
     unpack = unpack_kernel(name, layout, dtype, memory, elements_per_item)
     source.add(pack.source, dtype, computes=memory == "image2d")
     source.add(unpack.source, dtype, computes=memory == "image2d")
-    spec = _buffer_spec(name, layout, dtype, "input", memory, _pad_float(pad_value))
+    # never aliased: converting is this program's whole point, even to the identity
+    spec = _buffer_spec(
+        name, layout, dtype, "input", memory, _pad_float(pad_value), may_alias=False
+    )
     return KernelProgram(
         name=f"{name}_conversion",
         source=source.text(),

@@ -10,11 +10,18 @@ Argument naming: a launch names its arguments with :class:`ArgRef`, a buffer
 name and a view. ``view="logical"`` is a dense row-major device buffer of the
 logical shape; ``view="physical"`` is the buffer's physical storage, a flat
 global buffer or an ``image2d_t``.
+
+An *aliased* buffer (:attr:`BufferSpec.aliased`) is held in its identity
+layout in global memory: its physical storage is its logical array, element
+for element, so both views are one device buffer and the program has no
+pack or unpack launch for it. Whoever runs the program allocates that one
+buffer, uploads into it and reads from it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,6 +43,11 @@ class BufferSpec:
     ``width`` texels wide and ``height`` texels high).
     ``pad_value`` is what the physical padding holds: ``None`` (never read),
     or a float constant (written by whoever produces the buffer).
+    ``aliased``: the physical storage is the logical array itself (an
+    identity layout in global memory, no padding), so the logical and the
+    physical view are one device buffer and nothing packs or unpacks it.
+    A program JSON without the field (written before it existed) is not
+    aliased.
     """
 
     name: str
@@ -45,6 +57,17 @@ class BufferSpec:
     role: Role
     memory: Memory = "global"
     pad_value: float | None = None
+    aliased: bool = False
+
+    def __post_init__(self) -> None:
+        if self.aliased and (
+            self.memory != "global" or math.prod(self.physical_shape) != math.prod(self.shape)
+        ):
+            raise ValueError(
+                f"buffer {self.name!r} is aliased, so its physical storage must be its logical "
+                f"array: {self.memory} {self.physical_shape} is not {math.prod(self.shape)} "
+                f"elements of global memory"
+            )
 
     @property
     def image_shape(self) -> tuple[int, int]:
@@ -81,6 +104,16 @@ class KernelProgram:
     unpack: tuple[Launch, ...] = ()
     build_options: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        aliased = {spec.name for spec in self.buffers if spec.aliased}
+        for launch in (*self.pack, *self.unpack):
+            converted = aliased.intersection(ref.buffer for ref in launch.args)
+            if converted:
+                raise ValueError(
+                    f"{launch.kernel!r} converts buffer {sorted(converted)[0]!r}, which is "
+                    f"aliased: its logical and physical views are one buffer"
+                )
+
     def buffer(self, name: str) -> BufferSpec:
         for spec in self.buffers:
             if spec.name == name:
@@ -109,6 +142,7 @@ class KernelProgram:
                     "role": b.role,
                     "memory": b.memory,
                     "pad_value": b.pad_value,
+                    "aliased": b.aliased,
                 }
                 for b in self.buffers
             ],
@@ -135,6 +169,7 @@ class KernelProgram:
                         role=b["role"],
                         memory=b.get("memory", "global"),
                         pad_value=None if b.get("pad_value") is None else float(b["pad_value"]),
+                        aliased=_flag(b.get("aliased", False), "aliased"),
                     )
                     for b in data["buffers"]
                 ),
@@ -144,6 +179,12 @@ class KernelProgram:
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"malformed kernel program JSON: {err!r}") from None
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
 
 
 def _launch_json(launch: Launch) -> dict[str, Any]:

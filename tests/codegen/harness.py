@@ -67,7 +67,9 @@ def read_physical(env: Env, spec: Any, mem: Any) -> np.ndarray:
 def run(
     env: Env, program: KernelProgram, inputs: dict[str, np.ndarray], built: cl.Program | None = None
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Pack the inputs, run compute, unpack the outputs: (logical outputs, physical of all)."""
+    """Pack the inputs, run compute, unpack the outputs: (logical outputs, physical of all).
+    An aliased buffer is one device buffer for both views (an input's holds
+    the input, an output's starts as NaN)."""
     prg = built or build(env, program)
     mf = cl.mem_flags
     logical: dict[str, Any] = {}
@@ -78,10 +80,12 @@ def run(
             logical[spec.name] = cl.Buffer(
                 env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data
             )
+        elif spec.aliased:
+            logical[spec.name] = _physical(env, spec)
         else:
             size = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
             logical[spec.name] = cl.Buffer(env.context, mf.READ_WRITE, size=size)
-        physical[spec.name] = _physical(env, spec)
+        physical[spec.name] = logical[spec.name] if spec.aliased else _physical(env, spec)
     views = {"logical": logical, "physical": physical}
     for launch in (*program.pack, *program.compute, *program.unpack):
         kernel = getattr(prg, launch.kernel)
