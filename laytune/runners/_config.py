@@ -37,7 +37,9 @@ class MeasureConfig:
        of it is timed.
     2. Conversions, when ``measure_conversions``: for each pack launch, then
        each unpack launch, on its own: ``W`` untimed then ``R`` timed
-       launches, ``(W + R) * (P + U)`` launches.
+       launches, ``(W + R) * (P + U)`` launches. An aliased buffer
+       (``BufferSpec.aliased``) has no such launch: its conversion is
+       reported as 0 s, with no times.
     3. Compute: ``W`` untimed repeats then ``n`` timed repeats, where a repeat
        is the ``C`` compute launches in order: ``(W + n) * C`` launches.
        ``n = R`` when ``min_total_time_s`` is 0; otherwise ``n`` is the

@@ -45,9 +45,11 @@ class ProgramExecutor:
 
     ``queue`` defaults to a new in-order queue on the context's first device.
     Buffers are allocated once; ``__call__`` uploads logical numpy inputs,
-    packs them, computes, unpacks and returns the outputs. For buffers that
-    already hold the physical layout, bind them with :meth:`set_physical`
-    and call :meth:`compute` alone.
+    packs them, computes, unpacks and returns the outputs. An aliased buffer
+    (``BufferSpec.aliased``) is one device buffer for both views: uploads go
+    into it, the kernels use it, downloads read it, and nothing copies it.
+    For buffers that already hold the physical layout, bind them with
+    :meth:`set_physical` and call :meth:`compute` alone.
     """
 
     def __init__(
@@ -99,6 +101,9 @@ class ProgramExecutor:
             self.objects[(spec.name, "logical")] = cl.Buffer(
                 self.context, mf.READ_WRITE, max(1, int(np.prod(spec.shape)) * itemsize)
             )
+            if spec.aliased:
+                self.objects[(spec.name, "physical")] = self.objects[(spec.name, "logical")]
+                continue
             if spec.name not in physical:
                 continue
             if spec.memory == "image2d":
@@ -131,8 +136,10 @@ class ProgramExecutor:
 
     def set_physical(self, name: str, memory: Any) -> None:
         """Use ``memory`` (already in the buffer's physical layout) as the buffer's
-        storage for the compute launches."""
-        self.program.buffer(name)  # raises KeyError naming an unknown buffer
+        storage for the compute launches (for an aliased buffer, its one storage)."""
+        spec = self.program.buffer(name)  # raises KeyError naming an unknown buffer
+        if spec.aliased:
+            self.objects[(name, "logical")] = self.objects[(name, "physical")] = memory
         key = (name, "physical") if (name, "physical") in self.objects else (name, "logical")
         self.objects[key] = memory
         for launch in self.program.compute:
@@ -147,9 +154,11 @@ class ProgramExecutor:
                 f"{name!r} must have shape {spec.shape}, got {np.shape(array)} "
                 f"(program {self.program.name!r})"
             )
-        cl.enqueue_copy(self.queue, self.objects[(name, "logical")], data)
-        if (name, "physical") in self.objects and not self._packs(name):
-            cl.enqueue_copy(self.queue, self.objects[(name, "physical")], data)
+        logical = self.objects[(name, "logical")]
+        cl.enqueue_copy(self.queue, logical, data)
+        physical = self.objects.get((name, "physical"), logical)
+        if physical is not logical and not self._packs(name):
+            cl.enqueue_copy(self.queue, physical, data)
 
     def download(self, name: str) -> np.ndarray:
         """The buffer's logical contents as a numpy array (after unpacking)."""
@@ -228,8 +237,11 @@ class ProgramExecutor:
         return next(iter(outputs.values())) if len(outputs) == 1 else outputs
 
     def release(self) -> None:
+        released: set[int] = set()
         for memory in self.objects.values():
-            memory.release()
+            if id(memory) not in released:  # an aliased buffer's two views are one
+                released.add(id(memory))
+                memory.release()
         self.objects.clear()
 
 

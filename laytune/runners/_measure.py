@@ -338,10 +338,13 @@ class _Buffers:
         self.objects: dict[tuple[str, str], cl.MemoryObject] = dict(
             zip((view for view, _ in wanted), objects, strict=True)
         )
+        #: buffers whose logical view is their physical one (one allocation)
+        self.aliased = frozenset(spec.name for spec in program.buffers if spec.aliased)
 
     def get(self, ref: ArgRef) -> cl.MemoryObject:
+        view = "physical" if ref.buffer in self.aliased else ref.view
         try:
-            return self.objects[(ref.buffer, ref.view)]
+            return self.objects[(ref.buffer, view)]
         except KeyError:
             raise _Failure(
                 ErrorKind.RUN, f"launch argument names unknown buffer {ref.buffer!r}"
@@ -370,6 +373,16 @@ class _Buffers:
 def _conversion_buffer(launch: Launch) -> str:
     names = sorted({ref.buffer for ref in launch.args})
     return "+".join(names)
+
+
+def _no_conversions(program: KernelProgram, roles: tuple[str, ...]) -> list[ConversionTiming]:
+    """The conversions of the aliased buffers of ``roles``: no kernel runs,
+    so nothing is timed and each takes 0 s."""
+    return [
+        ConversionTiming(spec.name, "", (), (), 0.0)
+        for spec in program.buffers
+        if spec.aliased and spec.role in roles
+    ]
 
 
 class _DeviceOutput:
@@ -572,6 +585,8 @@ def measure_candidate(
         pack_times: list[ConversionTiming] = []
         unpack_times: list[ConversionTiming] = []
         if config.measure_conversions:
+            pack_times += _no_conversions(program, ("input", "inout"))
+            unpack_times += _no_conversions(program, ("output", "inout"))
             for stage, sink in (("pack", pack_times), ("unpack", unpack_times)):
                 for kernel, launch in stages[stage]:
                     ev, wall, _ = _timed_repeats(
@@ -698,7 +713,8 @@ def _upload_inputs(
                 f"input {spec.name!r} of workload {workload.key!r} has shape {array.shape}, "
                 f"program {program.name!r} expects {spec.shape}",
             )
-        # Blocking copies: ``array`` may be a temporary conversion.
+        # Blocking copies: ``array`` may be a temporary conversion. An aliased
+        # buffer has its physical view only, the logical array itself.
         logical = buffers.objects.get((spec.name, "logical"))
         if logical is not None:
             cl.enqueue_copy(queue, logical, array)

@@ -24,7 +24,9 @@ __all__ = ["allocation_bytes", "device_views", "memory_refusal"]
 
 def device_views(program: KernelProgram) -> list[tuple[BufferSpec, str]]:
     """The (buffer, view) pairs the measuring process allocates: every view a
-    launch names; a buffer that no launch names keeps a logical view."""
+    launch names; a buffer that no launch names keeps a logical view. An
+    aliased buffer (``BufferSpec.aliased``) is one allocation, its physical
+    view, which its logical view names too."""
     used = {
         (ref.buffer, ref.view)
         for launch in (*program.pack, *program.compute, *program.unpack)
@@ -32,6 +34,9 @@ def device_views(program: KernelProgram) -> list[tuple[BufferSpec, str]]:
     }
     views = []
     for spec in program.buffers:
+        if spec.aliased:
+            views.append((spec, "physical"))
+            continue
         physical = (spec.name, "physical") in used
         if (spec.name, "logical") in used or not physical:
             views.append((spec, "logical"))

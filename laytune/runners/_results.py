@@ -120,7 +120,9 @@ class LaunchCounts:
 
 @dataclass(frozen=True)
 class ConversionTiming:
-    """Timed launches of one pack or unpack kernel on its own."""
+    """Timed launches of one pack or unpack kernel on its own. An aliased
+    buffer (``BufferSpec.aliased``) has no such kernel: its entry names no
+    kernel (``""``), holds no times, and its ``value_s`` is 0."""
 
     buffer: str
     kernel: str
