@@ -11,6 +11,7 @@ folder for a shell, and the program says so when the loader finds nothing."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -86,8 +87,9 @@ def _build_and_run(cc: str, folder: Path, stem: str) -> subprocess.CompletedProc
     [
         (ops.matmul(24, 40, 32), {"B": lambda s: permute(s, (1, 0))}),
         (ops.copy((16, 32)), {"X": lambda s: texture(s, axis=1)}),  # an RGBA float image
+        (ops.matmul(24, 40, 32), {}),  # every buffer aliased: no pack, no unpack
     ],
-    ids=["matmul-transposed-B", "copy-from-an-image"],
+    ids=["matmul-transposed-B", "copy-from-an-image", "matmul-aliased"],
 )
 def test_the_c_host_reproduces_the_reference(
     workload, layouts, laytune_device, tmp_path: Path
@@ -104,6 +106,12 @@ def test_the_c_host_reproduces_the_reference(
     )
     export(FrozenLayouts([entry]), tmp_path, reference=True)
     stem = export_stem(workload.key, laytune_device.key)
+    description = json.loads((tmp_path / f"{stem}.json").read_text())
+    aliased = [b["aliased"] for b in description["buffers"]]
+    assert aliased == [spec.aliased for spec in program.buffers]
+    assert len(description["pack"]) == sum(
+        not spec.aliased for spec in program.buffers if spec.role == "input"
+    )
     run = _build_and_run(cc, tmp_path, stem)
     output = workload.output.name
     assert run.returncode == 0, run.stdout + run.stderr

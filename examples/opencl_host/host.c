@@ -12,9 +12,10 @@
  * role, reference data file) and every launch in order (pack, compute,
  * unpack: kernel name, arguments, global and local sizes). This program
  * allocates each buffer twice, dense in its logical shape and in its
- * physical layout, uploads the inputs into the logical buffers, runs the
- * launches, reads the outputs back from the logical buffers and compares
- * them with the reference: |out - ref| <= atol * max(1, max |ref|) +
+ * physical layout (once where the header marks it aliased: its physical
+ * storage is its logical array, and no launch packs or unpacks it), uploads
+ * the inputs into the logical buffers, runs the launches, reads the outputs
+ * back from the logical buffers and compares them with the reference: |out - ref| <= atol * max(1, max |ref|) +
  * rtol * |ref|, the check laytune itself applies. Exit status 0: every
  * output matches; 1: an output differs; 2: OpenCL or file trouble.
  */
@@ -138,14 +139,17 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    /* each buffer twice: dense in its logical shape, and in its physical layout */
+    /* each buffer twice: dense in its logical shape, and in its physical layout;
+     * an aliased buffer once, its logical array being its physical storage */
     cl_mem logical[LAYTUNE_BUFFER_COUNT], physical[LAYTUNE_BUFFER_COUNT];
     for (int b = 0; b < LAYTUNE_BUFFER_COUNT; b++) {
         const laytune_buffer *buffer = &LAYTUNE_BUFFERS[b];
         size_t bytes = buffer->logical_elements * buffer->item_size;
         logical[b] = clCreateBuffer(context, CL_MEM_READ_WRITE, bytes, NULL, &status);
         check(status, "clCreateBuffer (logical)");
-        if (buffer->memory == LAYTUNE_IMAGE2D) {
+        if (buffer->aliased) {
+            physical[b] = logical[b];
+        } else if (buffer->memory == LAYTUNE_IMAGE2D) {
             cl_image_format rgba = {CL_RGBA, CL_FLOAT};
             cl_image_desc desc;
             memset(&desc, 0, sizeof desc);
@@ -223,7 +227,7 @@ int main(int argc, char **argv) {
     }
     for (int b = 0; b < LAYTUNE_BUFFER_COUNT; b++) {
         clReleaseMemObject(logical[b]);
-        clReleaseMemObject(physical[b]);
+        if (physical[b] != logical[b]) clReleaseMemObject(physical[b]);
     }
     clReleaseProgram(program);
     clReleaseCommandQueue(queue);

@@ -86,6 +86,7 @@ def _c_header(stem: str, entry: FrozenEntry, files: dict[str, Any]) -> str:
         "    enum laytune_role role;",
         "    const char *data_file, *reference_file; /* NULL unless exported with reference */",
         "    double rtol, atol; /* |out - ref| <= atol * max(1, max|ref|) + rtol * |ref| */",
+        "    int aliased; /* 1: the physical storage is the logical array, one cl_mem */",
         "} laytune_buffer;",
         "typedef struct { int buffer; enum laytune_view view; } laytune_arg;",
         "typedef struct {",
@@ -119,7 +120,8 @@ def _c_header(stem: str, entry: FrozenEntry, files: dict[str, Any]) -> str:
             f"{'LAYTUNE_IMAGE2D' if spec.memory == 'image2d' else 'LAYTUNE_GLOBAL'}, "
             f"{width}, {height}, {role}, "
             f"{_c_string(data) if data else 'NULL'}, "
-            f"{_c_string(reference) if reference else 'NULL'}, {rtol!r}, {atol!r}}},"
+            f"{_c_string(reference) if reference else 'NULL'}, {rtol!r}, {atol!r}, "
+            f"{int(spec.aliased)}}},"
         )
     lines += [f"static const laytune_buffer {stem}_buffers[] = {{", *buffers, "};"]
     launches: list[Launch] = [*program.pack, *program.compute, *program.unpack]
@@ -196,8 +198,10 @@ def export(
 
     - ``<stem>.cl``: the OpenCL source;
     - ``<stem>.json``: layouts, buffers with logical and physical shapes
-      (image buffers also with their texel format and size), kernels in
-      launch order with global/local sizes and argument order, build options;
+      (image buffers also with their texel format and size; ``aliased`` for
+      a buffer whose physical storage is its logical array, one device
+      buffer that no kernel packs or unpacks), kernels in launch order with
+      global/local sizes and argument order, build options;
     - ``<stem>.h``: the same as C data for an OpenCL C host
       (``examples/opencl_host/host.c``);
     - with ``reference``: ``<stem>.<buffer>.in.bin`` for each input (from
