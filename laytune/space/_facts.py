@@ -14,7 +14,7 @@ same functions, so the two cannot disagree.
 
 from __future__ import annotations
 
-import functools
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -289,7 +289,16 @@ def facts_of(
     return facts, reasons
 
 
-@functools.lru_cache(maxsize=4096)
+#: Per workload (held weakly: the registry of defined workloads forgets one
+#: nothing holds), its buffer facts by buffer, layout, description, device
+#: and staging plan.
+_KEPT_FACTS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[LayoutFacts, Refused]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: The most facts kept per workload; past it they are forgotten and kept anew.
+_KEPT_PER_WORKLOAD = 4096
+
+
 def _kept_buffer_facts(
     workload: WorkloadLike,
     buf: BufferLike,
@@ -304,4 +313,11 @@ def _kept_buffer_facts(
     the reasons quote the layout's description, and layouts equal by their
     maps may be described apart (a composition names its parts). Callers
     only read the reasons."""
-    return buffer_facts(workload, buf, layout, device, staging)
+    kept = _KEPT_FACTS.setdefault(workload, {})
+    key = (buf, layout, described, device, staging)
+    found = kept.get(key)
+    if found is None:
+        if len(kept) >= _KEPT_PER_WORKLOAD:
+            kept.clear()
+        found = kept[key] = buffer_facts(workload, buf, layout, device, staging)
+    return found

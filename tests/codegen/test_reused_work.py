@@ -6,9 +6,11 @@ kept for one scope's names or ranges never answers another's."""
 
 from __future__ import annotations
 
+import gc
 import pickle
 import subprocess
 import sys
+import weakref
 
 import laytune.codegen._emit as emit
 import laytune.space._facts as facts
@@ -105,3 +107,16 @@ def test_checking_a_candidate_again_derives_no_buffer_facts_again(monkeypatch) -
     again = check_candidate(workload, candidate, GENERIC_DEVICE)
     assert again == first and again.ok
     assert calls == []
+
+
+def test_the_kept_facts_do_not_keep_a_workload_alive() -> None:
+    """The registry of defined workloads forgets one that nothing holds; the
+    facts kept for checking its candidates must not hold it."""
+    workload = ops.matmul(8, 8, 12)
+    assert check_candidate(
+        workload, SearchSpace(workload, GENERIC_DEVICE).identity(), GENERIC_DEVICE
+    ).ok
+    gone = weakref.ref(workload)
+    del workload
+    gc.collect()
+    assert gone() is None
