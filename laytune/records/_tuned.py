@@ -34,7 +34,9 @@ def with_tuned_conversions(
     :class:`laytune.records.RecordedConversions`) records for its layouts, and
     what each launch runs now: ``(buffer, "pack" | "unpack", "conversion
     record N" | "generated" | "generated (the logical layout)" | "generated
-    (faster than conversion record N)")``. ``own`` holds the times measured
+    (faster than conversion record N)")``, and ``"none (aliased)"`` for an
+    aliased buffer (``BufferSpec.aliased``), which has no launch: the
+    kernels use the caller's array itself. ``own`` holds the times measured
     with the candidate of its generated kernels, ``(direction, buffer) ->
     seconds``: a recorded kernel replaces one only when it is no slower, as
     the candidate's price chose. With no conversion recorded the program is
@@ -44,6 +46,12 @@ def with_tuned_conversions(
     source = program.source
     notes = []
     launches: dict[str, list[Launch]] = {"pack": [], "unpack": []}
+    for direction, roles in (("pack", ("input", "inout")), ("unpack", ("output", "inout"))):
+        notes += [
+            (spec.name, direction, "none (aliased)")
+            for spec in program.buffers
+            if spec.aliased and spec.role in roles
+        ]
     for direction in ("pack", "unpack"):
         for launch in getattr(program, direction):
             buffer = launch.args[0].buffer

@@ -60,4 +60,4 @@ def test_the_entry_is_the_best_for_the_caller_it_is_frozen_for(
     # themselves are a few microseconds apart here, noise: no test compares them)
     pack_x = dict(((b, v), how) for b, v, how in plain.conversions)[("X", "pack")]
     held_x = plain.layouts["X"] == HELD["X"]
-    assert pack_x == ("generated" if held_x else "generated (the logical layout)")
+    assert pack_x == ("generated" if held_x else "none (aliased)")
