@@ -42,6 +42,7 @@ from laytune.space import (
     subgroup_inputs,
     usable_staging,
     vector_dim,
+    window_vector_dim,
 )
 
 __all__ = ["GridDim", "Nest", "ReduceLoop", "Tile", "memory_of", "plan_nest"]
@@ -327,4 +328,8 @@ def access_width(nest: Nest, buffer: str) -> int:
         return tile.reduce_vector if isinstance(uses, int) else 1
     if tile.vector_axis is None:
         return 1
-    return tile.width(vector_dim(nest.workload.buffer(buffer), tile.vector_axis))
+    buf = nest.workload.buffer(buffer)
+    uses = vector_dim(buf, tile.vector_axis)
+    if isinstance(uses, str):  # a window (ow + kw): an unaligned run, where the space allows
+        uses = window_vector_dim(nest.workload, buf, tile.vector_axis)
+    return tile.width(uses)

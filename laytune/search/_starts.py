@@ -219,6 +219,57 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
         yield layouts, knobs
 
 
+# A depthwise window's (rows, vectors of columns) per work-item, with vectors
+# along the output's contiguous axis: each reads the activations' rows as
+# unaligned runs (``ow + kw``) that the neighbouring columns' windows share
+_COLUMN_BLOCKS = ((4, 2), (2, 2), (4, 1), (2, 4), (8, 1))
+
+
+def _vector_width(lanes: int, extent: int) -> int:
+    """The widest of ``lanes``, ``lanes / 2``, ... (down to 2) that divides
+    ``extent``; 1 where none does."""
+    while lanes > 1 and extent % lanes:
+        lanes //= 2
+    return lanes
+
+
+def _window_columns(
+    space: SearchSpace, form: Window
+) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    """A window whose channels are not reduced (depthwise): every layout as
+    it is, vectors along the output columns, a block of rows by vectors of
+    columns per work-item; the activations' window reads are unaligned runs
+    along their rows (the space allows them where the rows are contiguous
+    and the window stays inside)."""
+    workload = space.workload
+    act = workload.buffer(form.activations)
+    windowed = [
+        k
+        for k, a in enumerate(workload.axes)
+        if a.kind == "spatial"
+        and k != form.columns
+        and not any(isinstance(e, Var) and e.index == k for e in act.indices)
+        and any(k in variables(e) for e in act.indices)
+    ]
+    lanes = simd_lanes(space.device)
+    vector = _vector_width(lanes, workload.axes[form.columns].extent)
+    if vector < 2:
+        return
+    base = dict(space.identity().layouts)
+    columns = _named(workload, form.columns)
+    for rows, vectors in _COLUMN_BLOCKS:
+        if not _fits(rows * vectors, lanes):
+            continue
+        knobs: dict[str, Any] = {
+            "vector_axis": columns,
+            "vector": vector,
+            f"block.{columns}": vector * vectors,
+        }
+        if windowed:
+            knobs[f"block.{_named(workload, windowed[-1])}"] = rows
+        yield base, knobs
+
+
 def _reduced_axis(workload: Any) -> int | None:
     """The reduce axis that every input reading it indexes as its innermost
     dimension, a bare index (a row's reduction ``Y[i] = max(X[i, j])``:
@@ -282,14 +333,17 @@ def _derived(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, 
     """The classic kernels of the statement's form (:func:`classify`). A
     window of one point (a 1 x 1 convolution) keeps the window form: blocked
     along the filters, it is the contraction's outer product with vectors
-    along the output's contiguous axis, where the contraction along the
-    output columns would vector-read the input at shifted indices
-    (``ow + kw``), which the space refuses."""
+    along the output's contiguous axis (the contraction's form would run
+    its vectors along the output columns, reading the input at shifted
+    indices ``ow + kw``). A depthwise window also gets vectors along its
+    output columns, read from the activations as unaligned runs."""
     form = classify(space.workload, windows_of_one=True)
     if isinstance(form, Contraction):
         yield from _contraction(space, form)
     elif isinstance(form, Window):
         yield from _window(space, form)
+        if form.channels is None:  # depthwise: also vectors along the output columns
+            yield from _window_columns(space, form)
     else:
         yield from _reduction(space)
 

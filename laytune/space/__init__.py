@@ -29,6 +29,7 @@ from laytune.space._constraints import (
     RowPointerTileLoad,
     StridedTileCopy,
     SubgroupBlockAccess,
+    UnalignedVectorAccess,
     VectorAccess,
     Verdict,
     constraint_from_json,
@@ -52,6 +53,7 @@ from laytune.space._facts import (
     serves_vector,
     subgroup_inputs,
     vector_dim,
+    window_vector_dim,
 )
 from laytune.space._generate import (
     GLOBAL_FAMILIES,
@@ -158,6 +160,7 @@ __all__ = [
     "StagingPlan",
     "StridedTileCopy",
     "SubgroupBlockAccess",
+    "UnalignedVectorAccess",
     "VectorAccess",
     "Verdict",
     "WorkloadLike",
@@ -203,4 +206,5 @@ __all__ = [
     "subgroup_inputs",
     "usable_staging",
     "vector_dim",
+    "window_vector_dim",
 ]

@@ -26,6 +26,7 @@ from laytune.space._constraints import (
     Constraint,
     Image2DRead,
     LocalMemoryBudget,
+    UnalignedVectorAccess,
     VectorAccess,
     Verdict,
 )
@@ -48,8 +49,18 @@ from laytune.space._generate import SpaceOptions
 from laytune.space._knobs import axis_by_name, grid_dims, knob_names
 from laytune.space._matrix import half_storage_only
 from laytune.space._rules import Rules, Setting, build_steps, facts_state
-from laytune.space._staging import StagingPlan, local_vector_dims, staging_plan
-from laytune.space._workload import VECTOR_WIDTHS, WorkloadLike, local_buffer_name
+from laytune.space._staging import (
+    StagingPlan,
+    local_vector_dims,
+    local_window_dims,
+    staging_plan,
+)
+from laytune.space._workload import (
+    VECTOR_WIDTHS,
+    WorkloadLike,
+    local_buffer_name,
+    window_vector_dim,
+)
 
 __all__ = [
     "check_candidate",
@@ -168,7 +179,12 @@ def implied_constraints(
         layouts = candidate.layout_map
         for buf in workload.buffers:
             dim = vector_dim(buf, axis)
-            if not isinstance(dim, int):
+            if isinstance(dim, str):
+                window = window_vector_dim(workload, buf, axis)  # a window: unaligned runs
+                if isinstance(window, int):
+                    out.setdefault(buf.name, []).append(UnalignedVectorAccess(window, vector))
+                continue
+            if dim is None:
                 continue
             layout = layouts.get(buf.name)
             if (
@@ -184,6 +200,8 @@ def implied_constraints(
         if candidate.knob("local_stage", False) is True and plan is not None:
             for local, dim in local_vector_dims(workload, plan).items():
                 out.setdefault(local, []).append(VectorAccess(dim, vector))
+            for local, dim in local_window_dims(workload, plan).items():
+                out.setdefault(local, []).append(UnalignedVectorAccess(dim, vector))
     roles = {b.name: b.role for b in workload.buffers}
     for name, layout in candidate.layouts:
         if layout.image_rank == 2:

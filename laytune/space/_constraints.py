@@ -51,6 +51,7 @@ __all__ = [
     "StridedTileCopy",
     "SubgroupBlockAccess",
     "TileNamer",
+    "UnalignedVectorAccess",
     "VectorAccess",
     "Verdict",
     "constraint_from_json",
@@ -450,6 +451,67 @@ class VectorAccess(Constraint):
                 f"{_fmt(layout.physical_shape)} for logical {_fmt(layout.shape)})"
             )
         return self._reject(f"{count} of {total} vector groups fail", *reasons)
+
+
+@dataclass(frozen=True)
+class UnalignedVectorAccess(Constraint):
+    """vloadN of ``width`` elements along logical ``axis`` from any start: the
+    read of a window (``ow + kw``), whose vector of outputs ``ow0 ..
+    ow0 + width - 1`` reads ``ow0 + kw ..``, a run that starts anywhere.
+
+    Accepts when every two neighbours along the axis lie at neighbouring
+    physical offsets (unit stride along the axis within each row), so every
+    run of ``width`` lies at ``o .. o + width - 1``; vloadN needs only the
+    element's alignment. An image layout (read through a sampler) is refused.
+    Decided on the layout's reduced box: a difference of neighbours is kept
+    by every translation by a quasi-period.
+    """
+
+    axis: int
+    width: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.axis, bool) or not isinstance(self.axis, int):
+            raise LayoutError(f"UnalignedVectorAccess: axis must be an int, got {self.axis!r}")
+        if self.width not in VECTOR_WIDTHS[1:]:
+            raise LayoutError(
+                f"UnalignedVectorAccess: width must be one of {VECTOR_WIDTHS[1:]}, "
+                f"got {self.width!r}"
+            )
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        _check_shape(layout, logical_shape)
+        return self.check_layout(layout)
+
+    def check_layout(self, layout: Layout) -> Verdict:
+        """:meth:`check` on the layout's own shape."""
+        shape, n = layout.shape, self.width
+        if not -len(shape) <= self.axis < len(shape):
+            raise ShapeMismatchError(f"{self}: axis {self.axis} is out of range for {_fmt(shape)}")
+        axis = self.axis % len(shape)
+        if shape[axis] < n:
+            return self._reject(f"axis {axis} has extent {shape[axis]}, under the width {n}")
+        if layout.image_rank == 2:
+            return self._reject("an image layout is read through a sampler, not by vloadN")
+        box, _ = reduced_box(layout.index_map, shape)
+        wider = list(box)
+        wider[axis] = min(shape[axis], box[axis] + 1)  # each start's right neighbour
+        offsets = offsets_on(layout.index_map, shape, wider)
+        steps = np.diff(offsets, axis=axis)
+        bad = steps != 1
+        if not bad.any():
+            return self._accept()
+        reasons = []
+        for flat in np.flatnonzero(bad)[:MAX_REASONS]:
+            where = [int(i) for i in np.unravel_index(int(flat), bad.shape)]
+            reasons.append(
+                f"logical {_fmt(where)} and its neighbour along axis {axis} lie "
+                f"{int(steps[tuple(where)])} elements apart, not 1, so a run of {n} from an "
+                "unaligned start is not contiguous"
+            )
+        return self._reject(*reasons)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from laytune.device_info import DeviceInfo
 from laytune.layout import Layout, Var, bounds, row_major_offsets
-from laytune.space._constraints import SubgroupBlockAccess, VectorAccess
+from laytune.space._constraints import SubgroupBlockAccess, UnalignedVectorAccess, VectorAccess
 from laytune.space._copies import (
     SUBGROUP_SIZES,
     TileCopyFacts,
@@ -36,6 +36,7 @@ from laytune.space._workload import (
     WorkloadLike,
     index_text,
     vector_dim,
+    window_vector_dim,
 )
 
 TRANSPOSE_WIDTHS = (2, 4, 8, 16)
@@ -164,7 +165,19 @@ def buffer_facts(
             if dim is None:
                 accepted.add((axis, width))
             elif isinstance(dim, str):
-                refused[(axis, width)] = f"{dim} ({index_text(workload, buf)})"
+                window = window_vector_dim(workload, buf, axis)
+                if isinstance(window, str):
+                    refused[(axis, width)] = f"{window} ({index_text(workload, buf)})"
+                    continue
+                assert window is not None
+                verdict = UnalignedVectorAccess(window, width).check_layout(layout)
+                if verdict.ok:
+                    accepted.add((axis, width))
+                else:
+                    refused[(axis, width)] = (
+                        f"buffer {buf.name!r} layout {layout.describe()}: "
+                        + "; ".join(verdict.reasons[:2])
+                    )
             else:
                 verdict = VectorAccess(dim, width).check_layout(layout)
                 if verdict.ok:

@@ -46,6 +46,7 @@ from laytune.space._constraints import (
     Image2DRead,
     LocalMemoryBudget,
     PaddingBudget,
+    UnalignedVectorAccess,
     VectorAccess,
     Verdict,
 )
@@ -64,7 +65,7 @@ from laytune.space._rules import (
     copy_outcome,
     facts_state,
 )
-from laytune.space._staging import StagingPlan, local_vector_dims
+from laytune.space._staging import StagingPlan, local_vector_dims, local_window_dims
 from laytune.space._workload import VECTOR_WIDTHS, WorkloadLike, dtype_bytes, local_buffer_name
 
 __all__ = ["JOINT_RULES", "Rejection", "SearchSpace", "layout_keys"]
@@ -306,6 +307,7 @@ class SearchSpace:
     def _local_plans(self) -> list[_LocalPlan]:
         buffers = {b.name: b for b in self.workload.buffers}
         vector_dims = local_vector_dims(self.workload, self._staging) if self._staging else {}
+        window_dims = local_window_dims(self.workload, self._staging) if self._staging else {}
         out = []
         tiles = self._staging.tiles if self._staging else {}
         for name, shape in sorted(tiles.items()):
@@ -320,13 +322,24 @@ class SearchSpace:
             scored.sort(key=lambda t: (t[0], t[1]))
             layouts = [t[2] for t in scored]
             dim = vector_dims.get(local)
+            window = window_dims.get(local)
             widths = [
                 frozenset(
                     w
                     for w in VECTOR_WIDTHS
-                    if dim is None
-                    or w == 1
-                    or VectorAccess(dim, w).check(layout, shape, dtype, self.device).ok
+                    if w == 1
+                    or (
+                        (
+                            dim is None
+                            or VectorAccess(dim, w).check(layout, shape, dtype, self.device).ok
+                        )
+                        and (
+                            window is None
+                            or UnalignedVectorAccess(window, w)
+                            .check(layout, shape, dtype, self.device)
+                            .ok
+                        )
+                    )
                 )
                 for layout in layouts
             ]

@@ -43,13 +43,20 @@ from dataclasses import dataclass
 
 from laytune.exceptions import LayoutRejectedError
 from laytune.layout import BinOp, Const, Expr, Var
-from laytune.space._workload import WorkloadLike, local_buffer_name, local_tiles, vector_dim
+from laytune.space._workload import (
+    WorkloadLike,
+    local_buffer_name,
+    local_tiles,
+    vector_dim,
+    window_vector_dim,
+)
 
 __all__ = [
     "StagedInput",
     "StagingPlan",
     "affine_terms",
     "local_vector_dims",
+    "local_window_dims",
     "staging_plan",
 ]
 
@@ -338,6 +345,22 @@ def local_vector_dims(workload: WorkloadLike, plan: StagingPlan) -> dict[str, in
     out = {}
     for buf in workload.buffers:
         dim = vector_dim(buf, inner)
+        staged = next((s for s in plan.inputs if s.buffer == buf.name), None)
+        if staged is not None and isinstance(dim, int) and dim in staged.dims:
+            out[local_buffer_name(buf.name)] = staged.dims.index(dim)
+    return out
+
+
+def local_window_dims(workload: WorkloadLike, plan: StagingPlan) -> dict[str, int]:
+    """Per staged input whose tile a vector of the innermost spatial axis
+    reads as a window (``ow + kw``, :func:`window_vector_dim`): the tile
+    dimension its unaligned runs lie along, keyed by the local buffer name."""
+    inner = max(k for k, a in enumerate(workload.axes) if a.kind == "spatial")
+    out = {}
+    for buf in workload.buffers:
+        if not isinstance(vector_dim(buf, inner), str):
+            continue
+        dim = window_vector_dim(workload, buf, inner)
         staged = next((s for s in plan.inputs if s.buffer == buf.name), None)
         if staged is not None and isinstance(dim, int) and dim in staged.dims:
             out[local_buffer_name(buf.name)] = staged.dims.index(dim)

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from laytune.dtypes import DTYPES, ImageDtype, dtype_of
 from laytune.exceptions import LayoutError
-from laytune.layout import Expr, Var, variables
+from laytune.layout import BinOp, Expr, Var, bounds, variables
 from laytune.ops import reduction
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "local_buffer_name",
     "local_tiles",
     "vector_dim",
+    "window_vector_dim",
 ]
 
 AXIS_KINDS = ("spatial", "reduce")
@@ -283,3 +284,41 @@ def vector_dim(buf: BufferLike, axis: int) -> int | str | None:
     if len(bare) == 1 and len(using) == 1:
         return bare[0]
     return f"buffer {buf.name!r} is indexed by the axis other than as one bare index"
+
+
+def _terms(e: Expr, sign: int = 1) -> list[tuple[int, Expr]]:
+    """The terms of a sum, each with its sign."""
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        return _terms(e.lhs, sign) + _terms(e.rhs, sign if e.op == "+" else -sign)
+    return [(sign, e)]
+
+
+def window_vector_dim(workload: WorkloadLike, buf: BufferLike, axis: int) -> int | str | None:
+    """The dimension of ``buf`` an unaligned vector along ``axis`` reads
+    (:class:`~laytune.space.UnalignedVectorAccess`): the one index that uses
+    the axis is ``axis + e``, ``e`` a sum of reduce axes and constants (a
+    window: ``ow + kw``), whose reads stay inside the buffer's extent (a
+    padded window's read can leave it: no vector). None when the buffer does
+    not use the axis, an int when it uses it as one bare index (the aligned
+    :func:`vector_dim`); otherwise why no vector serves it."""
+    dim = vector_dim(buf, axis)
+    if not isinstance(dim, str):
+        return dim
+    using = [d for d, e in enumerate(buf.indices) if axis in variables(e)]
+    if len(using) != 1:
+        return dim
+    d = using[0]
+    terms = _terms(buf.indices[d])
+    bare = [t for sign, t in terms if sign == 1 and isinstance(t, Var) and t.index == axis]
+    rest = [t for sign, t in terms if not (sign == 1 and isinstance(t, Var) and t.index == axis)]
+    kinds = {a.kind for k, a in enumerate(workload.axes) if any(k in variables(t) for t in rest)}
+    if len(bare) != 1 or any(axis in variables(t) for t in rest) or kinds - {"reduce"}:
+        return dim
+    ranges = [(0, a.extent - 1) for a in workload.axes]
+    lo, hi = bounds(buf.indices[d], ranges)
+    if lo < 0 or hi > buf.shape[d] - 1:
+        return (
+            f"buffer {buf.name!r} is read along the axis from {lo} to {hi}, outside its extent "
+            f"{buf.shape[d]} (a padded window), so a vector could read outside it"
+        )
+    return d

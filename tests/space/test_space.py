@@ -336,14 +336,38 @@ def test_check_candidate_rejects_a_vector_a_layout_cannot_serve(device):
     )
 
 
-def test_check_candidate_rejects_vectors_on_shifted_indices(device):
+def test_check_candidate_rejects_vectors_on_strided_windows(device):
+    """A window ``ow + kw`` inside the input is one unaligned run per vector
+    (``UnalignedVectorAccess``); a stride-2 window ``2 * ow + kw`` is not a
+    run, so no vector serves it."""
     workload = make_conv2d(8, 8, 8)
     space = SearchSpace(workload, device, SMALL)
     knobs = {"vector_axis": "ow", "vector": 2, "block.ow": 2}
-    verdict = check_candidate(workload, _base(space, knobs=knobs), device)
+    assert check_candidate(workload, _base(space, knobs=knobs), device).ok
+    n, ko, oh, ow, ci, kh, kw = (Var(x) for x in range(7))
+    strided = WorkloadSpec(
+        "conv2d_s2",
+        (
+            Axis("n", 1),
+            Axis("k", 8),
+            Axis("oh", 4),
+            Axis("ow", 4),
+            Axis("c", 8, "reduce"),
+            Axis("kh", 3, "reduce"),
+            Axis("kw", 3, "reduce"),
+        ),
+        (
+            Buffer("input", (1, 8, 9, 9), indices=(n, ci, 2 * oh + kh, 2 * ow + kw)),
+            Buffer("weight", (8, 8, 3, 3), indices=(ko, ci, kh, kw)),
+            Buffer("output", (1, 8, 4, 4), role="output", indices=(n, ko, oh, ow)),
+        ),
+        "sum",
+    )
+    space = SearchSpace(strided, device, SMALL)
+    verdict = check_candidate(strided, _base(space, knobs=knobs), device)
     assert not verdict.ok
     assert "buffer 'input' is indexed by the axis other than as one bare index" in str(verdict)
-    assert "[n, c, oh + kh, ow + kw]" in str(verdict)
+    assert "[n, c, 2 * oh + kh, 2 * ow + kw]" in str(verdict)
 
 
 def test_check_candidate_accepts_any_lowerable_knob_value(device):
