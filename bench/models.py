@@ -14,9 +14,11 @@ sequence 32) with 4 trials per workload, to check the benchmark end to end.
 Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
 
 1. ``laytune.plan.tune_model`` (what ``laytune tune-model`` runs) tunes each
-   distinct layout-critical workload for ``--trials`` trials, then the
-   conversions its plan runs, into ``--db`` (default: a scratch SQLite file);
-   its wall time is the tuning time. A database that holds the trials
+   distinct layout-critical workload with the epilogue its plan fuses for
+   ``--trials`` trials, then the conversions its plan runs, into ``--db``
+   (default: a scratch SQLite file); its wall time is the fused rows' tuning
+   time. Then ``tune_model(fuse=False)`` tunes the bare operators the unfused
+   plan runs, the same way, for the unfused row. A database that holds the trials
    already is reused, so the tuning time is then this run's (little or none).
 2. Four implementations, each checked against ONNX Runtime's outputs on the
    same random inputs (the largest absolute difference over the largest
@@ -106,6 +108,7 @@ class Outcome:
     words: str
     tuning_s: float
     tuning: Any
+    unfused_tuning_s: float
     implementations: list[Implementation]
     top_steps: list[tuple[str, float]]
     profiled_s: float
@@ -129,14 +132,17 @@ def onnx_runtime(model: Any) -> Callable[[dict[str, np.ndarray]], list[np.ndarra
     return lambda inputs: session.run(None, inputs)
 
 
-def tune(model: Any, device: Any, trials: int, database: str) -> tuple[Any, float]:
-    """``tune_model``'s outcome and its wall time; Ctrl-C stops the benchmark."""
+def tune(
+    model: Any, device: Any, trials: int, database: str, fuse: bool = True
+) -> tuple[Any, float]:
+    """``tune_model``'s outcome and its wall time (``fuse``: the fused
+    kernels, else the bare operators); Ctrl-C stops the benchmark."""
     import laytune
     from laytune.plan import tune_model
 
     start = time.perf_counter()
     tuning = tune_model(
-        model, device, options=laytune.TuneOptions(trials=trials), database=database
+        model, device, options=laytune.TuneOptions(trials=trials), database=database, fuse=fuse
     )
     elapsed = time.perf_counter() - start
     if tuning.interrupted:
@@ -172,6 +178,7 @@ def bench_model(
         f"{words}: {len(graph.ops)} operators; tuning {trials} trials per workload", file=sys.stderr
     )
     tuning, tuning_s = tune(graph, device, trials, database)
+    _, unfused_tuning_s = tune(graph, device, trials, database, fuse=False)
     ort = onnx_runtime(model)
     expected = [np.asarray(a, dtype=np.float64) for a in ort(inputs)]
     models = {
@@ -200,7 +207,15 @@ def bench_model(
         for m in models.values():
             m.close()
     return Outcome(
-        name, words, tuning_s, tuning, impls, steps[:TOP_STEPS], profile.device_median, plan_head
+        name,
+        words,
+        tuning_s,
+        tuning,
+        unfused_tuning_s,
+        impls,
+        steps[:TOP_STEPS],
+        profile.device_median,
+        plan_head,
     )
 
 
@@ -239,7 +254,10 @@ def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, l
     for o in outcomes:
         ort = o.implementations[0].median
         for impl in o.implementations:
-            tuned = impl.name.startswith("laytune planned")
+            tuned = {
+                "laytune planned, fused": o.tuning_s,
+                "laytune planned, unfused": o.unfused_tuning_s,
+            }.get(impl.name)
             rows.append(
                 [
                     o.words,
@@ -249,7 +267,7 @@ def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, l
                     f"{ort / impl.median:.2f}x",
                     impl.kernels,
                     f"{impl.error:.1e}",
-                    f"{o.tuning_s:.0f} s" if tuned else "-",
+                    "-" if tuned is None else f"{tuned:.0f} s",
                 ]
             )
     lines += _report.table(

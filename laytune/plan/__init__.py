@@ -43,6 +43,7 @@ from laytune.plan._model import (
     plan_model,
     random_inputs,
     tune_model,
+    tuned_workloads,
 )
 from laytune.plan._onnx import ONNX_OPS, from_onnx
 from laytune.plan._planner import Placement, Plan, PlanError, Version, plan_layouts
@@ -83,4 +84,5 @@ __all__ = [
     "random_inputs",
     "same_layout",
     "tune_model",
+    "tuned_workloads",
 ]

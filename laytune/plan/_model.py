@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from laytune.exceptions import ArgumentTypeError, PlanError
+from laytune.plan._fuse import fuse_epilogues
 from laytune.plan._graph import Graph
 from laytune.plan._onnx import from_onnx
 from laytune.plan._planner import Plan, plan_layouts
@@ -52,6 +53,7 @@ __all__ = [
     "plan_model",
     "random_inputs",
     "tune_model",
+    "tuned_workloads",
 ]
 
 
@@ -74,10 +76,14 @@ def critical_workloads(graph: Graph) -> list[CriticalWorkload]:
     one of them reads a constant there."""
     from laytune.search import classify
 
+    return _distinct(graph, [op for op in graph.ops if classify(op.workload) is not None])
+
+
+def _distinct(graph: Graph, critical: list[Any]) -> list[CriticalWorkload]:
+    """The distinct workloads of the operators ``critical`` of ``graph``, as
+    :func:`critical_workloads` says."""
     found: dict[str, CriticalWorkload] = {}
-    for op in graph.ops:
-        if classify(op.workload) is None:
-            continue
+    for op in critical:
         seen = found.get(op.workload.key)
         if seen is None:
             found[op.workload.key] = CriticalWorkload(op.workload, (op.name,))
@@ -87,6 +93,22 @@ def critical_workloads(graph: Graph) -> list[CriticalWorkload]:
             replace(seen.workload, weights=weights), (*seen.ops, op.name)
         )
     return sorted(found.values(), key=lambda c: -c.workload.flops)
+
+
+def tuned_workloads(graph: Graph, fuse: bool = True) -> list[CriticalWorkload]:
+    """The workloads :func:`tune_model` tunes: :func:`critical_workloads`
+    of ``graph``, or with ``fuse`` of ``graph`` with every layout-critical
+    operator's element-wise readers folded into it
+    (:func:`~laytune.plan.fuse_epilogues`), the kernels a plan made with
+    ``fuse=True`` runs: a fused operator's records are then its own, not the
+    bare operator's with an epilogue measured by nobody."""
+    if not fuse:
+        return critical_workloads(graph)
+    from laytune.search import classify
+
+    critical = {op.name for op in graph.ops if classify(op.workload) is not None}
+    fused, _ = fuse_epilogues(graph, critical)
+    return _distinct(fused, [op for op in fused.ops if op.name in critical])
 
 
 def plan_conversions(plan: Plan) -> list[Any]:
@@ -179,6 +201,7 @@ def tune_model(
     database: Any = None,
     progress: bool = True,
     say: Callable[[str], None] | None = None,
+    fuse: bool = True,
 ) -> ModelTuning:
     """Tune ``model`` (an ONNX path or ``ModelProto``, or a :class:`Graph`) on
     ``device`` (default: :func:`laytune.runners.default_device`) into
@@ -187,7 +210,10 @@ def tune_model(
     default 24 trials) applies to every job, ``options.trials`` being each
     workload's budget; its ``boundary`` and ``study_name`` must be unset
     (each workload has its own). ``progress``: the jobs' progress, and one
-    line per workload through ``say`` (default: stderr)."""
+    line per workload through ``say`` (default: stderr). ``fuse``: tune the
+    workloads as :func:`load_model` runs them with ``fuse=True``, each
+    layout-critical operator with the element-wise epilogue folded into it
+    (:func:`tuned_workloads`); False: the operators alone."""
     from laytune.records import DEFAULT_URL, RecordStore, open_database
     from laytune.runners import default_device, select_device
     from laytune.search import TuneOptions
@@ -203,7 +229,7 @@ def tune_model(
     opened = not isinstance(database, RecordStore)
     db = open_database(DEFAULT_URL if database is None else database)
     try:
-        return _tune_jobs(graph, device, db, opts, progress, say)
+        return _tune_jobs(graph, device, db, opts, progress, say, fuse)
     finally:
         if opened:
             db.close()
@@ -216,6 +242,7 @@ def _tune_jobs(
     opts: Any,
     progress: bool,
     say: Callable[[str], None] | None,
+    fuse: bool,
 ) -> ModelTuning:
     from laytune.records import Boundary
     from laytune.runners import Builder, Runner
@@ -264,7 +291,7 @@ def _tune_jobs(
 
     def tune_all() -> bool:
         """Every job; False when one was interrupted."""
-        critical = critical_workloads(graph)
+        critical = tuned_workloads(graph, fuse)
         for k, item in enumerate(critical, 1):
             if not run(item.workload, "operator", item.ops, f"[{k}/{len(critical)}]"):
                 return False
@@ -272,7 +299,7 @@ def _tune_jobs(
         # them may run other rewrites: plan again until every one it runs is tuned.
         seen: set[str] = set()
         for _ in range(_PLAN_ROUNDS):
-            plan = plan_layouts(graph, db, device.info, fuse=True)
+            plan = plan_layouts(graph, db, device.info, fuse=fuse)
             fresh = [w for w in plan_conversions(plan) if w.key not in seen]
             if not fresh:
                 break

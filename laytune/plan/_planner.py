@@ -679,6 +679,8 @@ def plan_layouts(
         found = lookup_options(source, op.workload.key, device.key, max(alternatives, 0))
         if records is not None:
             found = [measured_option(records, op.workload.key, device.key, o) for o in found]
+        if not found and fuse:
+            found = _fused_options(graph, op.name, source, device, alternatives)
         if not found:
             if wanted is not None:
                 raise PlanError(
@@ -817,6 +819,34 @@ def _fuse(
             f"epilogue fusion: {fusion.describe()}{origin}" + (f"; stopped: {why}" if why else "")
         )
     return graph
+
+
+def _fused_options(
+    graph: Graph, name: str, source: SourceLike, device: DeviceInfo, alternatives: int
+) -> list[Option]:
+    """The options the source offers operator ``name`` with its element-wise
+    readers folded in (as the fusing step folds them), each restricted to the
+    operator's own buffers: a model tuned fused (``tune_model``) has records
+    of the fused workloads only, and the bare operator runs the same knobs
+    and layouts without the epilogue."""
+    _, fusion, _ = fuse_into(graph, name)
+    if fusion is None:
+        return []
+    own = {b.name for b in graph.op(name).workload.buffers}
+    found = lookup_options(source, fusion.key, device.key, max(alternatives, 0))
+    return [
+        Option(
+            Candidate.make(
+                {k: v for k, v in o.candidate.layout_map.items() if k.split(".")[0] in own},
+                o.candidate.knob_map,
+                {k: v for k, v in o.candidate.pad_values if k in own},
+            ),
+            o.compute_s,
+            {k: v for k, v in o.conversions.items() if k[0] in own},
+            f"{o.origin}, of the fused {fusion.key}",
+        )
+        for o in found
+    ]
 
 
 def _with_epilogue(workload: Workload, options: Sequence[Option]) -> list[Option]:

@@ -97,17 +97,27 @@ def _is_product(workload: WorkloadLike) -> bool:
     )
 
 
+def _body_reads(workload: WorkloadLike) -> set[str]:
+    """The buffers the reduction's value reads (an epilogue's operands, a
+    fused bias or residual, are read after it and left out); every input
+    where the workload does not carry its statement."""
+    statement = getattr(workload, "statement", None)
+    if statement is None:
+        return {b.name for b in workload.buffers}
+    return {statement.value.lhs.buffer, statement.value.rhs.buffer}
+
+
 def classify(workload: WorkloadLike, windows_of_one: bool = False) -> Structure:
     """The form of ``workload``'s statement (see the module docstring).
 
     Reduce axes of extent one (a 1 x 1 convolution's window) are dropped from
     the indices, so such a statement is a contraction, unless
     ``windows_of_one`` keeps them as windows."""
-    inputs = [b for b in workload.buffers if b.role == "input"]
+    if not _is_product(workload):
+        return None
+    inputs = [b for b in workload.buffers if b.role == "input" and b.name in _body_reads(workload)]
     outputs = [b for b in workload.buffers if b.role == "output"]
     if workload.reduction != "sum" or len(inputs) != 2 or len(outputs) != 1:
-        return None
-    if not _is_product(workload):
         return None
     axes = workload.axes
     reduce = tuple(k for k, a in enumerate(axes) if a.kind == "reduce")

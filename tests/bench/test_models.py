@@ -50,7 +50,8 @@ def test_the_bert_layer_has_attention_and_an_erf_gelu_feed_forward() -> None:
 def _outcome(name: str, walls: dict[str, list[float]]) -> Outcome:
     impls = [Implementation(label, lambda: [], "7", 1e-7, times) for label, times in walls.items()]
     tuning = SimpleNamespace(jobs=[SimpleNamespace(kind="operator")] * 3, measured=24)
-    return Outcome(name, name, 12.0, tuning, impls, [("conv", 2e-3), ("add", 1e-3)], 4e-3, "plan")
+    steps = [("conv", 2e-3), ("add", 1e-3)]
+    return Outcome(name, name, 12.0, tuning, 9.0, impls, steps, 4e-3, "plan")
 
 
 def test_the_report_gives_each_implementation_its_ratio_to_onnx_runtime() -> None:
@@ -69,6 +70,7 @@ def test_the_report_gives_each_implementation_its_ratio_to_onnx_runtime() -> Non
     text = report([_outcome("tiny", walls)], args, device, "1.0")
     assert "`python -m bench.models --quick`" in text
     assert "| tiny | laytune planned, fused | 2.50 | 2.00 | 2.00x | 7 | 1.0e-07 | 12 s |" in text
+    assert "| tiny | laytune planned, unfused | 5.00 | 3.00 | 1.00x | 7 | 1.0e-07 | 9 s |" in text
     assert "| tiny | laytune per operator, logical layouts | 20.00 | 10.00 | 0.25x | 7 |" in text
     assert "Unfused / fused: 2.00x by the medians, 1.50x by the minima." in text
     assert "| conv | 2.00 | 50% |" in text

@@ -22,9 +22,16 @@ from laytune import ops
 from laytune.cli import main
 from laytune.exceptions import ArgumentTypeError, PlanError
 from laytune.ops import Workload
-from laytune.plan import Graph, critical_workloads, from_onnx, plan_conversions, plan_layouts
+from laytune.plan import (
+    Graph,
+    critical_workloads,
+    from_onnx,
+    plan_conversions,
+    plan_layouts,
+    tuned_workloads,
+)
 from laytune.records import open_database
-from laytune.search import TuneOptions
+from laytune.search import TuneOptions, classify
 from laytune.space import ConversionWorkload
 from tests import jobs
 from tests.plan.graphs import NCHW4C, conv_candidate, weights
@@ -84,6 +91,24 @@ def test_the_critical_workloads_of_the_tiny_model_are_its_conv_and_its_gemm_larg
     # the weights stay constant, as the operators mark them
     assert found[0].workload.weights == ("W",)
     assert found[1].workload.weights == ("B",)
+
+
+def test_a_model_is_tuned_with_the_epilogues_its_plan_fuses() -> None:
+    """tune_model measures the kernels load_model runs: the conv with its bias
+    and ReLU folded in, the gemm with its bias, classified by their products
+    (the epilogue's operands aside) and with their constants still weights."""
+    graph = from_onnx(tiny_model())
+    fused = tuned_workloads(graph)
+    bare = critical_workloads(graph)
+    assert [c.ops for c in fused] == [c.ops for c in bare] == [("c.conv",), ("logits.matmul",)]
+    for f, b in zip(fused, bare, strict=True):
+        assert f.workload.key.startswith(b.workload.key + "+epilogue[")
+        assert type(classify(f.workload)) is type(classify(b.workload))
+        assert set(b.workload.weights) < set(f.workload.weights)  # the bias is constant too
+    assert "max(" in fused[0].workload.key  # the ReLU
+    assert [c.workload.key for c in tuned_workloads(graph, fuse=False)] == [
+        c.workload.key for c in bare
+    ]
 
 
 def test_operators_of_one_key_are_tuned_once_with_the_weights_all_of_them_hold_constant() -> None:
@@ -246,8 +271,11 @@ def test_tune_model_tunes_each_workload_once_resumes_and_the_plan_runs_it(
     first = _laytune("tune-model", "model.onnx", "--trials", "2", "--batch", "2", "--db", url,
                      cwd=tmp_path)  # fmt: skip
     assert first.returncode == 0, first.stdout + first.stderr
-    conv = ops.conv2d(1, 3, 8, 8, 4, 3, stride=1, padding=1).key
-    gemm = ops.matmul(1, 10, 64).key
+    # the kernels load_model runs: the conv with its bias and ReLU, each Gemm
+    # with its bias, one key for both Gemms
+    conv, gemm = (c.workload.key for c in tuned_workloads(from_onnx(model)))
+    assert conv.startswith(ops.conv2d(1, 3, 8, 8, 4, 3, stride=1, padding=1).key + "+")
+    assert gemm.startswith(ops.matmul(1, 10, 64).key + "+")
     # progress per workload, the largest first
     assert f"[1/2] {conv} (c.conv)" in first.stderr
     assert f"[2/2] {gemm} (a.matmul, b.matmul)" in first.stderr
@@ -326,7 +354,7 @@ def test_an_interrupted_workload_ends_the_models_tuning_with_130(
     monkeypatch.chdir(tmp_path)
     onnx.save(tiny_model(), tmp_path / "model.onnx")
     assert main(["tune-model", "model.onnx", "--trials", "2", "--db", "sqlite:///t.db"]) == 130
-    conv = ops.conv2d(1, 3, 8, 8, 4, 3, stride=1, padding=1).key
+    conv = tuned_workloads(from_onnx(tiny_model()))[0].workload.key  # with its bias and ReLU
     assert stand_in.keys == [conv]  # the gemm is not tuned after the conv's stop
     out = capsys.readouterr()
     assert "(interrupted; every finished record is kept)" in out.out
@@ -348,7 +376,7 @@ def test_ctrl_c_stops_tune_model_with_130_keeping_its_records(tmp_path: Path) ->
     assert "interrupted; every finished record is kept" in out
     assert jobs.wait_for_session_end(job.pid, 10) == []
     assert jobs.integrity(db) == "ok"
-    conv = ops.conv2d(1, 3, 8, 8, 4, 3, stride=1, padding=1).key
+    conv = tuned_workloads(from_onnx(tiny_model()))[0].workload.key  # with its bias and ReLU
     records = open_database(db, create=False).records()
     assert len(records) >= 2 and {r.workload_key for r in records} == {conv}
 
