@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from laytune.codegen import lower
-from laytune.layout import block, identity, pad_rows
+from laytune.layout import block, identity, offsets_on, pad_rows
 from laytune.ops import Workload
 from laytune.search import standard_candidates
 from laytune.space import Candidate, SearchSpace, UnalignedVectorAccess, window_vector_dim
@@ -147,3 +147,29 @@ def test_a_depthwise_window_starts_with_vectors_along_its_output_columns(env: En
     inputs = _inputs()
     outputs, _ = run(env, program, inputs, build(env, program))
     np.testing.assert_allclose(outputs["Y"], workload.reference(inputs)["Y"], rtol=1e-4, atol=1e-4)
+
+
+def test_the_unaligned_check_on_the_reduced_box_agrees_with_every_element(env: Env) -> None:
+    """Decided on the layout's reduced box, the check agrees with the steps
+    between neighbours over the whole shape, for every layout the space
+    offers X (some keep rows contiguous, some break them)."""
+    workload = Workload.define(
+        "dw_agree",
+        STATEMENT,
+        {"n": 1, "c": 8, "oh": 24, "ow": 24, "kh": 3, "kw": 3},
+        {"X": (1, 8, 26, 26), "W": (8, 3, 3)},
+        weights=("W",),
+    )
+    verdicts = set()
+    for layout in SearchSpace(workload, env.info).layouts("X"):
+        if layout.image_rank == 2:
+            continue
+        offsets = offsets_on(layout.index_map, layout.shape, layout.shape)
+        for axis in (1, 2, 3):  # axis 0 has extent 1, under any width
+            whole = bool(np.all(np.diff(offsets, axis=axis) == 1))
+            assert UnalignedVectorAccess(axis, 4).check_layout(layout).ok == whole, (
+                layout.describe(),
+                axis,
+            )
+            verdicts.add((axis, whole))
+    assert (3, True) in verdicts and (3, False) in verdicts
