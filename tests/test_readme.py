@@ -153,10 +153,7 @@ def commands_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-# The two tests of the commands' folder share one worker, so that the folder
-# is made once: on two workers each made its own, 100 s each.
 @pytest.mark.slow
-@pytest.mark.xdist_group("readme")
 def test_the_laytune_commands_run_in_order(commands_run: Path) -> None:
     records = open_database(commands_run / "laytune.db", create=False).records()
     assert not [r.status for r in records if r.status in FAILED_TO_RUN]
@@ -172,7 +169,6 @@ def test_the_laytune_commands_run_in_order(commands_run: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("readme")
 def test_the_c_block_builds_and_runs_the_exported_kernel(
     commands_run: Path, tmp_path: Path
 ) -> None:
