@@ -826,15 +826,16 @@ def _fused_options(
 ) -> list[Option]:
     """The options the source offers operator ``name`` with its element-wise
     readers folded in (as the fusing step folds them), each restricted to the
-    operator's own buffers: a model tuned fused (``tune_model``) has records
-    of the fused workloads only, and the bare operator runs the same knobs
-    and layouts without the epilogue."""
+    operator's own buffers, those that lower: a model tuned fused
+    (``tune_model``) has records of the fused workloads only, and the bare
+    operator runs the same knobs and layouts without the epilogue."""
     _, fusion, _ = fuse_into(graph, name)
     if fusion is None:
         return []
-    own = {b.name for b in graph.op(name).workload.buffers}
+    workload = graph.op(name).workload
+    own = {b.name for b in workload.buffers}
     found = lookup_options(source, fusion.key, device.key, max(alternatives, 0))
-    return [
+    bare = [
         Option(
             Candidate.make(
                 {k: v for k, v in o.candidate.layout_map.items() if k.split(".")[0] in own},
@@ -847,6 +848,9 @@ def _fused_options(
         )
         for o in found
     ]
+    # a knob the epilogue's operand made valid (a sub-group read of a residual
+    # along the innermost axis) may not lower without it
+    return _lowerable(workload, bare, device)
 
 
 def _with_epilogue(workload: Workload, options: Sequence[Option]) -> list[Option]:

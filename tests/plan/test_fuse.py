@@ -22,7 +22,7 @@ from laytune.ops import Workload, from_key
 from laytune.plan import Graph, Plan, from_onnx, fuse_epilogues, plan_layouts
 from laytune.records import open_database
 from laytune.space import Candidate
-from tests.plan.graphs import conv_candidate, seed_graph, weights
+from tests.plan.graphs import NCHW4C, conv_candidate, seed_graph, weights
 from tests.plan.test_onnx import Model
 from tests.plan.test_weigh import _record, _records
 
@@ -269,3 +269,31 @@ def test_records_of_the_fused_workload_come_before_the_operators_own(tmp_path: P
     assert recorded.candidate("conv1") == own
     conv1 = {p.label: p for p in recorded.predictions}["conv1"]
     assert conv1.seconds == 0.5e-3 and conv1.source.startswith("record ")
+
+
+def _fused_only_source(knobs: dict[str, object] | None = None) -> tuple[Graph, dict]:
+    """conv_bias_relu with a source that holds a candidate of the fused
+    workload alone (what tune_model records), not of the bare conv."""
+    graph, source = conv_bias_relu()
+    (conv,) = [op for op in graph.ops if op.name == "conv1"]
+    fused = fuse_epilogues(graph, ["conv1"])[0].op("conv1").workload
+    bare = source[conv.workload.key]
+    layouts = dict(bare.layout_map)
+    for decl in fused.inputs:
+        layouts.setdefault(decl.name, L.identity(decl.shape))
+    return graph, {fused.key: Candidate.make(layouts, knobs or dict(bare.knob_map))}
+
+
+def test_an_operator_tuned_only_fused_is_frozen_and_fused_from_those_records() -> None:
+    graph, source = _fused_only_source()
+    plan = plan_layouts(graph, source, fuse=True)
+    assert {f.op for f in plan.fusions} == {"conv1"}
+    assert str(plan.candidate("conv1").layout("Y").index_map) == NCHW4C
+    # without fusing, the bare conv has no candidate of its own
+    assert not plan_layouts(graph, source).fusions
+
+
+def test_a_fused_record_the_bare_operator_cannot_lower_leaves_it_unfrozen_not_failed() -> None:
+    graph, source = _fused_only_source({"vector_axis": "no_such_axis", "vector": 4})
+    plan = plan_layouts(graph, source, fuse=True)  # no PlanError: nothing to freeze from
+    assert not plan.fusions
