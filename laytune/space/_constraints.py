@@ -341,8 +341,34 @@ def _row_start(row: int, tile: tuple[int, ...]) -> tuple[int, ...]:
 # -- the constraints ----------------------------------------------------------
 
 
+class _AlongAxis:
+    """What the vector accesses along one logical axis share: their fields'
+    checks, and :meth:`check` as :meth:`check_layout` on the layout's shape."""
+
+    axis: int
+    width: int
+
+    def __post_init__(self) -> None:
+        what = type(self).__name__
+        if isinstance(self.axis, bool) or not isinstance(self.axis, int):
+            raise LayoutError(f"{what}: axis must be an int, got {self.axis!r}")
+        if self.width not in VECTOR_WIDTHS[1:]:
+            raise LayoutError(
+                f"{what}: width must be one of {VECTOR_WIDTHS[1:]}, got {self.width!r}"
+            )
+
+    def check(
+        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
+    ) -> Verdict:
+        _check_shape(layout, logical_shape)
+        return self.check_layout(layout)
+
+    def check_layout(self, layout: Layout) -> Verdict:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class VectorAccess(Constraint):
+class VectorAccess(_AlongAxis, Constraint):
     """vloadN / vstoreN of ``width`` elements along logical ``axis``.
 
     Accepts when the axis extent is a multiple of ``width`` (and, for an
@@ -355,20 +381,6 @@ class VectorAccess(Constraint):
 
     axis: int
     width: int
-
-    def __post_init__(self) -> None:
-        if isinstance(self.axis, bool) or not isinstance(self.axis, int):
-            raise LayoutError(f"VectorAccess: axis must be an int, got {self.axis!r}")
-        if self.width not in VECTOR_WIDTHS[1:]:
-            raise LayoutError(
-                f"VectorAccess: width must be one of {VECTOR_WIDTHS[1:]}, got {self.width!r}"
-            )
-
-    def check(
-        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
-    ) -> Verdict:
-        _check_shape(layout, logical_shape)
-        return self.check_layout(layout)
 
     def check_layout(self, layout: Layout) -> Verdict:
         """:meth:`check` on the layout's own shape, decided on its reduced box
@@ -454,7 +466,7 @@ class VectorAccess(Constraint):
 
 
 @dataclass(frozen=True)
-class UnalignedVectorAccess(Constraint):
+class UnalignedVectorAccess(_AlongAxis, Constraint):
     """vloadN of ``width`` elements along logical ``axis`` from any start: the
     read of a window (``ow + kw``), whose vector of outputs ``ow0 ..
     ow0 + width - 1`` reads ``ow0 + kw ..``, a run that starts anywhere.
@@ -469,21 +481,6 @@ class UnalignedVectorAccess(Constraint):
 
     axis: int
     width: int
-
-    def __post_init__(self) -> None:
-        if isinstance(self.axis, bool) or not isinstance(self.axis, int):
-            raise LayoutError(f"UnalignedVectorAccess: axis must be an int, got {self.axis!r}")
-        if self.width not in VECTOR_WIDTHS[1:]:
-            raise LayoutError(
-                f"UnalignedVectorAccess: width must be one of {VECTOR_WIDTHS[1:]}, "
-                f"got {self.width!r}"
-            )
-
-    def check(
-        self, layout: Layout, logical_shape: Sequence[int], dtype: str, device: DeviceInfo
-    ) -> Verdict:
-        _check_shape(layout, logical_shape)
-        return self.check_layout(layout)
 
     def check_layout(self, layout: Layout) -> Verdict:
         """:meth:`check` on the layout's own shape."""

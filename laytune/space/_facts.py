@@ -164,29 +164,24 @@ def buffer_facts(
                 continue
             if dim is None:
                 accepted.add((axis, width))
-            elif isinstance(dim, str):
+                continue
+            if isinstance(dim, str):
                 window = window_vector_dim(workload, buf, axis)
                 if isinstance(window, str):
                     refused[(axis, width)] = f"{window} ({index_text(workload, buf)})"
                     continue
                 assert window is not None
-                verdict = UnalignedVectorAccess(window, width).check_layout(layout)
-                if verdict.ok:
-                    accepted.add((axis, width))
-                else:
-                    refused[(axis, width)] = (
-                        f"buffer {buf.name!r} layout {layout.describe()}: "
-                        + "; ".join(verdict.reasons[:2])
-                    )
+                access: VectorAccess | UnalignedVectorAccess = UnalignedVectorAccess(window, width)
             else:
-                verdict = VectorAccess(dim, width).check_layout(layout)
-                if verdict.ok:
-                    accepted.add((axis, width))
-                else:
-                    refused[(axis, width)] = (
-                        f"buffer {buf.name!r} layout {layout.describe()}: "
-                        + "; ".join(verdict.reasons[:2])
-                    )
+                access = VectorAccess(dim, width)
+            verdict = access.check_layout(layout)
+            if verdict.ok:
+                accepted.add((axis, width))
+            else:
+                refused[(axis, width)] = (
+                    f"buffer {buf.name!r} layout {layout.describe()}: "
+                    + "; ".join(verdict.reasons[:2])
+                )
     orders: tuple[tuple[str, bool, int], ...] = ()
     if buf.name in order_buffers(workload):
         keeps = keeps_logical_order(workload, buf, layout)
