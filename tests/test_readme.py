@@ -127,10 +127,8 @@ def test_a_python_block_runs_as_a_script(index: int, tmp_path: Path) -> None:
         assert records and not [r.status for r in records if r.status in FAILED_TO_RUN]
 
 
-@pytest.fixture(scope="module")
-def commands_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder where every laytune command of the README ran, in order."""
-    folder = tmp_path_factory.mktemp("readme")
+def run_the_commands(folder: Path) -> None:
+    """Every laytune command of the README, in order, in ``folder``."""
     for name, code in _module_files().items():
         (folder / name).write_text(code)
     for program, *words in _shell_lines(("laytune", "python")):
@@ -150,11 +148,17 @@ def commands_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             timeout=600,
         )
         assert done.returncode == 0, f"laytune {shlex.join(argv)}:\n{done.stdout}{done.stderr}"
-    return folder
 
 
 @pytest.mark.slow
-def test_the_laytune_commands_run_in_order(commands_run: Path) -> None:
+def test_the_laytune_commands_run_in_order_and_the_c_block_runs_their_export(
+    tmp_path: Path,
+) -> None:
+    """One test, so the commands run once (two tests sharing a fixture of
+    them ran it once per xdist worker, about 70 s each)."""
+    commands_run = tmp_path / "readme"
+    commands_run.mkdir()
+    run_the_commands(commands_run)
     records = open_database(commands_run / "laytune.db", create=False).records()
     assert not [r.status for r in records if r.status in FAILED_TO_RUN]
     assert {p.suffix for p in (commands_run / "build").iterdir()} >= {".cl", ".h", ".json", ".bin"}
@@ -166,12 +170,7 @@ def test_the_laytune_commands_run_in_order(commands_run: Path) -> None:
     model = open_database(commands_run / "model.db", create=False).records()
     assert {r.op for r in model if r.op != "convert"} == {"conv2d", "matmul"}
     assert len({r.study for r in model if r.op != "convert"}) == 2
-
-
-@pytest.mark.slow
-def test_the_c_block_builds_and_runs_the_exported_kernel(
-    commands_run: Path, tmp_path: Path
-) -> None:
+    # the README's C block builds the C host and runs the exported kernel
     compiler_or_skip(tmp_path)
     (block,) = [code for lang, code in BLOCKS if lang == "sh" and "host.c" in code]
     (commands_run / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
