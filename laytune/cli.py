@@ -860,6 +860,12 @@ def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
         status[0] = _run(argv, signals)
     except KeyboardInterrupt:  # a stop that came before _run's own handling
         status[0] = _stopped(signals)
+    except Exception:
+        if signals.first is None:
+            raise
+        # the stop's KeyboardInterrupt came inside an import or a C call that
+        # turned it into another error (numpy's import: an ImportError)
+        status[0] = _stopped(signals)
     except SystemExit as done:  # argparse: --help, a bad option
         status[0] = done.code if isinstance(done.code, int) else int(done.code is not None)
         raise
