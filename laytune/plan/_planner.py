@@ -101,7 +101,7 @@ from laytune.plan._rewrite import (
 )
 from laytune.plan._source import SourceLike
 from laytune.plan._weigh import weigh
-from laytune.space import Candidate, PadValue
+from laytune.space import Candidate, PadValue, local_buffer_name
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -834,11 +834,12 @@ def _fused_options(
         return []
     workload = graph.op(name).workload
     own = {b.name for b in workload.buffers}
+    laid_out = own | {local_buffer_name(b) for b in own}  # with their local tiles
     found = lookup_options(source, fusion.key, device.key, max(alternatives, 0))
     bare = [
         Option(
             Candidate.make(
-                {k: v for k, v in o.candidate.layout_map.items() if k.split(".")[0] in own},
+                {k: v for k, v in o.candidate.layout_map.items() if k in laid_out},
                 o.candidate.knob_map,
                 {k: v for k, v in o.candidate.pad_values if k in own},
             ),
