@@ -102,11 +102,10 @@ def tuned_workloads(graph: Graph, fuse: bool = True) -> list[CriticalWorkload]:
     (:func:`~laytune.plan.fuse_epilogues`), the kernels a plan made with
     ``fuse=True`` runs: a fused operator's records are then its own, not the
     bare operator's with an epilogue measured by nobody."""
+    bare = critical_workloads(graph)
     if not fuse:
-        return critical_workloads(graph)
-    from laytune.search import classify
-
-    critical = {op.name for op in graph.ops if classify(op.workload) is not None}
+        return bare
+    critical = {name for c in bare for name in c.ops}
     fused, _ = fuse_epilogues(graph, critical)
     return _distinct(fused, [op for op in fused.ops if op.name in critical])
 
