@@ -3,6 +3,7 @@ from an operator's name."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import pytest
@@ -146,3 +147,77 @@ def test_a_pointwise_convolution_gets_the_blocked_outer_product() -> None:
     first = starts[0]
     assert first.layout("X") == block((1, 64, 16, 16), 1, 16)
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("split")) == ("f", 16, 16)
+
+
+def _cached_cpu(cache: int) -> DeviceInfo:
+    return DeviceInfo(
+        platform_name="Hand",
+        device_name="Written CPU with a cache",
+        device_type="CPU",
+        compute_units=2,
+        max_work_group_size=8192,
+        max_work_item_sizes=(8192, 8192, 8192),
+        preferred_vector_widths=(("float", 16),),
+        last_level_cache_size=cache,
+    )
+
+
+@pytest.mark.parametrize(
+    ("workload", "cache"),
+    [
+        (ops.matmul(4096, 4096, 4096), 32 << 20),
+        (ops.matmul(4096, 4096, 4096), 2 << 20),
+        (ops.matmul(1024, 1024, 1024), 32 << 20),
+        (ops.matmul(1000, 1000, 1000), 32 << 20),
+        (_bmm(4, 256, 256, 512), 8 << 20),
+    ],
+)
+def test_contraction_starts_take_work_groups_whose_panels_fit_the_cache(
+    workload: Workload, cache: int
+) -> None:
+    space = SearchSpace(workload, _cached_cpu(cache))
+    form = classify(workload)
+    assert isinstance(form, Contraction)
+    reduced = workload.axes[form.reduce[0]].extent
+    rows, columns = (workload.axes[a].name for a in (form.rows, form.columns))
+    starts = [
+        c for c in standard_candidates(space, 6) if dict(c.knobs).get("vector_axis") == columns
+    ]
+    assert starts
+    for start in starts:
+        knobs = dict(start.knobs)
+        mr, nr = knobs[f"block.{rows}"], knobs[f"block.{columns}"]
+        blocks = (
+            -(-workload.axes[form.rows].extent // mr),
+            -(-workload.axes[form.columns].extent // nr),
+        )
+        group = (knobs[f"group.{rows}"], knobs[f"group.{columns}"])
+        fits = functools.partial(_group_fits, block=(mr, nr), blocks=blocks, k=reduced, cache=cache)
+        assert fits(group)
+        assert not fits((2 * group[0], group[1])) and not fits((group[0], 2 * group[1]))
+        others = [v for k, v in knobs.items() if k.startswith("group.")][:-2]
+        assert all(v == 1 for v in others)
+
+
+def _group_fits(
+    group: tuple[int, int], block: tuple[int, int], blocks: tuple[int, int], k: int, cache: int
+) -> bool:
+    """Both compute units' groups' float32 panels in half the cache, the
+    blocks divided by the group, two groups per compute unit, 256 items at most."""
+    (gr, gc), (mr, nr), (br, bc) = group, block, blocks
+    return (
+        2 * (gr * mr + gc * nr) * k * 4 <= cache // 2
+        and br % gr == 0
+        and bc % gc == 0
+        and br * bc // (gr * gc) >= 4
+        and gr * gc <= 256
+    )
+
+
+def test_contraction_starts_leave_the_work_group_to_the_driver_without_a_known_cache() -> None:
+    space = SearchSpace(ops.matmul(1024, 1024, 1024), _cpu())
+    starts = standard_candidates(space, 6)
+    assert starts
+    assert all(
+        all(v == 0 for k, v in dict(c.knobs).items() if k.startswith("group.")) for c in starts
+    )
