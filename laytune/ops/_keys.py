@@ -79,9 +79,13 @@ def shape_text(key: str) -> str:
     (permutation, axes, kernel, stride, ...) as ``name=value``, then the dtype
     when it is not float32: ``matmul(M=256,N=256,K=256;float32)`` gives
     ``"256x256x256"``, ``transpose(shape=64x32,perm=1x0;float32)`` gives
-    ``"64x32 perm=1x0"``. A key that is not of that form gives its text
+    ``"64x32 perm=1x0"``; a fused workload's key its operator's shape, then
+    ``+epilogue[...]``. A key that is not of that form gives its text
     between the parentheses.
     """
+    base, fused, epilogue = key.partition("+epilogue[")
+    if fused:  # a fused workload: its operator's shape, then what its stores apply
+        return f"{shape_text(base)} +epilogue[{epilogue}"
     try:
         _, params, dtype = parse_key(key)
     except UnknownWorkloadError:

@@ -126,6 +126,11 @@ def test_short_keys_name_the_operator_and_shape(workload, short: str) -> None:
     assert ops.shape_text(workload.key) == short.split(" ", 1)[1]
 
 
+def test_a_fused_key_is_shortened_to_its_operators_shape_and_epilogue() -> None:
+    key = ops.matmul(1, 10, 64).key + "+epilogue[(acc + B1[j])]"
+    assert ops.short_key(key) == "matmul 1x10x64 +epilogue[(acc + B1[j])]"
+
+
 def test_a_key_not_of_the_library_form_is_shortened_to_its_text() -> None:
     assert ops.short_key("mine(a, b)") == "mine a, b"
     assert ops.short_key("mine") == "mine"
