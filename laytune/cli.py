@@ -263,9 +263,11 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from laytune.plan import plan_model
+    from laytune.records import load_frozen
 
-    database = _open_existing(args.db)
-    print(plan_model(args.model, database, args.device, repeats=args.repeats))
+    # a frozen file (``freeze --model``) plans the model without the records
+    source = load_frozen(args.db) if args.db.endswith(".json") else _open_existing(args.db)
+    print(plan_model(args.model, source, args.device, repeats=args.repeats))
     return EXIT_OK
 
 
@@ -508,16 +510,27 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_freeze(args: argparse.Namespace) -> int:
     from laytune.ops import short_key
+    from laytune.plan import freeze_model
     from laytune.records import freeze, load_frozen
 
     db = _open_existing(args.db)
     if not db.best_records(device=args.device):
         print(f"no verified record in {db.safe_url} to freeze", file=sys.stderr)
         return EXIT_NO_RESULT
-    keys = None
-    if args.workload:
-        keys = sorted({key for name in args.workload for key in _match(db, name)})
-    path = freeze(db, args.out, workloads=keys, device=args.device)
+    if args.model:
+        if args.workload or args.device:
+            raise LaytuneError(
+                "freeze --model freezes what the model's plan runs on the default device "
+                "(LAYTUNE_DEVICE picks another); drop --workload and --device"
+            )
+        out = "laytune-model.json" if args.out is None else args.out
+        path = freeze_model(args.model, db, out, fuse=not args.no_fuse)
+    else:
+        keys = None
+        if args.workload:
+            keys = sorted({key for name in args.workload for key in _match(db, name)})
+        out = "laytune-frozen.json" if args.out is None else args.out
+        path = freeze(db, out, workloads=keys, device=args.device)
     frozen = load_frozen(path)
     print(f"froze {len(frozen)} workload(s) into {path}")
     for entry in frozen:
@@ -784,12 +797,24 @@ def _parser() -> argparse.ArgumentParser:
     db_option(show)
     show.set_defaults(run=_cmd_show)
 
-    freeze = commands.add_parser("freeze", help="write the best layouts to a frozen file")
-    freeze.add_argument("--out", default="laytune-frozen.json", help="(laytune-frozen.json)")
+    freeze = commands.add_parser(
+        "freeze",
+        help="write the best layouts to a frozen file",
+        epilog="With --model, the file holds the kernels the ONNX model's plan runs; "
+        "`laytune plan MODEL --db FILE.json` and laytune.load_model(MODEL, database=FILE.json) "
+        "plan the model from it without the records database.",
+    )
+    freeze.add_argument("--out", help="(laytune-frozen.json; with --model, laytune-model.json)")
     freeze.add_argument(
         "--workload", action="append", metavar="NAME", help="only this workload (repeatable)"
     )
     freeze.add_argument("--device", help="only this device key")
+    freeze.add_argument(
+        "--model", metavar="ONNX", help="freeze what this model's plan runs, as load_model plans it"
+    )
+    freeze.add_argument(
+        "--no-fuse", action="store_true", help="with --model: the plan without epilogue fusion"
+    )
     db_option(freeze)
     freeze.set_defaults(run=_cmd_freeze)
 

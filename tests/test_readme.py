@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from laytune.records import open_database
+from laytune.records import load_frozen, open_database
 from tests.test_c_host import compiler_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,6 +170,11 @@ def test_the_laytune_commands_run_in_order_and_the_c_block_runs_their_export(
     model = open_database(commands_run / "model.db", create=False).records()
     assert {r.op for r in model if r.op != "convert"} == {"conv2d", "matmul"}
     assert len({r.study for r in model if r.op != "convert"}) == 2
+    # and frozen: the kernels its plan runs, which `plan --db model.json` planned from
+    assert {e.workload_key.split("(")[0] for e in load_frozen(commands_run / "model.json")} == {
+        "conv2d",
+        "matmul",
+    }
     # the README's C block builds the C host and runs the exported kernel
     compiler_or_skip(tmp_path)
     (block,) = [code for lang, code in BLOCKS if lang == "sh" and "host.c" in code]

@@ -14,8 +14,9 @@ between operators, and only graph inputs and outputs cross to the host.
 :func:`from_onnx` turns an ONNX model into a :class:`Graph` (the ``onnx``
 extra), each node a workload written as a statement. :func:`tune_model`
 tunes a model's distinct layout-critical workloads and the conversions its
-plan runs, :func:`plan_model` plans and times it, and :func:`load_model`
-builds it as a callable :class:`Model`.
+plan runs, :func:`plan_model` plans and times it, :func:`load_model`
+builds it as a callable :class:`Model`, and :func:`freeze_model` keeps its
+plan's kernels in a frozen file that :func:`load_model` plans from alone.
 
 With ``fuse=True`` the planner folds the element-wise readers of each
 layout-critical operator into its kernel (:func:`fuse_epilogues`, a bias,
@@ -38,6 +39,7 @@ from laytune.plan._model import (
     ModelTuning,
     TunedWorkload,
     critical_workloads,
+    freeze_model,
     load_model,
     plan_conversions,
     plan_model,
@@ -76,6 +78,7 @@ __all__ = [
     "flow_layout",
     "from_onnx",
     "fuse_epilogues",
+    "freeze_model",
     "load_model",
     "lookup_candidate",
     "plan_conversions",

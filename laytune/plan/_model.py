@@ -1,5 +1,7 @@
 """A whole model, tuned, planned and run: :func:`tune_model`,
-:func:`plan_model` and :func:`load_model`.
+:func:`plan_model` and :func:`load_model`; :func:`freeze_model` keeps a
+model's plan in a frozen file, which production builds plan from without
+the records database.
 
 A model is an ONNX file or ``onnx.ModelProto`` (imported by
 :func:`~laytune.plan.from_onnx`) or a :class:`~laytune.plan.Graph`.
@@ -25,10 +27,12 @@ finished record kept) and ends the model's tuning there.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,6 +42,7 @@ from laytune.plan._fuse import fuse_epilogues
 from laytune.plan._graph import Graph
 from laytune.plan._onnx import from_onnx
 from laytune.plan._planner import Plan, plan_layouts
+from laytune.space import Candidate, local_buffer_name
 
 if TYPE_CHECKING:
     from laytune.plan._execute import CompiledPlan, PlanTiming
@@ -48,6 +53,7 @@ __all__ = [
     "ModelTuning",
     "TunedWorkload",
     "critical_workloads",
+    "freeze_model",
     "load_model",
     "plan_conversions",
     "plan_model",
@@ -324,11 +330,16 @@ def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def _open_records(database: Any) -> tuple[Any, bool]:
-    """The records store ``database`` names (None: none), and whether it was opened here."""
-    from laytune.records import RecordStore, open_database
+    """The layout source ``database`` names (None: none), and whether a store
+    was opened here: a records store or URL, or a frozen file
+    (:class:`~laytune.records.FrozenLayouts`, or the path of one, which
+    :func:`freeze_model` writes: a ``.json`` file)."""
+    from laytune.records import FrozenLayouts, RecordStore, load_frozen, open_database
 
-    if database is None or isinstance(database, RecordStore):
+    if database is None or isinstance(database, RecordStore | FrozenLayouts):
         return database, False
+    if isinstance(database, str | os.PathLike) and os.fspath(database).endswith(".json"):
+        return load_frozen(database), False
     return open_database(database, read_only=True), True
 
 
@@ -438,3 +449,73 @@ def load_model(model: Any, database: Any = None, device: Any = None, *, fuse: bo
         if opened:
             records.close()
     return Model(plan, compiled)
+
+
+def _recorded_choices(
+    plan: Plan, graph: Graph, records: Any, device_key: str
+) -> Iterator[tuple[str, Any]]:
+    """(workload key, candidate) of each operator ``plan`` froze, as recorded:
+    the fused workload's where a record of it exists, else the bare
+    operator's own buffers under its own key, from which the fusing step
+    derives the fused kernel again (records of the bare operators only)."""
+    from laytune.records._frozen import recorded
+
+    for placement in plan.placements:
+        if not placement.frozen:
+            continue
+        workload = plan.graph.op(placement.op).workload
+        if recorded(records, workload.key, device_key, placement.candidate) is not None:
+            yield workload.key, placement.candidate
+            continue
+        bare = graph.op(placement.op).workload
+        own = {b.name for b in bare.buffers}
+        laid_out = own | {local_buffer_name(b) for b in own}
+        candidate = placement.candidate
+        yield (
+            bare.key,
+            Candidate.make(
+                {k: v for k, v in candidate.layout_map.items() if k in laid_out},
+                candidate.knob_map,
+                {k: v for k, v in candidate.pad_values if k in own},
+            ),
+        )
+
+
+def freeze_model(
+    model: Any,
+    database: Any,
+    path: str | os.PathLike[str] = "laytune-model.json",
+    device: Any = None,
+    *,
+    fuse: bool = True,
+) -> Path:
+    """Freeze the kernels ``model``'s plan runs: plan it from the records of
+    ``database`` on ``device`` (default: :func:`laytune.runners.default_device`)
+    as :func:`load_model` does, and write each layout-critical operator's
+    candidate (the fused workload's, where the plan fused an epilogue) with its
+    record to the frozen file ``path``. ``load_model(model, database=path)``
+    and ``laytune plan MODEL --db path`` then plan the same model from that
+    file alone: the same candidates, so the same layouts, fusions and kernels,
+    with no records database. Returns the path."""
+    from laytune.records import freeze
+    from laytune.runners import default_device, select_device
+
+    graph = _graph_of(model)
+    device = default_device() if device is None else select_device(device)
+    records, opened = _open_records(database)
+    try:
+        if records is None or not hasattr(records, "lookup"):
+            raise ArgumentTypeError(
+                f"freeze_model plans from a records database, not {type(records).__name__}"
+            )
+        plan = _plan(graph, records, device, fuse)
+        chosen = dict(_recorded_choices(plan, graph, records, device.info.key))
+        if not chosen:
+            raise PlanError(
+                f"{records.safe_url} has no verified record of any layout-critical operator of "
+                f"{graph.name!r} on {device.info.name}: tune it first (laytune tune-model)"
+            )
+        return freeze(records, path, device=device.info.key, candidates=chosen)
+    finally:
+        if opened:
+            records.close()

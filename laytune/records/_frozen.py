@@ -179,6 +179,17 @@ class FrozenLayouts:
         known = ", ".join(sorted({e.workload_key for e in self.entries})) or "none"
         raise FrozenFileError(f"{self.path} has no layouts for {key} (it has: {known})")
 
+    def best_candidate(self, workload_key: str, device_key: str) -> Candidate | None:
+        """The frozen candidate of ``workload_key`` on ``device_key``, or None
+        where the file freezes nothing for that workload: a frozen file is a
+        layout source (:class:`laytune.plan.LayoutSource`), so a model plans
+        from it as from the records it was frozen from. A workload frozen
+        for another device only raises :class:`FrozenFileError`: planning
+        it in logical layouts instead would hide that the file does not fit."""
+        if not any(entry.workload_key == workload_key for entry in self.entries):
+            return None
+        return self.entry(workload_key, device_key).candidate
+
     def kernel(self, workload: Any, target: Any, *, queue: Any = None) -> ProgramExecutor:
         """A ready kernel for ``workload`` on ``target`` (a ``cl.Context``,
         ``cl.Device`` or laytune Device). Call it on logical numpy arrays (it
@@ -272,6 +283,46 @@ def _priced(record: Any, boundary: Any, conversions: Any) -> Any:
     return None if price is None else record.priced(price)
 
 
+def recorded(db: Any, workload_key: str, device_key: str, candidate: Candidate) -> Any:
+    """The verified record of ``candidate`` for ``workload_key`` on
+    ``device_key``, or None. A plan may ask for another value in the padding
+    than the record's (its readers need it): a record of the same layouts and
+    knobs is the same kernel, which the plan refines again."""
+    record = db.lookup(workload_key, device_key, candidate.key)
+    if record is not None and record.ok and record.value_s is not None:
+        return record
+    return next(
+        (
+            r
+            for r in db.records(workload=workload_key, device=device_key, status="ok")
+            if r.value_s is not None
+            and r.candidate.layout_map == candidate.layout_map
+            and r.candidate.knob_map == candidate.knob_map
+        ),
+        None,
+    )
+
+
+def _chosen(db: Any, candidates: Mapping[str, Candidate] | None, device_key: str | None) -> list:
+    """The verified records of ``candidates`` (workload key -> candidate) on ``device_key``."""
+    if candidates is None:
+        return []
+    if device_key is None:
+        raise FrozenFileError("freezing chosen candidates needs the device they were chosen for")
+    records = []
+    for key, candidate in candidates.items():
+        record = recorded(db, key, device_key, candidate)
+        if record is None:
+            raise FrozenFileError(
+                f"{db.safe_url} has no verified record of the candidate chosen for {key} "
+                f"on device {device_key} ({candidate.describe()})"
+            )
+        records.append(record)
+    if not records:
+        raise FrozenFileError("no candidates to freeze")
+    return records
+
+
 def freeze(
     database: Any,
     path: str | os.PathLike[str] = "laytune-frozen.json",
@@ -279,6 +330,7 @@ def freeze(
     workloads: Iterable[Any] | None = None,
     device: Any = None,
     boundaries: Mapping[Any, Any] | None = None,
+    candidates: Mapping[str, Candidate] | None = None,
 ) -> Path:
     """Write the best verified record per (workload, device) of ``database`` (a
     Database or URL) to ``path``; optionally only some workloads (Workloads or
@@ -292,7 +344,12 @@ def freeze(
     caller that holds ``A`` transposed); the entry's speed-ups are then
     priced under that boundary too. Each frozen program packs and unpacks
     with the device's best recorded conversion kernels where there are some
-    (:attr:`FrozenEntry.conversions`)."""
+    (:attr:`FrozenEntry.conversions`).
+
+    ``candidates`` (workload key -> candidate, with ``device``) freezes those
+    candidates' records instead of each workload's best, and only those: what a
+    model's plan chose (:func:`laytune.plan.freeze_model`). A candidate with
+    no verified record on the device raises FrozenFileError naming it."""
     from laytune.records._database import open_database
     from laytune.records._frame import reference_times
     from laytune.records._price import RecordedConversions, own_times
@@ -303,7 +360,7 @@ def freeze(
     device_key = None if device is None else _device_key(device)
     callers = _callers(boundaries or {})
     entries = []
-    for best in db.best_records(device=device_key):
+    for best in _chosen(db, candidates, device_key) or db.best_records(device=device_key):
         if wanted is not None and best.workload_key not in wanted:
             continue
         if wanted is None and best.op == CONVERSION_OP:
@@ -312,7 +369,8 @@ def freeze(
         caller = callers.get(best.workload_key)
         if caller is not None:
             recorded = RecordedConversions(db, best.device_key)
-            best = db.best(best.workload_key, best.device_key, boundary=caller) or best
+            if candidates is None:
+                best = db.best(best.workload_key, best.device_key, boundary=caller) or best
             references = [_priced(r, caller, recorded) for r in references]
             references = [r for r in references if r is not None]
         baseline, twin = reference_times(references, best.candidate)

@@ -300,7 +300,26 @@ def test_tune_model_tunes_each_workload_once_resumes_and_the_plan_runs_it(
     assert "frozen from the layout source" in shown.stdout
     assert "predicted" in shown.stdout and "measured" in shown.stdout
 
+    # the plan's kernels frozen: the model plans from the file alone, as from the records
+    frozen = _laytune("freeze", "--model", "model.onnx", "--db", url, cwd=tmp_path)
+    assert frozen.returncode == 0, frozen.stdout + frozen.stderr
+    assert "froze 2 workload(s) into laytune-model.json" in frozen.stdout
+    replayed = _laytune("plan", "model.onnx", "--db", "laytune-model.json", "--repeats", "3",
+                        cwd=tmp_path)  # fmt: skip
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert replayed.stdout.count("frozen from the layout source") == shown.stdout.count(
+        "frozen from the layout source"
+    )
     feeds = feeds_of(model)
+    with (
+        laytune.load_model(tmp_path / "model.onnx", database=url) as a,
+        laytune.load_model(
+            tmp_path / "model.onnx", database=str(tmp_path / "laytune-model.json")
+        ) as b,
+    ):
+        assert a.plan.placements == b.plan.placements and a.plan.versions == b.plan.versions
+        assert_close(b(**feeds), onnx_runtime(model, feeds))
+
     with laytune.load_model(tmp_path / "model.onnx", database=url) as loaded:
         assert {p.op for p in loaded.plan.placements if p.frozen} == {
             "c.conv",
