@@ -458,13 +458,13 @@ def _recorded_choices(
     the fused workload's where a record of it exists, else the bare
     operator's own buffers under its own key, from which the fusing step
     derives the fused kernel again (records of the bare operators only)."""
-    from laytune.records._frozen import recorded
+    from laytune.records import candidate_record
 
     for placement in plan.placements:
         if not placement.frozen:
             continue
         workload = plan.graph.op(placement.op).workload
-        if recorded(records, workload.key, device_key, placement.candidate) is not None:
+        if candidate_record(records, workload.key, device_key, placement.candidate) is not None:
             yield workload.key, placement.candidate
             continue
         bare = graph.op(placement.op).workload

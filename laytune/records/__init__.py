@@ -35,6 +35,7 @@ from laytune.records._frozen import (
     FROZEN_VERSION,
     FrozenEntry,
     FrozenLayouts,
+    candidate_record,
     freeze,
     load_frozen,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "best_priced",
     "boundary_text",
     "buffer_axis_names",
+    "candidate_record",
     "conversion_seconds",
     "default_boundary",
     "error_reason",

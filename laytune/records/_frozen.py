@@ -29,7 +29,14 @@ from laytune.layout import check_nesting
 from laytune.runners import ProgramExecutor, as_context
 from laytune.space import CONVERSION_OP, Candidate
 
-__all__ = ["FROZEN_VERSION", "FrozenEntry", "FrozenLayouts", "freeze", "load_frozen"]
+__all__ = [
+    "FROZEN_VERSION",
+    "FrozenEntry",
+    "FrozenLayouts",
+    "candidate_record",
+    "freeze",
+    "load_frozen",
+]
 
 FROZEN_VERSION = 1
 _FORMAT = "laytune-frozen"
@@ -283,7 +290,7 @@ def _priced(record: Any, boundary: Any, conversions: Any) -> Any:
     return None if price is None else record.priced(price)
 
 
-def recorded(db: Any, workload_key: str, device_key: str, candidate: Candidate) -> Any:
+def candidate_record(db: Any, workload_key: str, device_key: str, candidate: Candidate) -> Any:
     """The verified record of ``candidate`` for ``workload_key`` on
     ``device_key``, or None. A plan may ask for another value in the padding
     than the record's (its readers need it): a record of the same layouts and
@@ -311,7 +318,7 @@ def _chosen(db: Any, candidates: Mapping[str, Candidate] | None, device_key: str
         raise FrozenFileError("freezing chosen candidates needs the device they were chosen for")
     records = []
     for key, candidate in candidates.items():
-        record = recorded(db, key, device_key, candidate)
+        record = candidate_record(db, key, device_key, candidate)
         if record is None:
             raise FrozenFileError(
                 f"{db.safe_url} has no verified record of the candidate chosen for {key} "
