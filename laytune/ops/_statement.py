@@ -220,8 +220,10 @@ def parse_statement(text: str, axes: Sequence[str]) -> Statement:
     found, parser.reductions = parser.reductions, None
     if not found:
         return Statement(name, indices, outer, None, text.strip())
-    if len(found) > 1:
-        raise parser.error(value, "an epilogue wraps exactly one reduction, sum(...) or max(...)")
+    if any(other != found[0] for other in found[1:]):  # one reduction, used as often as needed
+        raise parser.error(
+            value, "an epilogue wraps one reduction, sum(...) or max(...), the same at each use"
+        )
     reduction, reduced = found[0]
     return Statement(name, indices, reduced, reduction, text.strip(), outer)
 

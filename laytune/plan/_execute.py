@@ -41,9 +41,9 @@ from laytune._cl_build import build_source
 from laytune.codegen import KernelProgram, Launch, lower, lower_conversion
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import ConfigError, LaytuneError, PlanError
-from laytune.layout import Layout, custom, evaluate, pack
-from laytune.ops import Load, Workload
+from laytune.layout import Layout, custom, pack
 from laytune.plan._rewrite import Rewrite, is_identity_layout
+from laytune.plan._sink import row_major_view
 from laytune.runners import image_format
 from laytune.space import ConversionWorkload
 
@@ -51,30 +51,6 @@ if TYPE_CHECKING:  # the planner compiles through this module
     from laytune.plan._planner import Plan, Version
 
 __all__ = ["CompiledPlan", "PlanTiming", "Step", "row_major_view"]
-
-
-def row_major_view(workload: Workload) -> bool:
-    """Whether ``workload`` copies its one input to its output element for
-    element in row-major order (``Y[d] = X[unflatten(flatten(d))]``: a
-    reshape, a flatten, a copy): for every output index ``d``, the input
-    element read has the row-major offset of ``d``. In logical layouts its
-    output is then its input's memory."""
-    stmt = workload.statement
-    if stmt.reduction is not None or not isinstance(stmt.value, Load):
-        return False
-    (source,) = workload.inputs
-    out = workload.output
-    if source.size != out.size or source.dtype != out.dtype:
-        return False
-    grid = np.indices(out.shape, dtype=np.int64).reshape(len(out.shape), -1)
-    args: list[Any] = [0] * len(workload.axes)
-    for d, index in enumerate(out.indices):
-        args[index.index] = grid[d]  # type: ignore[union-attr]
-    read = [np.broadcast_to(np.asarray(evaluate(e, args)), grid.shape[1:]) for e in source.indices]
-    if any((r < 0).any() or (r >= n).any() for r, n in zip(read, source.shape, strict=True)):
-        return False
-    offsets = np.ravel_multi_index(tuple(read), source.shape)
-    return bool((offsets == np.arange(out.size)).all())
 
 
 @dataclass(frozen=True)

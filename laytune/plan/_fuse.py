@@ -8,11 +8,14 @@ back. Everything is read off the statements' index expressions, no operator
 has its own rule:
 
 * the producer's statement has a reduction, and its result has exactly one
-  reader, which is not a graph output;
+  reader (at one port or several), and is not a graph output;
 * that reader has no reduction, the same dtype, and reads the result at
   exactly the indices it writes its own target with (element-wise over it);
   its other inputs are read at any index expressions of its axes (a
   broadcast such as ``B[c]``, a same-shape tensor such as a residual);
+* a row-major view in between (the reshapes around a stacked MatMul's
+  GEMM) is moved below its element-wise reader first (:func:`sink_view`),
+  which then reads the result itself;
 * the reader's value, with the result's load replaced by the producer's
   :class:`~laytune.ops.Accumulator` (or by the producer's epilogue so far)
   and its axes renamed to the producer's through the target indices, is the
@@ -47,6 +50,7 @@ from laytune.ops import (
     value_text,
 )
 from laytune.plan._graph import Graph, Op
+from laytune.plan._sink import row_major_view, sink_view
 
 __all__ = ["Fusion", "fuse_epilogues", "fuse_into", "fuse_workloads"]
 
@@ -80,12 +84,17 @@ def _base_key(workload: Workload) -> str:
 
 
 def fuse_workloads(
-    producer: Workload, reader: Workload, port: str
-) -> tuple[Workload, dict[str, str]]:
+    producer: Workload, reader: Workload, port: str | Collection[str]
+) -> tuple[Workload, dict[str, str], dict[str, str]]:
     """The workload that computes ``reader`` applied to ``producer``'s result,
-    read at ``reader``'s input ``port``, and the names its inputs have in it
-    (reader's input -> fused input). Raises :class:`PlanError` saying why
-    the reader is not an epilogue of the producer."""
+    read at ``reader``'s input ``port`` (or at each of several ports that
+    read it, as a GELU's two reads of its argument), and the names its other
+    inputs have in it (reader's input -> fused input), and the inputs that
+    repeat one of the producer's (fused input -> the producer's input it
+    reads again: the result used twice repeats the epilogue's operands).
+    Raises :class:`PlanError` saying why the reader is not an epilogue of
+    the producer."""
+    ports = {port} if isinstance(port, str) else set(port)
     what = f"{reader.name} cannot be fused into {producer.name}"
     if producer.reduction is None:
         raise PlanError(
@@ -97,14 +106,15 @@ def fuse_workloads(
         raise PlanError(
             f"{what}: it computes in {reader.dtype}, {producer.name} in {producer.dtype}"
         )
-    read, out = reader.buffer(port), reader.output
-    if read.indices != out.indices:
-        names = reader.axis_names
-        raise PlanError(
-            f"{what}: it reads {port}[{', '.join(to_text(i, names) for i in read.indices)}] "
-            f"where it writes {out.name}[{', '.join(to_text(i, names) for i in out.indices)}], "
-            "not element for element"
-        )
+    out = reader.output
+    for read in (reader.buffer(p) for p in sorted(ports)):
+        if read.indices != out.indices:
+            names = reader.axis_names
+            raise PlanError(
+                f"{what}: it reads {read.name}[{', '.join(to_text(i, names) for i in read.indices)}]"
+                f" where it writes {out.name}[{', '.join(to_text(i, names) for i in out.indices)}],"
+                " not element for element"
+            )
     # the reader's axis k is the producer's axis indexing the same target dimension
     names = producer.axis_names
     axes: list[Expr] = [Var(0)] * len(reader.axes)
@@ -114,7 +124,7 @@ def fuse_workloads(
     taken = {b.name for b in producer.buffers}
     renamed: dict[str, str] = {}
     for decl in reader.inputs:
-        if decl.name == port:
+        if decl.name in ports:
             continue
         name, count = decl.name, 1
         while name in taken:
@@ -122,18 +132,40 @@ def fuse_workloads(
         taken.add(name)
         renamed[decl.name] = name
     before: Value = producer.statement.epilogue or Accumulator()
+    shapes = {d.name: d.shape for d in producer.inputs}
+    # a buffer is read once per statement: the epilogue so far, used again (a
+    # GELU's two reads of its argument), reads its operands as new inputs
+    # bound to the same tensors (fused input -> the input it repeats)
+    again: dict[str, str] = {}
+
+    def repeated(load: Load) -> Load:
+        name, count = load.buffer, 1
+        while name in taken:
+            name, count = f"{load.buffer}{count}", count + 1
+        taken.add(name)
+        again[name] = load.buffer
+        return Load(name, load.indices)
+
+    uses = 0
 
     def moved(load: Load) -> Value:
-        if load.buffer == port:
-            return before
+        nonlocal uses
+        if load.buffer in ports:
+            uses += 1
+            return before if uses == 1 else replace_loads(before, repeated)
         return Load(renamed[load.buffer], tuple(substitute(i, axes) for i in load.indices))
 
     stmt = producer.statement
     epilogue = replace_loads(reader.statement.value, moved)
     fused = Statement(stmt.target, stmt.target_indices, stmt.value, stmt.reduction, "", epilogue)
-    inputs = {d.name: d.shape for d in producer.inputs}
-    inputs.update({renamed[d.name]: d.shape for d in reader.inputs if d.name != port})
-    weights = (*producer.weights, *(renamed[w] for w in reader.weights if w in renamed))
+    inputs = dict(shapes)
+    inputs.update({renamed[d.name]: d.shape for d in reader.inputs if d.name not in ports})
+    inputs.update({name: shapes[first] for name, first in again.items()})
+    weights = (
+        *producer.weights,
+        *(renamed[w] for w in reader.weights if w in renamed),
+        *(name for name, first in again.items() if first in producer.weights),
+    )
     base = _base_key(producer)
     try:
         name, params, _ = parse_key(base)
@@ -152,7 +184,7 @@ def fuse_workloads(
         )
     except LaytuneError as err:
         raise PlanError(f"{what}: the fused statement is refused: {err}") from None
-    return workload, renamed
+    return workload, renamed, again
 
 
 def fuse_into(
@@ -173,20 +205,30 @@ def fuse_into(
         if op.output in g.outputs:
             why = f"{op.output} is a graph output"
             break
-        if len(uses) != 1:
-            why = f"{op.output} has {len(uses)} readers"
+        readers = {reader for reader, _ in uses}
+        if len(readers) != 1:
+            why = f"{op.output} has {len(readers)} readers"
             break
-        reader_name, port = uses[0]
+        (reader_name,) = readers
+        ports = [port for _, port in uses]
         if reader_name in keep:
             why = f"{reader_name} is layout-critical itself"
             break
         reader = g.op(reader_name)
+        if row_major_view(reader.workload) and g.uses(reader.output):
+            try:  # a reshape in between: its element-wise reader runs before it
+                g = sink_view(g, reader_name)
+            except PlanError as err:
+                why = str(err)
+                break
+            continue
         try:
-            workload, renamed = fuse_workloads(op.workload, reader.workload, port)
+            workload, renamed, again = fuse_workloads(op.workload, reader.workload, ports)
         except PlanError as err:
             why = str(err)
             break
-        wired = op.inputs + tuple((renamed[p], t) for p, t in reader.inputs if p != port)
+        wired = op.inputs + tuple((renamed[p], t) for p, t in reader.inputs if p not in ports)
+        wired += tuple((name, dict(op.inputs)[first]) for name, first in again.items())
         fused = Op(name, workload, wired, reader.output)
         ops = [fused if o.name == reader_name else o for o in g.ops if o.name != name]
         tensors = {k: t for k, t in g.tensors.items() if k != op.output}

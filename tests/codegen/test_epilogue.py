@@ -52,7 +52,10 @@ def test_the_epilogue_is_parsed_around_the_reduction() -> None:
         Workload.define(
             "bad", "S[i] = sum(X[i, k]) + G[k]", {"i": 2, "k": 3}, {"X": (2, 3), "G": (3,)}
         )
-    with pytest.raises(StatementError, match="exactly one reduction"):
+    # one reduction used twice (a GELU of it) is one epilogue; two different ones are not
+    twice = parse_statement("S[i] = sum(X[i, k]) * erf(sum(X[i, k]))", ("i", "k"))
+    assert twice.reduction == "sum" and statement_text(twice, ("i", "k")).count("sum(") == 2
+    with pytest.raises(StatementError, match="wraps one reduction"):
         Workload.define(
             "bad",
             "S[i] = sum(X[i, k]) + sum(G[i, k])",

@@ -18,8 +18,10 @@ import pytest
 from laytune import layout as L
 from laytune import ops
 from laytune.codegen import GENERIC_DEVICE
+from laytune.exceptions import PlanError
 from laytune.ops import Workload, from_key
 from laytune.plan import Graph, Plan, from_onnx, fuse_epilogues, plan_layouts
+from laytune.plan._sink import sink_view
 from laytune.records import open_database
 from laytune.space import Candidate
 from tests.plan.graphs import NCHW4C, conv_candidate, seed_graph, weights
@@ -297,3 +299,69 @@ def test_a_fused_record_the_bare_operator_cannot_lower_leaves_it_unfrozen_not_fa
     graph, source = _fused_only_source({"vector_axis": "no_such_axis", "vector": 4})
     plan = plan_layouts(graph, source, fuse=True)  # no PlanError: nothing to freeze from
     assert not plan.fusions
+
+
+# -- through a row-major view ------------------------------------------------------
+
+
+def test_a_view_moves_below_its_element_wise_reader_with_the_same_reference() -> None:
+    """reshape (2, 3, 4) -> (6, 4), then a bias and a residual of the view's
+    shape: the add runs on (2, 3, 4) first, reading the residual at the
+    view's coordinates, then the view; the graph computes the same."""
+    g = Graph("view")
+    x = g.input("x", (2, 3, 4))
+    r = g.input("r", (6, 4))
+    y = g.apply(
+        Workload.define("flat", "Y[a, b] = X[(a * 4 + b) // 12, ((a * 4 + b) // 4) % 3, b]",
+                        {"a": 6, "b": 4}, {"X": (2, 3, 4)}),
+        "view", X=x,
+    )  # fmt: skip
+    y = g.apply(
+        Workload.define("add_bias", "Y[a, b] = X[a, b] + R[a, b] + B[b]", {"a": 6, "b": 4},
+                        {"X": (6, 4), "R": (6, 4), "B": (4,)}),
+        "add", X=y, R=r, B=g.constant("bias", weights((4,), 3)),
+    )  # fmt: skip
+    g.output(y)
+    sunk = sink_view(g, "view")
+    assert [op.name for op in sunk.ops] == ["add", "view"]
+    assert sunk.tensors["add.view"].shape == (2, 3, 4)
+    assert sunk.op("view").output == "add" and sunk.tensors["add"].shape == (6, 4)
+    rng = np.random.default_rng(0)
+    inputs = {"x": rng.standard_normal((2, 3, 4)), "r": rng.standard_normal((6, 4))}
+    inputs = {k: v.astype(np.float32) for k, v in inputs.items()}
+    np.testing.assert_array_equal(sunk.reference(inputs)["add"], g.reference(inputs)["add"])
+    with pytest.raises(PlanError, match="add is a graph output"):
+        sink_view(sunk, "view")  # the view now writes the graph's output
+    with pytest.raises(PlanError, match="not a row-major view"):
+        sink_view(g, "add")
+
+
+def test_a_stacked_matmul_takes_its_bias_gelu_and_residual_through_its_reshapes(
+    cl_context: cl.Context,
+) -> None:
+    """ONNX's (1, s, h) @ (h, n) imports as the library's matmul between two
+    reshapes; BERT's feed-forward bias, GELU (which reads its argument twice)
+    and residual add read the reshape. Fused, each GEMM takes them, and the
+    plan equals ONNX Runtime."""
+    s, h = 8, 16
+    m = Model(10)
+    x = m.node("Relu", ["x"])
+    f = m.node("Add", [m.node("MatMul", [x, m.weight((h, 2 * h))]), m.weight((2 * h,))])
+    f = m.node("Gelu", [f])
+    y = m.node("Add", [m.node("MatMul", [f, m.weight((2 * h, h))]), m.weight((h,))])
+    y = m.node("Add", [y, x], "out")
+    model = m.build({"x": (1, s, h)}, [y])
+    graph = from_onnx(model)
+    gemms = [op for op in graph.ops if op.workload.name == "matmul"]
+    source = {
+        op.workload.key: Candidate.make({b.name: L.identity(b.shape) for b in op.workload.buffers})
+        for op in gemms
+    }
+    plan = plan_layouts(graph, source, fuse=True)
+    assert [f.kinds for f in plan.fusions] == [("bias_add", "gelu"), ("bias_add", "add")]
+    assert not {op.workload.name for op in plan.graph.ops} & {"bias_add", "gelu", "add"}
+    feeds = {"x": np.random.default_rng(2).uniform(-1, 1, (1, s, h)).astype(np.float32)}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, feeds)
+    got, _ = _run(plan, cl_context, feeds)
+    np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
