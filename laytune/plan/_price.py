@@ -35,7 +35,7 @@ import numpy as np
 from laytune.layout import identity
 from laytune.plan._rewrite import Rewrite, is_identity_layout, same_layout
 from laytune.plan._source import SourceLike, lookup_candidate
-from laytune.records import RecordedConversions, conversion_seconds, measured_cold
+from laytune.records import FrozenLayouts, RecordedConversions, conversion_seconds, measured_cold
 from laytune.space import Candidate
 
 __all__ = [
@@ -100,7 +100,14 @@ def lookup_options(
     A records store offers its ``limit`` fastest verified kernels (by compute
     time, one per candidate) and the fastest whose non-weight buffers are in
     their logical layouts, the best end-to-end record (what
-    ``best_candidate`` freezes) first; any other source its one candidate."""
+    ``best_candidate`` freezes) first; a frozen file its candidate with the
+    kernel time it froze; any other source its one candidate."""
+    if isinstance(source, FrozenLayouts):  # its one candidate, with the kernel time it froze
+        found = lookup_candidate(source, workload_key, device_key)
+        if found is None:
+            return []
+        entry = source.entry(workload_key, device_key)
+        return [Option(found, entry.kernel_s, {}, f"frozen record {entry.record_id}")]
     if not is_store(source):
         found = lookup_candidate(source, workload_key, device_key)
         return [] if found is None else [Option(found)]

@@ -88,6 +88,13 @@ def test_a_frozen_model_plans_as_its_records_do(
     assert {e.workload_key for e in frozen} == fused_keys | (bare - fused_by)
     assert {e.time_s for e in frozen} == ({0.5e-3, 1e-3} if fused_keys else {1e-3})
     assert all(e.record_id is not None for e in frozen)
+
+    # the operators' predicted times come with the file: the records' kernel times
+    def kernels(plan):
+        return {p.label: p.seconds for p in plan.predictions if p.kind == "operator"}
+
+    assert kernels(from_file) == kernels(from_records)
+    assert any(p.source.startswith("frozen record") for p in from_file.predictions)
     # and the model runs from the file alone, as its graph's numpy reference says
     inputs = {"x": np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)}
     with laytune.load_model(graph, database=str(path), device=laytune_device, fuse=fuse) as model:
