@@ -17,6 +17,8 @@ the public names read nothing else of it.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -186,8 +188,18 @@ class Layout:
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> Layout:
         """Rebuild through the family's constructor (never by executing text)
-        and check that it gives the recorded index map."""
+        and check that it gives the recorded index map. Layouts are values:
+        one read back again (a record's layouts, read for every query of a
+        records database) is the one rebuilt before, from a bounded cache."""
         data = load_versioned(data, "layout", JSON_VERSION)
+        try:
+            text = json.dumps(data, sort_keys=True)
+        except (TypeError, ValueError):
+            return cls._from_json(data)
+        return _layout_from_text(text)
+
+    @classmethod
+    def _from_json(cls, data: Mapping[str, Any]) -> Layout:
         try:
             family = data["family"]
             shape = tuple(int(s) for s in data["shape"])
@@ -732,3 +744,9 @@ FAMILIES: Mapping[str, Callable[..., Layout]] = MappingProxyType(
 )
 """How a layout is rebuilt from its recorded family and parameters, by family
 name (``custom`` and compositions aside)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout_from_text(text: str) -> Layout:
+    """:meth:`Layout.from_json` of a canonical JSON text, rebuilt once."""
+    return Layout._from_json(json.loads(text))

@@ -22,6 +22,7 @@ Tables (prefixed ``laytune_``, beside optuna's):
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import shutil
@@ -663,7 +664,11 @@ def _stored_version(conn: sa.Connection) -> str | None:
     return None if row is None else row.value
 
 
+@functools.lru_cache(maxsize=4096)
 def _decode(record_id: int, body: str) -> Record:
+    """The record stored as ``body`` under ``record_id``; records are values,
+    so one read again (a plan queries the same workloads' records many
+    times) is the one decoded before, from a bounded cache."""
     try:
         record = Record.from_json(body)
     except RecordError as err:

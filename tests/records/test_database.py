@@ -138,6 +138,21 @@ def test_a_corrupt_row_in_the_database_names_its_id(db) -> None:
         db.get(1)
 
 
+def test_a_record_read_again_is_decoded_once_and_a_changed_row_again(db) -> None:
+    """Records are values: reading the same row twice gives the record decoded
+    the first time (a plan queries the same records many times); a row whose
+    body changed is decoded from its new body."""
+    db.add(record(candidate("pad"), 2e-6))
+    first, again = db.get(1), db.records()[0]
+    assert again is first
+    assert dict(first.candidate.layouts)["X"] is dict(again.candidate.layouts)["X"]
+    changed = json.loads(db._engine.connect().execute(sa.select(_records.c.body)).scalar())
+    changed["value_s"] = 3e-6
+    with db._engine.begin() as conn:
+        conn.execute(sa.update(_records).where(_records.c.id == 1).values(body=json.dumps(changed)))
+    assert db.get(1).value_s == 3e-6
+
+
 def test_a_record_drops_its_claim_row_in_its_transaction(db) -> None:
     """The claims a Database holds are rows; the contract itself is tested
     over every store in test_store.py."""
