@@ -351,7 +351,8 @@ def plan_model(
     model: Any, database: Any = None, device: Any = None, *, repeats: int = 10, fuse: bool = True
 ) -> Plan:
     """The plan of ``model`` from the records of ``database`` (a store or URL,
-    opened read-only; None: no records, identity layouts) on ``device``
+    opened read-only; a frozen file, as :func:`load_model` takes; None: no
+    records, identity layouts) on ``device``
     (default: :func:`laytune.runners.default_device`), compiled and profiled
     on random inputs (``repeats`` timed runs): the plan carries its predicted
     and measured times (``str(plan)`` shows both). ``fuse``: fold element-wise
@@ -430,8 +431,10 @@ class Model:
 
 def load_model(model: Any, database: Any = None, device: Any = None, *, fuse: bool = True) -> Model:
     """``model`` (an ONNX path or ``ModelProto``, or a :class:`Graph`) planned
-    from the records of ``database`` (a store or URL, opened read-only; None:
-    no records, identity layouts) and built on ``device`` (default:
+    from the records of ``database`` (a store or URL, opened read-only; a
+    frozen file that :func:`freeze_model` wrote, a ``.json`` path or
+    :class:`~laytune.records.FrozenLayouts`; None: no records, identity
+    layouts) and built on ``device`` (default:
     :func:`laytune.runners.default_device`), as a callable :class:`Model`;
     ``fuse``: fold element-wise epilogues (a bias, a ReLU, a residual add)
     into the operators they read, as ``plan_layouts(fuse=True)`` does."""
