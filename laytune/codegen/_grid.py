@@ -5,7 +5,10 @@ Three shapes, one per kind of grid the nest plans:
 
 * **logical** (``order="logical"``, unstaged): NDRange dimension ``d`` counts
   the register blocks of its axes; a block index ``b`` along axis ``k``
-  starts at ``b * block[k]`` (the last block may overshoot the extent).
+  starts at ``b * block[k]`` (the last block may overshoot the extent);
+  along a vector axis whose extent the vector does not divide, at
+  ``min(b * block[k], extent - block[k])``: the last block overlaps the one
+  before it and every point is inside, so that axis needs no test.
 * **staged**: a work-group computes one block of the staging plan; along a
   blocked axis the group id picks the block and the local id the work-item's
   register block in it, so the first point is
@@ -61,6 +64,14 @@ def _axis_value(scope: Scope, nest: Nest, k: int, value: Expr, lines: list[str])
         return Var(k)
     blk = scope.var(f"{w.axes[k].name}_blk", lo, hi)
     lines.append(f"const int {scope.name(blk)} = {scope.c(value)};")
+    extent = w.axes[k].extent
+    if nest.tile.vector_axis == k and extent % nest.tile.vector:
+        # overlapping last block: it starts at extent - block, every point inside
+        first = scope.var(f"{w.axes[k].name}0", 0, extent - block)
+        lines.append(
+            f"const int {scope.name(first)} = min({scope.name(blk)} * {block}, {extent - block});"
+        )
+        return Var(first.index)
     return Var(blk.index) * block
 
 

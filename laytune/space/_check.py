@@ -165,7 +165,8 @@ def implied_constraints(
 ) -> dict[str, tuple[Constraint, ...]]:
     """The per-buffer constraints a candidate's knobs and layouts imply:
     ``VectorAccess(dim, vector)`` for each buffer indexed by the vector axis
-    (along the ``vector_transpose`` axis for an input read across it), (and, with ``local_stage``, for the local tile of such an input along the
+    (``UnalignedVectorAccess`` where the vector does not divide the axis's
+    extent: overlapping last blocks), (along the ``vector_transpose`` axis for an input read across it), (and, with ``local_stage``, for the local tile of such an input along the
     matching tile dimension), ``Image2DRead(role)`` for each layout with an
     axis separator, ``LocalMemoryBudget()`` for each local buffer."""
     out: dict[str, list[Constraint]] = {}
@@ -195,6 +196,9 @@ def implied_constraints(
                 and not serves_vector(buf, layout, axis, vector)
             ):
                 dim = vector_dim(buf, across_axis)  # read along the transpose axis
+            if workload.axes[axis].extent % vector:  # overlapping last blocks: unaligned runs
+                out.setdefault(buf.name, []).append(UnalignedVectorAccess(dim, vector))
+                continue
             out.setdefault(buf.name, []).append(VectorAccess(dim, vector))  # type: ignore[arg-type]
         plan = usable_staging(workload)
         if candidate.knob("local_stage", False) is True and plan is not None:

@@ -75,7 +75,11 @@ class LayoutFacts:
     triples under which every buffer indexed by spatial axis ``v`` serves a
     vector of ``width`` along ``v`` either directly or, an input, through an
     in-register transpose of vectors read along spatial axis ``u``
-    (:func:`transposable`)."""
+    (:func:`transposable`). ``overlap``: the (spatial axis, width) pairs
+    whose width does not divide the axis's extent (but is within it) and
+    that every buffer indexed by the axis serves as unaligned runs
+    (``UnalignedVectorAccess``): the last register block along the axis
+    starts at ``extent - block``, overlapping the one before it."""
 
     vectors: frozenset[tuple[int, int]]
     padded: bool
@@ -83,6 +87,7 @@ class LayoutFacts:
     copies: tuple[TileCopyFacts, ...] = ()
     subgroups: frozenset[int] = frozenset(SUBGROUP_SIZES)
     crossed: frozenset[tuple[int, int, int]] = frozenset()
+    overlap: frozenset[tuple[int, int]] = frozenset()
 
     def merge(self, other: LayoutFacts) -> LayoutFacts:
         """The facts of two disjoint sets of buffers together."""
@@ -93,6 +98,7 @@ class LayoutFacts:
             self.copies + other.copies,
             self.subgroups & other.subgroups,
             self.crossed & other.crossed,
+            self.overlap & other.overlap,
         )
 
 
@@ -155,12 +161,19 @@ def buffer_facts(
     under ``staging``, the workload's usable plan), and for everything it
     refuses, why."""
     accepted: set[tuple[int, int]] = set()
+    overlap: set[tuple[int, int]] = set()
     refused: Refused = {}
     for axis in vector_axes(workload):
         extent = workload.axes[axis].extent
         dim = vector_dim(buf, axis)
         for width in VECTOR_WIDTHS[1:]:
             if extent % width:
+                if (axis, width) in all_overlapping(workload):
+                    why = _overlap_refused(workload, buf, layout, axis, width)
+                    if why:
+                        refused[(axis, width)] = why
+                    else:
+                        overlap.add((axis, width))
                 continue
             if dim is None:
                 accepted.add((axis, width))
@@ -212,8 +225,41 @@ def buffer_facts(
         for v, width, u in all_crossed(workload)
         if (v, width) in accepted or ((u, width) in accepted and transposable(buf, layout, v, u))
     )
-    facts = LayoutFacts(frozenset(accepted), layout.has_padding, orders, copies, subgroups, crossed)
+    facts = LayoutFacts(
+        frozenset(accepted),
+        layout.has_padding,
+        orders,
+        copies,
+        subgroups,
+        crossed,
+        frozenset(overlap),
+    )
     return facts, refused
+
+
+def _overlap_refused(
+    workload: WorkloadLike, buf: BufferLike, layout: Layout, axis: int, width: int
+) -> str:
+    """Why ``buf`` under ``layout`` cannot serve overlapping runs of
+    ``width`` along spatial axis ``axis`` (a width that does not divide
+    its extent); ``""`` when it can."""
+    dim = vector_dim(buf, axis)
+    if dim is None:
+        return ""
+    if isinstance(dim, str):
+        window = window_vector_dim(workload, buf, axis)
+        if isinstance(window, str):
+            return f"{window} ({index_text(workload, buf)})"
+        assert window is not None
+        dim = window
+    verdict = UnalignedVectorAccess(dim, width).check_layout(layout)
+    if verdict.ok:
+        return ""
+    return (
+        f"the last block overlaps the one before it, so buffer {buf.name!r} must hold "
+        f"unaligned runs of {width}, and its layout {layout.describe()} does not: "
+        + "; ".join(verdict.reasons[:2])
+    )
 
 
 def transposable(buf: BufferLike, layout: Layout, v: int, u: int) -> bool:
@@ -255,6 +301,18 @@ def all_vectors(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
     )
 
 
+def all_overlapping(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
+    """Every (spatial axis, width > 1) whose width does not divide the axis's
+    extent but fits in it: the vectors whose last block overlaps the one
+    before it (``LayoutFacts.overlap``)."""
+    return frozenset(
+        (axis, width)
+        for axis in spatial_axes(workload)
+        for width in VECTOR_WIDTHS[1:]
+        if workload.axes[axis].extent % width and width <= workload.axes[axis].extent
+    )
+
+
 def all_crossed(workload: WorkloadLike) -> frozenset[tuple[int, int, int]]:
     """Every ``(v, width, u)`` of two distinct spatial axes whose extents
     ``width`` divides, ``width`` one an in-register transpose takes."""
@@ -270,7 +328,13 @@ def all_crossed(workload: WorkloadLike) -> frozenset[tuple[int, int, int]]:
 
 def neutral_facts(workload: WorkloadLike) -> LayoutFacts:
     """The facts of no buffer: what merging the buffers' facts starts from."""
-    return LayoutFacts(all_vectors(workload), False, (), crossed=all_crossed(workload))
+    return LayoutFacts(
+        all_vectors(workload),
+        False,
+        (),
+        crossed=all_crossed(workload),
+        overlap=all_overlapping(workload),
+    )
 
 
 def facts_of(

@@ -58,6 +58,7 @@ JOINT_RULES = (
     "vector_access",
     "vector_transpose",
     "vector_block",
+    "vector_overlap",
     "order_scalar",
     "order_duplicates_logical",
     "register_budget",
@@ -95,7 +96,15 @@ JOINT_RULES = (
 where some buffer refuses the vector directly and every such buffer is an
 input that serves it along that axis, in an unstaged kernel.
 ``vector_block``: the blocks along the vector axis and the transpose axis are
-multiples of the width. ``order_scalar``: following a buffer's physical order
+multiples of the width. ``vector_overlap``: a width that does not divide
+the vector axis's extent runs the last register block along it from
+``extent - block`` (overlapping the block before it, whose outputs it
+computes and stores again, the same values: a statement never reads its
+output); it needs every buffer indexed by the axis to serve unaligned runs
+(``UnalignedVectorAccess``: unit stride along the axis, output included)
+(a block longer than the extent is no value of its knob), and refuses what reads or stores vectors
+at aligned positions or shares them across work-items: ``vector_transpose``,
+``local_stage``, ``subgroup`` and nontemporal stores. ``order_scalar``: following a buffer's physical order
 is scalar, one point per work-item. ``order_duplicates_logical``: following
 a buffer whose layout keeps the logical order is not offered.
 ``register_budget``: the register block holds at most the options'
@@ -228,7 +237,7 @@ class VectorAxisStep(Step):
 
 class VectorStep(Step):
     name = "vector"
-    reads = frozenset({"vector_axis", "@vectors", "@crossed"})
+    reads = frozenset({"vector_axis", "local_stage", "@vectors", "@crossed", "@overlap"})
 
     def __init__(self, setting: Setting, reasons: Callable[[int, int], str] | None) -> None:
         super().__init__(setting)
@@ -244,20 +253,51 @@ class VectorStep(Step):
         if value == 1:
             return [(None, "a vector_axis needs vector > 1 (vector 1 is written vector_axis '')")]
         axis = next(k for k, a in enumerate(self.s.workload.axes) if a.name == axis_name)
-        if self.s.extent(axis) % value:
-            return [
-                (
-                    None,
-                    f"vector {value} does not divide the extent {self.s.extent(axis)} of axis "
-                    f"{axis_name!r}",
-                )
-            ]
+        extent = self.s.extent(axis)
+        if extent % value and value > extent:
+            return [(None, f"vector {value} is wider than the extent {extent} of {axis_name!r}")]
+        if extent % value:
+            return self._overlap(state, axis, value)
         if (axis, value) not in state["@vectors"] and not any(
             (axis, value, u) in state["@crossed"] for u in spatial_axes(self.s.workload)
         ):
             why = self.reasons(axis, value) if self.reasons else ""
             return [("vector_access", f"vector {value} along {axis_name!r}: {why}".rstrip(": "))]
         return []
+
+    def _overlap(self, state: State, axis: int, value: int) -> list[Broken]:
+        """A width that does not divide the extent: overlapping last blocks."""
+        name, extent = self.s.axis_name(axis), self.s.extent(axis)
+        out: list[Broken] = []
+        if (axis, value) not in state["@overlap"]:
+            why = self.reasons(axis, value) if self.reasons else ""
+            out.append(
+                (
+                    "vector_overlap",
+                    "vector_overlap: "
+                    f"vector {value} does not divide the extent {extent} of {name!r}: "
+                    f"{why or 'some buffer indexed by it does not hold unaligned runs'}",
+                )
+            )
+        if state["local_stage"]:
+            out.append(
+                (
+                    "vector_overlap",
+                    "vector_overlap: "
+                    f"vector {value} does not divide the extent {extent} of {name!r}: a staged "
+                    "kernel's tiles are not read in overlapping runs",
+                )
+            )
+        return out
+
+
+def overlapping(setting: Setting, state: State) -> bool:
+    """Whether the chosen vector does not divide its axis's extent (the last
+    register block along it overlaps the one before it)."""
+    name = state.get("vector_axis")
+    if not name:
+        return False
+    return bool(setting.extent(axis_by_name(setting.workload, name)) % state["vector"])
 
 
 class VectorTransposeStep(Step):
@@ -266,7 +306,7 @@ class VectorTransposeStep(Step):
     :mod:`laytune.space._knobs`)."""
 
     name = "vector_transpose"
-    reads = frozenset({"vector_axis", "vector", "local_stage", "@vectors", "@crossed"})
+    reads = frozenset({"vector_axis", "vector", "local_stage", "@vectors", "@crossed", "@overlap"})
 
     def __init__(self, setting: Setting, reasons: Callable[[int, int], str] | None) -> None:
         super().__init__(setting)
@@ -280,6 +320,17 @@ class VectorTransposeStep(Step):
         if not axis_name:
             return [] if not value else [(None, "vector_transpose needs a vector_axis")]
         axis = axis_by_name(self.s.workload, axis_name)
+        if overlapping(self.s, state):
+            if not value:
+                return []  # the vector step decided
+            return [
+                (
+                    "vector_overlap",
+                    "vector_overlap: "
+                    f"vector {width} does not divide the extent {self.s.extent(axis)} of "
+                    f"{axis_name!r}: overlapping runs are read directly, not transposed",
+                )
+            ]
         direct = (axis, width) in state["@vectors"]
         if not value:
             if direct:
@@ -643,7 +694,15 @@ class SubgroupStep(Step):
         self.inner = spatial[-1] if spatial else None
         self.inputs = subgroup_inputs(w)
         self.reads = frozenset(
-            {"order", "local_stage", "copy", "vector_axis", "@subgroups", "#copy_subgroups"}
+            {
+                "order",
+                "local_stage",
+                "copy",
+                "vector_axis",
+                "vector",
+                "@subgroups",
+                "#copy_subgroups",
+            }
         )
 
     def values(self, state: State) -> Sequence[Any]:
@@ -654,6 +713,15 @@ class SubgroupStep(Step):
         copying = state["copy"] == "subgroup_block"
         if value == 0:
             return [(None, "copy 'subgroup_block' needs a sub-group size")] if copying else []
+        if overlapping(self.s, state):
+            return [
+                (
+                    "vector_overlap",
+                    "vector_overlap: "
+                    f"subgroup {value}: vector {state['vector']} does not divide the extent of "
+                    f"{state['vector_axis']!r}, and overlapping blocks run without sub-groups",
+                )
+            ]
         if staged and not copying:
             return [
                 (
@@ -880,7 +948,7 @@ class StoreStep(Step):
     """``store``: how the output's vectors are stored (see :mod:`laytune.space._knobs`)."""
 
     name = "store"
-    reads = frozenset({"vector_axis"})
+    reads = frozenset({"vector_axis", "vector"})
 
     def check(self, state: State, value: Any) -> list[Broken]:
         if value != "nontemporal":
@@ -897,6 +965,16 @@ class StoreStep(Step):
             )
         if not state["vector_axis"]:
             out.append(("nontemporal_store", "store 'nontemporal' stores vectors: no vector_axis"))
+        elif overlapping(self.s, state):
+            out.append(
+                (
+                    "vector_overlap",
+                    "vector_overlap: "
+                    f"store 'nontemporal' needs vectors aligned to their width; vector "
+                    f"{state['vector']} does not divide the extent of {state['vector_axis']!r}, "
+                    "so the last block's stores are unaligned",
+                )
+            )
         return out
 
 
@@ -946,6 +1024,7 @@ def facts_state(facts: LayoutFacts) -> State:
         "@orders": facts.orders,
         "@copies": facts.copies,
         "@subgroups": facts.subgroups,
+        "@overlap": facts.overlap,
     }
 
 
