@@ -286,6 +286,12 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
 # unaligned runs (``ow + kw``) that the neighbouring columns' windows share
 _COLUMN_BLOCKS = ((4, 2), (2, 2), (4, 1), (2, 4), (8, 1))
 
+# Rows of the depthwise start with one vector of the device's full lanes
+# along output columns whose extent the lanes do not divide (the last block
+# of columns overlaps the one before it): the hand kernel's shape
+# (bench/hand_depthwise.py: float16 along ow, 6 output rows per work-item).
+_TALL_ROWS = 6
+
 
 def _vector_width(lanes: int, extent: int) -> int:
     """The widest of ``lanes``, ``lanes / 2``, ... (down to 2) that divides
@@ -302,7 +308,10 @@ def _window_columns(
     it is, vectors along the output columns, a block of rows by vectors of
     columns per work-item; the activations' window reads are unaligned runs
     along their rows (the space allows them where the rows are contiguous
-    and the window stays inside)."""
+    and the window stays inside). Where the device's lanes do not divide the
+    output columns, the first start still takes all of them, one vector by
+    a tall block of rows, its last block of columns overlapping the one
+    before it (the space's ``vector_overlap``)."""
     workload = space.workload
     act = workload.buffer(form.activations)
     windowed = [
@@ -314,11 +323,23 @@ def _window_columns(
         and any(k in variables(e) for e in act.indices)
     ]
     lanes = simd_lanes(space.device)
-    vector = _vector_width(lanes, workload.axes[form.columns].extent)
-    if vector < 2:
-        return
+    extent = workload.axes[form.columns].extent
+    vector = _vector_width(lanes, extent)
     base = dict(space.identity().layouts)
     columns = _named(workload, form.columns)
+    if vector < lanes <= extent and windowed:  # full lanes, the last block overlapping
+        rows = min(_TALL_ROWS, workload.axes[windowed[-1]].extent)
+        yield (
+            base,
+            {
+                "vector_axis": columns,
+                "vector": lanes,
+                f"block.{columns}": lanes,
+                f"block.{_named(workload, windowed[-1])}": rows,
+            },
+        )
+    if vector < 2:
+        return
     for rows, vectors in _COLUMN_BLOCKS:
         if not _fits(rows * vectors, lanes):
             continue
@@ -398,14 +419,23 @@ def _derived(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, 
     along the output's contiguous axis (the contraction's form would run
     its vectors along the output columns, reading the input at shifted
     indices ``ow + kw``). A depthwise window also gets vectors along its
-    output columns, read from the activations as unaligned runs."""
+    output columns, read from the activations as unaligned runs: first of
+    all where the device's full lanes do not divide them (overlapping last
+    blocks, the hand kernel's shape), else after the direct convolution's."""
     form = classify(space.workload, windows_of_one=True)
     if isinstance(form, Contraction):
         yield from _contraction(space, form)
     elif isinstance(form, Window):
+        columns = _window_columns(space, form) if form.channels is None else iter(())
+        first = next(columns, None)  # depthwise: vectors along the output columns too,
+        along = space.workload.axes[form.columns].extent
+        if first is not None and along % first[1]["vector"]:
+            yield first  # the full lanes' overlapping start first
+            first = None
         yield from _window(space, form)
-        if form.channels is None:  # depthwise: also vectors along the output columns
-            yield from _window_columns(space, form)
+        if first is not None:
+            yield first
+        yield from columns
     else:
         yield from _reduction(space)
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from laytune.codegen import lower
-from laytune.layout import block, pad_rows, permute
+from laytune.layout import block, identity, pad_rows, permute
 from laytune.ops import Workload
+from laytune.search import standard_candidates
 from laytune.space import Candidate, SearchSpace
 from tests.codegen.harness import Env, build, run
 
@@ -173,3 +174,18 @@ def test_a_vector_wider_than_the_extent_stays_refused(env: Env) -> None:
     space = SearchSpace(workload, env.info)
     verdict = space.check(_candidate(space, vector_axis="i", vector=8, **{"block.i": 8}))
     assert not verdict.ok
+
+
+def test_the_depthwise_starts_take_the_full_lanes_first_with_a_tall_block(env: Env) -> None:
+    """Where the device's lanes do not divide the output columns, the first
+    derived start is the hand kernel's shape: identity layouts, one vector of
+    the full lanes along ``ow`` (its last block overlapping), a tall block
+    of output rows; it matches numpy."""
+    workload = _depthwise(23, rows=8)
+    space = SearchSpace(workload, env.info)
+    first = standard_candidates(space, 4)[0]
+    assert all(layout == identity(layout.shape) for _, layout in first.layouts)
+    lanes = first.knob("vector")
+    assert first.knob("vector_axis") == "ow" and lanes >= 8 and 23 % lanes
+    assert first.knob("block.ow") == lanes and first.knob("block.oh") == 6
+    _exact(env, workload, first)
