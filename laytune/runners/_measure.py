@@ -124,8 +124,10 @@ class DeviceSession:
     """A context and a profiling queue on one device, for one worker's life.
 
     It also keeps the device memory of the last candidate (handed out again
-    by :meth:`take_memory`), the cache-flush buffer and, per dtype, the host
-    array of one chunk that outputs are read back into. ``injected_statuses`` is for tests only: it maps a program
+    by :meth:`take_memory`), the cache-flush buffer, per dtype, the host
+    array of one chunk that outputs are read back into, and per prepared
+    workload the read-only device buffers made over its host inputs
+    (:meth:`shared_input`), until :meth:`drop_workload` or :meth:`close`. ``injected_statuses`` is for tests only: it maps a program
     name to the completion status its launches are reported to have, so a
     lost device can be provoked on a healthy one.
     """
@@ -144,6 +146,11 @@ class DeviceSession:
         self._flush_bytes = 0
         self._spares: dict[MemoryKey, list[cl.MemoryObject]] = {}
         self._chunk: dict[str, np.ndarray] = {}
+        # workload key -> input name -> (the host array, the buffer over it)
+        self._shared: dict[str, dict[str, tuple[np.ndarray, cl.Buffer]]] = {}
+        #: bytes of device memory this session has allocated for candidates
+        #: (shared inputs are not allocations: they are the host arrays)
+        self.allocated_bytes = 0
 
     def flush_buffer(self, nbytes: int | None) -> tuple[cl.Buffer, int]:
         if nbytes is None:
@@ -182,6 +189,56 @@ class DeviceSession:
                 obj.release()
         self._spares.clear()
 
+    def shared_input(self, workload: PreparedWorkload, spec: BufferSpec) -> cl.Buffer | None:
+        """The logical view of input ``spec``: a read-only buffer over the
+        workload's own host array (``USE_HOST_PTR``: no copy on a CPU device
+        when the array is aligned, see :func:`~laytune.runners._workload.aligned`),
+        made once per workload and input. None where the array cannot be
+        shared as it is (another dtype or shape, not contiguous, empty): the
+        caller then copies it into memory of its own, as before."""
+        array = workload.inputs.get(spec.name)
+        if (
+            spec.role != "input"
+            or not isinstance(array, np.ndarray)
+            or array.dtype != np.dtype(spec.dtype)
+            or array.shape != tuple(spec.shape)
+            or not array.flags.c_contiguous
+            or array.nbytes == 0
+        ):
+            return None
+        kept = self._shared.setdefault(workload.key, {})
+        entry = kept.get(spec.name)
+        if entry is not None:
+            if entry[0] is array:
+                return entry[1]
+            entry[1].release()  # another array under the same key: not ours any more
+            del kept[spec.name]
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR
+        try:
+            buffer = cl.Buffer(self.context, flags, hostbuf=array)
+        except (cl.Error, TypeError, ValueError):
+            return None
+        kept[spec.name] = (array, buffer)
+        return buffer
+
+    def shared_inputs(self) -> dict[str, tuple[str, ...]]:
+        """The inputs shared so far, per workload key (for tests and reports)."""
+        return {key: tuple(sorted(kept)) for key, kept in self._shared.items()}
+
+    def drop_workload(self, key: str) -> None:
+        """Release the buffers over the inputs of workload ``key``."""
+        for _, buffer in self._shared.pop(key, {}).values():
+            buffer.release()
+
+    def close(self) -> None:
+        """Release every device object the session keeps."""
+        for key in list(self._shared):
+            self.drop_workload(key)
+        self.release_spares()
+        if self._flush_buffer is not None:
+            self._flush_buffer.release()
+            self._flush_buffer = None
+
     def chunk_array(self, dtype: np.dtype) -> np.ndarray:
         """The host array of one comparison chunk of ``dtype`` that outputs
         are read back into, a chunk at a time, reused across candidates."""
@@ -195,7 +252,10 @@ class DeviceSession:
         if key[0] == "image":
             _, order, channel_type, width, height = key
             image_format = cl.ImageFormat(order, channel_type)
-            return cl.Image(self.context, flags, image_format, shape=(width, height))
+            image = cl.Image(self.context, flags, image_format, shape=(width, height))
+            self.allocated_bytes += int(image.size)
+            return image
+        self.allocated_bytes += key[1]
         return cl.Buffer(self.context, flags, key[1])
 
 
@@ -306,13 +366,27 @@ class _Buffers:
 
     A view is allocated when a launch names it; a buffer that no launch
     names keeps a logical view (its output then reads back as sentinels).
+    An input's logical view is the session's buffer over the workload's host
+    array where it can be (:meth:`DeviceSession.shared_input`): no memory of
+    the candidate's, never written, never handed to the next candidate.
     """
 
-    def __init__(self, session: DeviceSession, program: KernelProgram) -> None:
+    def __init__(
+        self,
+        session: DeviceSession,
+        program: KernelProgram,
+        workload: PreparedWorkload | None = None,
+    ) -> None:
         self.session = session
         wanted: list[tuple[tuple[str, str], MemoryKey]] = []
+        shared: dict[tuple[str, str], cl.MemoryObject] = {}
         for spec, view in device_views(program):
             itemsize = np.dtype(spec.dtype).itemsize
+            if view == "logical" and workload is not None and spec.role == "input":
+                over_host = session.shared_input(workload, spec)
+                if over_host is not None:
+                    shared[(spec.name, "logical")] = over_host
+                    continue
             if view == "logical":
                 nbytes = max(1, int(np.prod(spec.shape)) * itemsize)
                 wanted.append(((spec.name, "logical"), ("buffer", nbytes)))
@@ -338,6 +412,9 @@ class _Buffers:
         self.objects: dict[tuple[str, str], cl.MemoryObject] = dict(
             zip((view for view, _ in wanted), objects, strict=True)
         )
+        #: views over a host input, the session's: read only, never kept as spares
+        self.shared = frozenset(shared)
+        self.objects.update(shared)
         #: buffers whose logical view is their physical one (one allocation)
         self.aliased = frozenset(spec.name for spec in program.buffers if spec.aliased)
 
@@ -355,7 +432,7 @@ class _Buffers:
         value = _sentinel(np.dtype(spec.dtype))
         for view in views:
             obj = self.objects.get((spec.name, view))
-            if obj is None:
+            if obj is None or (spec.name, view) in self.shared:
                 continue
             if isinstance(obj, cl.Image):
                 width, height = spec.image_shape
@@ -366,7 +443,9 @@ class _Buffers:
 
     def release(self) -> None:
         """Hand the memory back to the session for the next candidate."""
-        self.session.keep_memory((self.keys[view], obj) for view, obj in self.objects.items())
+        self.session.keep_memory(
+            (self.keys[view], obj) for view, obj in self.objects.items() if view not in self.shared
+        )
         self.objects.clear()
 
 
@@ -548,7 +627,7 @@ def measure_candidate(
     max_error: float | None = None
     try:
         cl_program = _load_binary(session, program, binary)
-        buffers = _Buffers(session, program)
+        buffers = _Buffers(session, program, workload)
         stages = {
             "pack": _bind(cl_program, program.pack, buffers),
             "compute": _bind(cl_program, program.compute, buffers),
@@ -693,7 +772,9 @@ def _upload_inputs(
     session: DeviceSession, program: KernelProgram, buffers: _Buffers, workload: PreparedWorkload
 ) -> None:
     """Inputs into their logical views (and physical ones that no pack writes);
-    every other view of every buffer gets the sentinel."""
+    every other view of every buffer gets the sentinel. A logical view over
+    the host input itself (``buffers.shared``) already holds it: nothing is
+    copied into it or filled in it."""
     packed = {ref.buffer for launch in program.pack for ref in launch.args}
     queue = session.queue
     for spec in program.buffers:
@@ -716,7 +797,7 @@ def _upload_inputs(
         # Blocking copies: ``array`` may be a temporary conversion. An aliased
         # buffer has its physical view only, the logical array itself.
         logical = buffers.objects.get((spec.name, "logical"))
-        if logical is not None:
+        if logical is not None and (spec.name, "logical") not in buffers.shared:
             cl.enqueue_copy(queue, logical, array)
         physical = buffers.objects.get((spec.name, "physical"))
         if physical is None:

@@ -256,7 +256,7 @@ def worker_main(
     one_blas_thread()
     from laytune.runners._measure import DeviceSession, PreparedWorkload, measure_candidate
     from laytune.runners._results import ErrorKind
-    from laytune.runners._workload import input_seed
+    from laytune.runners._workload import aligned, input_seed
 
     def reply(*message: Any) -> None:
         conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
@@ -290,7 +290,11 @@ def worker_main(
         try:
             workload = pickle.loads(blob)
             seed = input_seed(base_seed, key)
-            inputs = dict(workload.make_inputs(seed))
+            # Aligned, so that a device buffer over an input is the array itself.
+            inputs = {
+                name: aligned(array) if isinstance(array, np.ndarray) else array
+                for name, array in workload.make_inputs(seed).items()
+            }
             references = kept_references(kept, key, seed)
             if references is None:
                 references = dict(workload.reference(inputs))
@@ -301,7 +305,8 @@ def worker_main(
             return f"preparing workload {key!r} raised:\n{traceback.format_exc()}"
         workloads[key] = PreparedWorkload(key, inputs, references, reduction_length, timed_cold)
         while len(workloads) > _WORKLOAD_CACHE_SIZE:
-            workloads.popitem(last=False)
+            dropped, _ = workloads.popitem(last=False)
+            session.drop_workload(dropped)
         return None
 
     while True:

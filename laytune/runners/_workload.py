@@ -7,7 +7,13 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["VerifiableWorkload", "input_seed"]
+__all__ = ["VerifiableWorkload", "aligned", "input_seed"]
+
+#: Where the measuring process puts the arrays of its inputs: a page. A device
+#: buffer made over an input (``USE_HOST_PTR``) is then the array itself on a
+#: CPU device: Intel's CPU runtime copies one that is not 64-byte aligned
+#: (numpy's large arrays lie 16 bytes past a page); Intel's GPU runtime wants a page.
+INPUT_ALIGNMENT = 4096
 
 
 @runtime_checkable
@@ -43,3 +49,16 @@ def input_seed(base_seed: int, workload_key: str) -> int:
     """The seed a workload's inputs are made with: stable across processes and runs."""
     digest = hashlib.sha256(f"{base_seed}:{workload_key}".encode()).digest()
     return int.from_bytes(digest[:4], "little")
+
+
+def aligned(array: np.ndarray, alignment: int = INPUT_ALIGNMENT) -> np.ndarray:
+    """``array`` itself where it is C-contiguous and starts on an ``alignment``
+    boundary, else a C-contiguous copy that does (the same values, dtype and
+    shape; its base holds a few spare bytes)."""
+    if array.flags.c_contiguous and array.ctypes.data % alignment == 0:
+        return array
+    raw = np.empty(array.nbytes + alignment, dtype=np.uint8)
+    start = -raw.ctypes.data % alignment
+    copy = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
