@@ -127,9 +127,10 @@ class DeviceSession:
     by :meth:`take_memory`), the cache-flush buffer, per dtype, the host
     array of one chunk that outputs are read back into, and per prepared
     workload the read-only device buffers made over its host inputs
-    (:meth:`shared_input`), until :meth:`drop_workload` or :meth:`close`. ``injected_statuses`` is for tests only: it maps a program
-    name to the completion status its launches are reported to have, so a
-    lost device can be provoked on a healthy one.
+    (:meth:`shared_input`), until :meth:`drop_workload` or :meth:`close`.
+    ``injected_statuses`` is for tests only: it maps a program name to the
+    completion status its launches are reported to have, so a lost device
+    can be provoked on a healthy one.
     """
 
     def __init__(
