@@ -23,7 +23,13 @@ The loop nest the knobs describe
 * ``vector_axis`` / ``vector``: the spatial axis along which accumulators,
   loads and stores are ``floatN`` vectors (``""`` and 1: scalar). Every
   buffer indexed by that axis must hold runs of N consecutive elements there
-  (``VectorAccess``), and the block along it is a multiple of N.
+  (``VectorAccess``), and the block along it is a multiple of N. A width
+  that does not divide the axis's extent (but fits in it) runs the last
+  block along it from ``extent - block``, overlapping the one before it
+  (its outputs computed and stored again, the same values), so no point
+  is outside; every buffer indexed by the axis must then hold runs that
+  start anywhere (``UnalignedVectorAccess``), in an unstaged kernel without
+  ``vector_transpose``, sub-groups or nontemporal stores (``vector_overlap``).
 * ``vector_transpose``: ``""``, or a spatial axis ``u``: an input that
   cannot serve vectors along ``vector_axis`` ``v`` but can along ``u`` (a
   transpose's ``X[j, i]`` under a vector along ``j``) is read in ``N``
