@@ -96,7 +96,9 @@ class Layout:
             self.index_map.validate(self.shape)
 
     # -- queries --------------------------------------------------------------
-    @property
+    # a layout is a value: the facts of its form are computed once (planning
+    # asks a layout whether it pads millions of times)
+    @functools.cached_property
     def physical_shape(self) -> Shape:
         return self.index_map.physical_shape(self.shape)
 
@@ -108,7 +110,7 @@ class Layout:
     def physical_size(self) -> int:
         return math.prod(self.physical_shape)
 
-    @property
+    @functools.cached_property
     def padding_count(self) -> int:
         return self.index_map.padding_count(self.shape)
 
@@ -117,7 +119,7 @@ class Layout:
         """Padding as a fraction of the physical buffer."""
         return self.padding_count / self.physical_size
 
-    @property
+    @functools.cached_property
     def has_padding(self) -> bool:
         return self.padding_count > 0
 
@@ -280,6 +282,15 @@ def _unflatten(flat: Expr, extents: Sequence[int]) -> list[Expr]:
 
 def identity(shape: Sequence[int]) -> Layout:
     """Row-major, as the logical shape: ``[i, j]``."""
+    key = tuple(shape)
+    if all(type(s) is int for s in key):  # anything else is checked (and refused) anew
+        return _identity(key)
+    return _make("identity", shape, lambda *x: list(x), lambda *p: list(p))
+
+
+@functools.lru_cache(maxsize=4096)
+def _identity(shape: tuple[int, ...]) -> Layout:
+    """:func:`identity`, made once per shape (a value; planning asks for it often)."""
     return _make("identity", shape, lambda *x: list(x), lambda *p: list(p))
 
 

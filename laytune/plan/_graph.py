@@ -147,15 +147,33 @@ class Graph:
         )
 
     # -- queries ----------------------------------------------------------------
+    def _index(self) -> tuple[dict[str, Op], dict[str, list[tuple[str, str]]]]:
+        """The operators by name and the (operator, port) readers of each
+        tensor: planning asks for them millions of times. Made again when the
+        list of operators is not the one they were made from (a graph grows
+        by appending; rewrites make new graphs)."""
+        ops = self.ops
+        key = (id(ops), len(ops))
+        index = self.__dict__.get("_op_index")
+        if index is None or index[0] != key:
+            readers: dict[str, list[tuple[str, str]]] = {}
+            for op in ops:
+                for port, tensor in op.inputs:
+                    readers.setdefault(tensor, []).append((op.name, port))
+            by_name = {op.name: op for op in reversed(ops)}  # the first of a name
+            index = (key, by_name, readers)
+            self.__dict__["_op_index"] = index
+        return index[1], index[2]
+
     def op(self, name: str) -> Op:
-        for op in self.ops:
-            if op.name == name:
-                return op
-        raise GraphError(f"graph {self.name!r} has no operator {name!r}")
+        found = self._index()[0].get(name)
+        if found is None:
+            raise GraphError(f"graph {self.name!r} has no operator {name!r}")
+        return found
 
     def uses(self, tensor: str) -> list[tuple[str, str]]:
         """(operator, port) pairs that read ``tensor``, in graph order."""
-        return [(op.name, port) for op in self.ops for port, t in op.inputs if t == tensor]
+        return list(self._index()[1].get(tensor, ()))
 
     def check_inputs(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The graph inputs of ``arrays`` as contiguous arrays of the declared shape and dtype."""
