@@ -469,6 +469,24 @@ def _plain(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, An
             yield layouts, knobs
 
 
+def _with_output_twins(workload: Any, layouts: Mapping[str, Layout]) -> dict[str, Layout]:
+    """``layouts`` with every input read at the output's own indices (a fused
+    residual ``R[n, f, oh, ow]`` beside ``Y[n, f, oh, ow]``) laid out as the
+    output: it is read where the output is stored, with the same vectors, so
+    a start that blocks the output (NCHW16c) is valid for the fused workload
+    too. Left as the recipe made it where the output keeps its identity."""
+    out = workload.output
+    mine = layouts.get(out.name)
+    if mine is None or mine.is_identity:
+        return dict(layouts)
+    twins = {
+        b.name: mine
+        for b in workload.inputs
+        if b.indices == out.indices and tuple(b.shape) == tuple(out.shape)
+    }
+    return {**layouts, **twins}
+
+
 def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
     """Up to ``limit`` standard starts that ``space`` holds, in the order of
     the module docstring: the identity baseline's neighbours first for
@@ -482,6 +500,7 @@ def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
     baseline = baseline_knobs(workload)
     for recipe in recipes:
         for layouts, knobs in recipe:
+            layouts = _with_output_twins(workload, layouts)
             candidate = Candidate.make(layouts, {**baseline, **knobs})
             replayed = params_of(space, candidate)
             if replayed is not None and replayed[1] not in found:
