@@ -474,7 +474,8 @@ def _with_output_twins(workload: Any, layouts: Mapping[str, Layout]) -> dict[str
     residual ``R[n, f, oh, ow]`` beside ``Y[n, f, oh, ow]``) laid out as the
     output: it is read where the output is stored, with the same vectors, so
     a start that blocks the output (NCHW16c) is valid for the fused workload
-    too. Left as the recipe made it where the output keeps its identity."""
+    too. Left as the recipe made it where the output keeps its identity; the
+    derived starts only (the plain ones vary each operand's layout on purpose)."""
     out = workload.output
     mine = layouts.get(out.name)
     if mine is None or mine.is_identity:
@@ -492,15 +493,15 @@ def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
     the module docstring: the identity baseline's neighbours first for
     workloads without classics."""
     workload = space.workload
+    derived = ((_with_output_twins(workload, lay), knobs) for lay, knobs in _derived(space))
     recipes: list[Iterator[tuple[Mapping[str, Layout], Mapping[str, Any]]]] = [
-        _derived(space),
+        derived,
         _plain(space),
     ]
     found: list[Candidate] = []
     baseline = baseline_knobs(workload)
     for recipe in recipes:
         for layouts, knobs in recipe:
-            layouts = _with_output_twins(workload, layouts)
             candidate = Candidate.make(layouts, {**baseline, **knobs})
             replayed = params_of(space, candidate)
             if replayed is not None and replayed[1] not in found:
