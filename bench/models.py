@@ -33,7 +33,9 @@ Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
 **Times.** End-to-end wall time of one inference with the inputs and
 outputs on the host (``model(**inputs)``, ``session.run(None, inputs)``):
 after two warm-up runs, ``--repeats`` rounds in which each implementation
-runs once, interleaved so that the host's load falls on all alike (an
+runs twice and its second run is timed (ONNX Runtime's threads spin on
+the cores for a while after a run, which would slow the next
+implementation's), interleaved so that the host's load falls on all alike (an
 implementation slower than a second a run is timed in the first three rounds
 only); medians and minima. Then the fused plan is profiled
 (``CompiledPlan.profile``: OpenCL events per launch, medians) and its
@@ -152,7 +154,12 @@ def tune(
 
 
 def time_all(implementations: Sequence[Implementation], rounds: int) -> None:
-    """Two warm-up runs each, then ``rounds`` interleaved rounds of one run each."""
+    """Two warm-up runs each, then ``rounds`` interleaved rounds in which
+    each implementation runs once untimed and once timed: ONNX Runtime's
+    thread pool spins on the cores for a while after a run returns, which
+    slowed whichever implementation ran next by about 80 % (ResNet-18:
+    laytune 20.5 ms alone, 37.4 ms right after ONNX Runtime), so each timed
+    run follows a run of its own."""
     for impl in implementations:
         for _ in range(2):
             impl.run()
@@ -160,6 +167,7 @@ def time_all(implementations: Sequence[Implementation], rounds: int) -> None:
         for impl in implementations:
             if r >= SLOW_ROUNDS and impl.walls and impl.median > SLOW_S:
                 continue
+            impl.run()
             start = time.perf_counter()
             impl.run()
             impl.walls.append(time.perf_counter() - start)
@@ -243,7 +251,8 @@ def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, l
         *_report.environment(device),
         f"- load average {load}",
         f"- {args.trials} trials per workload, default strategy; {args.repeats} interleaved "
-        "rounds after 2 warm-up runs (an implementation slower than 1 s a run: the first 3)",
+        "rounds after 2 warm-up runs, each timing an implementation's second run in a row "
+        "(an implementation slower than 1 s a run: the first 3)",
         "",
         "Wall time of one inference, inputs and outputs on the host; ORT / it above 1: "
         "faster than ONNX Runtime. Error: the largest absolute difference from ONNX "
