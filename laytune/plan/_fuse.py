@@ -51,8 +51,9 @@ from laytune.ops import (
 )
 from laytune.plan._graph import Graph, Op
 from laytune.plan._sink import row_major_view, sink_view
+from laytune.space import Candidate, local_buffer_name
 
-__all__ = ["Fusion", "fuse_epilogues", "fuse_into", "fuse_workloads"]
+__all__ = ["Fusion", "bare_candidate", "fuse_epilogues", "fuse_into", "fuse_workloads"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,20 @@ class Fusion:
     def describe(self) -> str:
         folded = ", ".join(f"{a} ({k})" for a, k in zip(self.absorbed, self.kinds, strict=True))
         return f"{self.op} runs {folded} in its epilogue: store {self.epilogue}"
+
+
+def bare_candidate(workload: Workload, candidate: Candidate) -> Candidate:
+    """``candidate`` of a fused workload restricted to the bare operator
+    ``workload``: the layouts of its own buffers and of their local tiles,
+    its knobs, and the padding values of its own buffers; the epilogue's
+    operands left out."""
+    own = {b.name for b in workload.buffers}
+    laid_out = own | {local_buffer_name(b) for b in own}
+    return Candidate.make(
+        {k: v for k, v in candidate.layout_map.items() if k in laid_out},
+        candidate.knob_map,
+        {k: v for k, v in candidate.pad_values if k in own},
+    )
 
 
 def _base_key(workload: Workload) -> str:

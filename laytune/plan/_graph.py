@@ -107,9 +107,7 @@ class Graph:
         by buffer name); returns the value it produces, named ``name`` (default:
         the workload's name and a counter)."""
         if name is None:
-            name, count = workload.name, 1
-            while name in self.tensors:
-                name, count = f"{workload.name}{count}", count + 1
+            name = self.fresh_name(workload.name)
         ports = {decl.name: decl for decl in workload.inputs}
         missing, unknown = _mismatch(ports, inputs)
         if unknown or missing:
@@ -145,6 +143,13 @@ class Graph:
         return Graph(
             self.name, dict(self.tensors), list(self.ops), list(self.outputs), dict(self.constants)
         )
+
+    def fresh_name(self, base: str) -> str:
+        """``base``, or ``base`` with the first counter that names no tensor yet."""
+        name, count = base, 1
+        while name in self.tensors:
+            name, count = f"{base}{count}", count + 1
+        return name
 
     # -- queries ----------------------------------------------------------------
     def _index(self) -> tuple[dict[str, Op], dict[str, list[tuple[str, str]]]]:

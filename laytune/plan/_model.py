@@ -38,11 +38,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from laytune.exceptions import ArgumentTypeError, PlanError
-from laytune.plan._fuse import fuse_epilogues
+from laytune.plan._fuse import bare_candidate, fuse_epilogues
 from laytune.plan._graph import Graph
 from laytune.plan._onnx import from_onnx
 from laytune.plan._planner import Plan, plan_layouts
-from laytune.space import Candidate, local_buffer_name
 
 if TYPE_CHECKING:
     from laytune.plan._execute import CompiledPlan, PlanTiming
@@ -471,17 +470,7 @@ def _recorded_choices(
             yield workload.key, placement.candidate
             continue
         bare = graph.op(placement.op).workload
-        own = {b.name for b in bare.buffers}
-        laid_out = own | {local_buffer_name(b) for b in own}
-        candidate = placement.candidate
-        yield (
-            bare.key,
-            Candidate.make(
-                {k: v for k, v in candidate.layout_map.items() if k in laid_out},
-                candidate.knob_map,
-                {k: v for k, v in candidate.pad_values if k in own},
-            ),
-        )
+        yield bare.key, bare_candidate(bare, placement.candidate)
 
 
 def freeze_model(

@@ -80,7 +80,7 @@ from laytune.layout import Layout, identity
 from laytune.ops import Workload
 from laytune.plan._execute import CompiledPlan, PlanTiming
 from laytune.plan._flow import FlowError, flow_layout
-from laytune.plan._fuse import Fusion, fuse_into
+from laytune.plan._fuse import Fusion, bare_candidate, fuse_into
 from laytune.plan._graph import Graph
 from laytune.plan._knobs import planned_kernel
 from laytune.plan._price import (
@@ -101,7 +101,7 @@ from laytune.plan._rewrite import (
 )
 from laytune.plan._source import SourceLike
 from laytune.plan._weigh import weigh
-from laytune.space import Candidate, PadValue, local_buffer_name
+from laytune.space import Candidate, PadValue
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -834,15 +834,10 @@ def _fused_options(
         return []
     workload = graph.op(name).workload
     own = {b.name for b in workload.buffers}
-    laid_out = own | {local_buffer_name(b) for b in own}  # with their local tiles
     found = lookup_options(source, fusion.key, device.key, max(alternatives, 0))
     bare = [
         Option(
-            Candidate.make(
-                {k: v for k, v in o.candidate.layout_map.items() if k in laid_out},
-                o.candidate.knob_map,
-                {k: v for k, v in o.candidate.pad_values if k in own},
-            ),
+            bare_candidate(workload, o.candidate),
             o.compute_s,
             {k: v for k, v in o.conversions.items() if k[0] in own},
             f"{o.origin}, of the fused {fusion.key}",

@@ -70,13 +70,6 @@ def _coordinates(src: tuple[int, ...], dst: tuple[int, ...], axes: list[Var]) ->
     return out
 
 
-def _unique(graph: Graph, name: str) -> str:
-    found, count = name, 1
-    while found in graph.tensors:
-        found, count = f"{name}{count}", count + 1
-    return found
-
-
 def sink_view(graph: Graph, view: str) -> Graph:
     """``graph`` with the one element-wise reader ``E`` (at one port or
     several) of the row-major view
@@ -135,7 +128,7 @@ def sink_view(graph: Graph, view: str) -> Graph:
         )
     except LaytuneError as err:
         raise PlanError(f"{what}: {reader_name} over {src} is refused: {err}") from None
-    middle = _unique(graph, f"{reader.output}.{view}")
+    middle = graph.fresh_name(f"{reader.output}.{view}")
     wired = tuple((p, source if p in ports else t) for p, t in reader.inputs)
     first = Op(reader.name, before, wired, middle)
     then = Op(op.name, op.workload, ((op.inputs[0][0], middle),), reader.output)
