@@ -513,16 +513,16 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
     from laytune.plan import freeze_model
     from laytune.records import freeze, load_frozen
 
+    if args.model and (args.workload or args.device):
+        raise LaytuneError(
+            "freeze --model freezes what the model's plan runs on the default device "
+            "(LAYTUNE_DEVICE picks another); drop --workload and --device"
+        )
     db = _open_existing(args.db)
     if not db.best_records(device=args.device):
         print(f"no verified record in {db.safe_url} to freeze", file=sys.stderr)
         return EXIT_NO_RESULT
     if args.model:
-        if args.workload or args.device:
-            raise LaytuneError(
-                "freeze --model freezes what the model's plan runs on the default device "
-                "(LAYTUNE_DEVICE picks another); drop --workload and --device"
-            )
         out = "laytune-model.json" if args.out is None else args.out
         path = freeze_model(args.model, db, out, fuse=not args.no_fuse)
     else:

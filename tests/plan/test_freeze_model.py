@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import laytune
+from laytune.cli import main
 from laytune.codegen import lower
-from laytune.exceptions import FrozenFileError, PlanError
+from laytune.exceptions import ArgumentTypeError, FrozenFileError, PlanError
 from laytune.layout import identity
 from laytune.plan import freeze_model, plan_layouts
-from laytune.records import Record, load_frozen, open_database
+from laytune.records import Record, freeze, load_frozen, open_database
 from laytune.space import Candidate
 from tests.plan.graphs import seed_graph
 
@@ -125,3 +126,31 @@ def test_a_frozen_file_for_another_device_is_refused_not_planned_around(
     path.write_text(json.dumps(data))
     with pytest.raises(FrozenFileError, match="for another device"):
         plan_layouts(graph, load_frozen(path), device)
+
+
+def test_freezing_a_model_from_a_frozen_file_or_a_missing_record_says_why(
+    tmp_path: Path, laytune_device
+) -> None:
+    url, graph = _database(tmp_path, laytune_device.info)
+    path = freeze_model(graph, url, tmp_path / "model.json", laytune_device)
+    with pytest.raises(ArgumentTypeError, match="plans from a records database, not FrozenLayouts"):
+        freeze_model(graph, str(path), tmp_path / "again.json", laytune_device)
+    conv = next(op.workload for op in graph.ops if op.name == "conv1")
+    stranger = Candidate.make({b.name: identity(b.shape) for b in conv.buffers}, {"block.ow": 3})
+    with pytest.raises(
+        FrozenFileError, match="no verified record of the candidate chosen for conv2d"
+    ):
+        freeze(url, tmp_path / "x.json", device=laytune_device.info.key,
+               candidates={conv.key: stranger})  # fmt: skip
+    assert not (tmp_path / "x.json").exists() and not (tmp_path / "again.json").exists()
+
+
+def test_freeze_model_on_the_command_line_takes_no_workload_or_device(
+    tmp_path: Path, laytune_device, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = _database(tmp_path, laytune_device.info)
+    for extra in (["--workload", "conv2d"], ["--device", laytune_device.info.key]):
+        assert main(["freeze", "--model", "m.onnx", "--db", url, *extra]) == 2
+        err = capsys.readouterr().err
+        assert "freeze --model freezes what the model's plan runs on the default device" in err
+        assert "drop --workload and --device" in err
