@@ -22,6 +22,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "STOP_GRACE_S",
     "StopSignals",
+    "checkpoint",
     "exit_now",
     "native_threads",
 ]
@@ -71,8 +72,15 @@ class StopSignals:
             threading.Thread(target=self._watch, name="laytune-stop-watch", daemon=True).start()
 
     def install(self) -> dict[int, Any]:
-        """Install the handlers; returns the previous ones."""
+        """Install the handlers and make these the signals that
+        :func:`checkpoint` answers to; returns the previous handlers."""
+        global _INSTALLED
+        _INSTALLED = self
         return {signum: signal.signal(signum, self.handle) for signum in EXIT_FOR_SIGNAL}
+
+    def pending(self) -> bool:
+        """A stop signal came and the command is not yet finishing."""
+        return self.first is not None and not self.finishing and not self.cancelled
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         if self.first is None or self.lost:
@@ -111,8 +119,11 @@ class StopSignals:
 
     def cancel(self) -> None:
         """Stop the watchdog (a command run in-process is over)."""
+        global _INSTALLED
         self.cancelled = True
         self.signalled.set()
+        if _INSTALLED is self:
+            _INSTALLED = None
 
     def unraisable(self, unraisable: Any, previous: Any) -> None:
         """Deliver again a KeyboardInterrupt of ours that a finalizer or a
@@ -151,6 +162,24 @@ class StopSignals:
         for logger in self.silenced:
             logger.disabled = False
         self.silenced.clear()
+
+
+#: The program's signals, once installed (see :func:`checkpoint`).
+_INSTALLED: StopSignals | None = None
+
+
+def checkpoint() -> None:
+    """Raise KeyboardInterrupt if a stop signal came and the work goes on.
+
+    The first signal raises KeyboardInterrupt wherever the main thread is,
+    and code that is not ours may swallow it (a library's bare ``except``,
+    a C extension that clears the error): the search would then run on
+    until the watchdog's grace ends it. The search's loops call this
+    between steps, so a lost stop is honoured at the next one. Without the
+    program's handlers (the Python API) it does nothing."""
+    signals = _INSTALLED
+    if signals is not None and signals.pending():
+        raise KeyboardInterrupt
 
 
 def native_threads(task_dir: str = "/proc/self/task") -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from laytune._stop import checkpoint
 from laytune.exceptions import LaytuneError, ModelFallbackWarning
 from laytune.ops import from_key
 from laytune.search._features import candidate_features
@@ -151,6 +152,7 @@ class ModelSearch:
         parents = [c for _, _, c in measured[:_PARENTS]]
         found: dict[str, Candidate] = {}
         for attempt in range(self.pool_size * 2):
+            checkpoint()
             if len(found) >= self.pool_size:
                 break
             near = parents and attempt % 4 == 0

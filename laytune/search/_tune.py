@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from laytune._stop import checkpoint
 from laytune.codegen import KernelProgram, lower
 from laytune.exceptions import DatabaseError, LayoutRejectedError, TuningError
 from laytune.layout import FAMILIES
@@ -151,6 +152,7 @@ class _Proposer:
     def _forced_trial(self, known: dict[str, float | None], forced: Iterator[Candidate]) -> Any:
         """A trial of the next candidate of ``forced`` not yet recorded, or None."""
         for candidate in forced:
+            checkpoint()
             if candidate.key in known:
                 continue
             found = params_of(self.job.space, candidate)
@@ -180,6 +182,7 @@ class _Proposer:
         known.update(job.pricing.known())
         forced = self.forced if only is None else iter(only)
         while len(items) < count and (only is not None or not self.exhausted):
+            checkpoint()
             trial = self._forced_trial(known, forced)
             if trial is None:
                 if only is not None:
@@ -575,6 +578,7 @@ class _Scheduler:
         pending = self.proposer.next(min(self.batch, job.trials))
         future = self.builder.submit(_programs(pending))
         while pending:
+            checkpoint()
             built = future.result()
             following = self._following(len(pending))
             programs = _programs(following)

@@ -81,3 +81,58 @@ def test_a_stop_while_the_program_starts_exits_with_its_status_and_one_line(
     assert "Traceback" not in done.stdout, where
     if module != "laytune.ops":  # stopped before the command began: it ran nothing
         assert not db.exists(), where
+
+
+_SWALLOWING_SITECUSTOMIZE = textwrap.dedent(
+    """
+    import os
+    import sys
+
+    _module = os.environ["STOP_WHEN_LOADING"]
+    _sent = []
+
+
+    def _stop(event, args):
+        if event == "import" and args[0] == _module and not _sent:
+            _sent.append(1)
+            try:  # a library that swallows every exception, KeyboardInterrupt too
+                os.kill(os.getpid(), 2)
+                for _ in range(100000):  # the handler runs between these bytecodes
+                    pass
+            except BaseException:
+                _sent.append("swallowed")
+            sys.stderr.write(f"stop sent: {_sent}\\n")
+
+
+    sys.addaudithook(_stop)
+    """
+)
+
+
+def test_a_stop_that_a_library_swallows_still_ends_the_job(tmp_path: Path) -> None:
+    """The first Ctrl-C raises KeyboardInterrupt in the main thread, and code
+    not ours may swallow it; the search's loops then honour the stop at the
+    next step instead of tuning on until the watchdog's grace runs out."""
+    (tmp_path / "sitecustomize.py").write_text(_SWALLOWING_SITECUSTOMIZE)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(jobs.ROOT)]),
+        "STOP_WHEN_LOADING": "optuna",  # loaded as the tuning job starts
+    }
+    db = tmp_path / "swallowed.db"
+    options = ("--trials", "500", "--quiet", "--db", f"sqlite:///{db}")
+    done = subprocess.run(
+        [*jobs.laytune_command(), *jobs.SMALL_JOB, *options],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    where = f"exit {done.returncode}\n{done.stderr}"
+    assert "stop sent: [1, 'swallowed']" in done.stderr, where  # the library did swallow it
+    assert done.returncode == 130, where
+    assert "still stopping" not in done.stderr, where
+    assert "Traceback" not in done.stderr, where
+    # no batch after the stop: at most the one in flight when it came
+    assert jobs.record_count(db) <= 4, where
