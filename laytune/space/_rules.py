@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -1048,12 +1049,14 @@ class Rules:
         self._memo: dict[tuple[Any, ...], int] = {}
         self._reads = [tuple(sorted(step.reads)) for step in self.steps]
         self._domains: dict[tuple[Any, ...], list[Any]] = {}
+        self._lifting: dict[tuple[Any, ...], tuple[int, dict[str, int]]] = {}
+        self._break_memo: dict[tuple[Any, ...], tuple[list[Any], list[tuple[Any, str]]]] = {}
 
     def domain(self, i: int, state: State, lifted: frozenset[str] = frozenset()) -> list[Any]:
         """The values of step ``i`` that break no rule but those in
         ``lifted`` (memoised on what the step reads)."""
         step = self.steps[i]
-        key = (i, lifted, *(state.get(k) for k in self._reads[i]))
+        key = (i, lifted, tuple(map(state.get, self._reads[i])))
         found = self._domains.get(key)
         if found is None:
             found = self._domains[key] = [
@@ -1067,7 +1070,7 @@ class Rules:
         """Valid assignments of steps ``i`` onward, given ``state``."""
         if i == len(self.steps):
             return 1
-        key = (i, lifted, *(state.get(k) for k in self._needed[i]))
+        key = (i, lifted, tuple(map(state.get, self._needed[i])))
         found = self._memo.get(key)
         if found is not None:
             return found
@@ -1085,6 +1088,70 @@ class Rules:
                 total += n * self.count(child, lifted, i + 1)
         self._memo[key] = total
         return total
+
+    def lifting_counts(self, state: State, i: int = 0) -> tuple[int, dict[str, int]]:
+        """Valid assignments of steps ``i`` onward, and per rule how many
+        more there are with that rule alone lifted: ``count(state,
+        frozenset({rule}), i) == base + more.get(rule, 0)``, for every rule
+        at once. One pass whose memo is shared by all rules, where a count
+        per lifted rule would walk the space once per rule."""
+        if i == len(self.steps):
+            return 1, {}
+        key = (i, tuple(map(state.get, self._needed[i])))
+        found = self._lifting.get(key)
+        if found is not None:
+            return found
+        step = self.steps[i]
+        valid, alone = self._breaks(i, state)
+        read_later = self._needed_sets[i + 1]
+        # every value leaves the same state to the later steps
+        independent = step.name not in read_later and not (step.writes & read_later)
+        base, more = 0, Counter[str]()
+
+        def add(value: Any, rule: str | None, times: int = 1) -> None:
+            nonlocal base
+            if independent:
+                child = state
+            else:
+                child = dict(state)
+                step.apply(child, value)
+            if rule is None:  # valid as it is: every rule's count has its subtree
+                b, d = self.lifting_counts(child, i + 1)
+                base += times * b
+                for r, n in d.items():
+                    more[r] += times * n
+            else:  # valid once ``rule`` is lifted: below it, that rule alone is
+                more[rule] += times * self.count(child, frozenset({rule}), i + 1)
+
+        if independent:
+            if valid:
+                add(None, None, len(valid))
+            for rule, n in Counter(rule for _, rule in alone).items():
+                add(None, rule, n)
+        else:
+            for value in valid:
+                add(value, None)
+            for value, rule in alone:
+                add(value, rule)
+        found = self._lifting[key] = (base, {r: n for r, n in more.items() if n})
+        return found
+
+    def _breaks(self, i: int, state: State) -> tuple[list[Any], list[tuple[Any, str]]]:
+        """Step ``i``'s values that break no rule, and those that break one
+        liftable rule only (with it); memoised on what the step reads."""
+        key = (i, tuple(map(state.get, self._reads[i])))
+        found = self._break_memo.get(key)
+        if found is None:
+            step = self.steps[i]
+            valid, alone = [], []
+            for value in step.values(state):
+                rules = {rule for rule, _ in step.check(state, value)}
+                if not rules:
+                    valid.append(value)
+                elif len(rules) == 1 and None not in rules:
+                    alone.append((value, rules.pop()))
+            found = self._break_memo[key] = (valid, alone)
+        return found
 
     def walk(self, state: State, i: int = 0) -> Iterator[State]:
         """Every valid assignment of steps ``i`` onward, in order."""

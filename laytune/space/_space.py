@@ -589,9 +589,12 @@ class SearchSpace:
             Rejection(name, "layout", count, example)
             for name, (count, example) in sorted(self._layout_rejections.items())
         ]
-        total = self._count()
+        more: Counter[str] = Counter()
+        for sig, n in self._signatures.items():
+            for rule, added in self._rules.lifting_counts(facts_state(sig))[1].items():
+                more[rule] += n * added
         for rule in JOINT_RULES:
-            removed = self._count(frozenset({rule})) - total
+            removed = more[rule]
             example = self._joint_example(rule) if removed else "nothing removed"
             out.append(Rejection(rule, "joint", removed, example))
         return tuple(out)
@@ -612,7 +615,7 @@ class SearchSpace:
                 child = dict(state)
                 step.apply(child, value)
                 # descend only where lifting the rule adds candidates
-                if rules.count(child, lifted, i + 1) > rules.count(child, frozenset(), i + 1):
+                if rules.lifting_counts(child, i + 1)[1].get(rule, 0):
                     found = search(child, i + 1)
                     if found:
                         return found

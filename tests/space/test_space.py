@@ -230,6 +230,20 @@ def test_joint_rule_counts_are_what_lifting_the_rule_adds(device):
         assert lifted - total == report[rule].removed
 
 
+@pytest.mark.parametrize(
+    "make", [lambda: make_matmul(16, 24, 8), lambda: make_conv2d(4, 4, 6)], ids=["matmul", "conv2d"]
+)
+def test_the_one_pass_rejection_counts_agree_with_a_count_per_lifted_rule(device, make):
+    """rejections() counts every rule's lifting in one pass (its memo shared
+    by all rules); each must equal the space counted with that rule lifted."""
+    space = SearchSpace(make(), device, SMALL)
+    report = {r.constraint: r.removed for r in space.rejections() if r.scope == "joint"}
+    total = len(space)
+    assert any(report.values())
+    for rule in JOINT_RULES:
+        assert report[rule] == space._count(frozenset({rule})) - total, rule
+
+
 def test_local_memory_budget_limits_staging(device):
     tiny = make_device(local_mem_size=1000)  # one 16 x 16 float tile is 1024 bytes
     space = SearchSpace(make_matmul(16, 16, 16), tiny, SMALL)
