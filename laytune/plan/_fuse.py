@@ -16,6 +16,12 @@ has its own rule:
 * a row-major view in between (the reshapes around a stacked MatMul's
   GEMM) is moved below its element-wise reader first (:func:`sink_view`),
   which then reads the result itself;
+* a result read by several element-wise operators that feed one another (a
+  GELU written out, ``x * (erf(x / c) + 1)``, reads ``x`` in the Div and in
+  the Mul) has them merged first (:func:`merge_workloads`: each one whose
+  result has a single element-wise reader is substituted into it) until one
+  reader is left, which is then fused as any other; merges that do not end
+  in a fusion are undone;
 * the reader's value, with the result's load replaced by the producer's
   :class:`~laytune.ops.Accumulator` (or by the producer's epilogue so far)
   and its axes renamed to the producer's through the target indices, is the
@@ -53,7 +59,14 @@ from laytune.plan._graph import Graph, Op
 from laytune.plan._sink import row_major_view, sink_view
 from laytune.space import Candidate, local_buffer_name
 
-__all__ = ["Fusion", "bare_candidate", "fuse_epilogues", "fuse_into", "fuse_workloads"]
+__all__ = [
+    "Fusion",
+    "bare_candidate",
+    "fuse_epilogues",
+    "fuse_into",
+    "fuse_workloads",
+    "merge_workloads",
+]
 
 
 @dataclass(frozen=True)
@@ -202,6 +215,110 @@ def fuse_workloads(
     return workload, renamed, again
 
 
+def merge_workloads(
+    first: Workload, reader: Workload, ports: Collection[str]
+) -> tuple[Workload, dict[str, str], list[tuple[str, str]]]:
+    """The element-wise workload that computes ``reader`` with ``first``'s
+    value in place of its reads of ``first``'s result at ``ports``; the
+    names the reader's other inputs have in it (reader's input -> merged
+    input), and the merged inputs that read ``first``'s inputs (merged
+    input -> ``first``'s input; once per port, since a buffer is read once
+    per statement). Raises :class:`PlanError` saying why they do not merge."""
+    what = f"{first.name} cannot be merged into {reader.name}"
+    if first.reduction is not None or reader.reduction is not None:
+        raise PlanError(f"{what}: only element-wise operators merge")
+    if reader.dtype != first.dtype:
+        raise PlanError(f"{what}: it computes in {first.dtype}, {reader.name} in {reader.dtype}")
+    out = reader.output
+    for read in (reader.buffer(p) for p in sorted(ports)):
+        if read.indices != out.indices:
+            raise PlanError(f"{what}: {reader.name} does not read it element for element")
+    # first's axis k is the reader's axis that indexes the same result dimension
+    names = reader.axis_names
+    axes: list[Expr] = [Var(0)] * len(first.axes)
+    for mine, theirs in zip(first.output.indices, out.indices, strict=True):
+        assert isinstance(mine, Var) and isinstance(theirs, Var)
+        axes[mine.index] = Var(theirs.index, names[theirs.index])
+    taken = {d.name for d in reader.inputs if d.name not in ports} | {out.name}
+    renamed = {d.name: d.name for d in reader.inputs if d.name not in ports}
+    bound: list[tuple[str, str]] = []
+
+    def fresh(base: str) -> str:
+        name, count = base, 1
+        while name in taken:
+            name, count = f"{base}{count}", count + 1
+        taken.add(name)
+        return name
+
+    def first_value(load: Load) -> Value:
+        if load.buffer not in ports:
+            return load
+
+        def moved(inner: Load) -> Load:
+            name = fresh(inner.buffer)
+            bound.append((name, inner.buffer))
+            return Load(name, tuple(substitute(i, axes) for i in inner.indices))
+
+        return replace_loads(first.statement.value, moved)
+
+    stmt = reader.statement
+    value = replace_loads(stmt.value, first_value)
+    merged = Statement(stmt.target, stmt.target_indices, value, None, "")
+    shapes = {d.name: d.shape for d in first.inputs}
+    inputs = {d.name: d.shape for d in reader.inputs if d.name not in ports}
+    inputs.update({name: shapes[theirs] for name, theirs in bound})
+    weights = (
+        *(w for w in reader.weights if w not in ports),
+        *(name for name, theirs in bound if theirs in first.weights),
+    )
+    try:
+        workload = Workload.define(
+            reader.name,
+            statement_text(merged, names),
+            {a.name: a.extent for a in reader.axes},
+            inputs,
+            reader.dtype,
+            weights=weights,
+        )
+    except LaytuneError as err:
+        raise PlanError(f"{what}: the merged statement is refused: {err}") from None
+    return workload, renamed, bound
+
+
+def _merge_readers(g: Graph, tensor: str, keep: Collection[str]) -> tuple[Graph, list[str]]:
+    """``g`` with element-wise readers of ``tensor`` merged into their own
+    single element-wise reader, until ``tensor`` has one reader or none
+    merges (a GELU written out: ``x * (erf(x / c) + 1)`` reads ``x`` from
+    two operators, one of them through a chain); the names merged away."""
+    merged: list[str] = []
+    while len({r for r, _ in g.uses(tensor)}) > 1:
+        for first_name in dict.fromkeys(r for r, _ in g.uses(tensor)):
+            first = g.op(first_name)
+            uses = g.uses(first.output)
+            readers = {r for r, _ in uses}
+            if first.output in g.outputs or len(readers) != 1 or readers & set(keep):
+                continue
+            (reader_name,) = readers
+            reader = g.op(reader_name)
+            ports = [port for _, port in uses]
+            try:
+                workload, renamed, bound = merge_workloads(first.workload, reader.workload, ports)
+            except PlanError:
+                continue
+            wiring = dict(first.inputs)
+            wired = tuple((renamed[p], t) for p, t in reader.inputs if p not in ports)
+            wired += tuple((name, wiring[theirs]) for name, theirs in bound)
+            op = Op(reader_name, workload, wired, reader.output)
+            ops = [op if o.name == reader_name else o for o in g.ops if o.name != first_name]
+            tensors = {k: t for k, t in g.tensors.items() if k != first.output}
+            g = Graph(g.name, tensors, ops, list(g.outputs), dict(g.constants))
+            merged.append(first_name)
+            break
+        else:
+            break
+    return g, merged
+
+
 def fuse_into(
     graph: Graph, name: str, keep: Collection[str] = ()
 ) -> tuple[Graph, Fusion | None, str]:
@@ -213,6 +330,8 @@ def fuse_into(
     absorbed: list[str] = []
     kinds: list[str] = []
     removed: list[str] = []
+    pending: list[str] = []  # readers merged into the next reader, fused with it
+    unmerged = g
     why = ""
     while True:
         op = g.op(name)
@@ -221,6 +340,11 @@ def fuse_into(
             why = f"{op.output} is a graph output"
             break
         readers = {reader for reader, _ in uses}
+        if len(readers) > 1 and not pending:  # element-wise readers that merge into one
+            merged_graph, merged = _merge_readers(g, op.output, keep)
+            if len({r for r, _ in merged_graph.uses(op.output)}) == 1:
+                unmerged, g, pending = g, merged_graph, merged
+                continue
         if len(readers) != 1:
             why = f"{op.output} has {len(readers)} readers"
             break
@@ -231,6 +355,12 @@ def fuse_into(
             break
         reader = g.op(reader_name)
         if row_major_view(reader.workload) and g.uses(reader.output):
+            after = {r for r, _ in g.uses(reader.output)}
+            if len(after) > 1 and not pending:  # the view's readers merge into one first
+                merged_graph, merged = _merge_readers(g, reader.output, keep)
+                if len({r for r, _ in merged_graph.uses(reader.output)}) == 1:
+                    unmerged, g, pending = g, merged_graph, merged
+                    continue
             try:  # a reshape in between: its element-wise reader runs before it
                 g = sink_view(g, reader_name)
             except PlanError as err:
@@ -249,9 +379,16 @@ def fuse_into(
         tensors = {k: t for k, t in g.tensors.items() if k != op.output}
         tensors[reader.output] = replace(tensors[reader.output], producer=name)
         g = Graph(g.name, tensors, ops, list(g.outputs), dict(g.constants))
+        for first in pending:  # the merged readers are fused too
+            absorbed.append(first)
+            kinds.append(graph.op(first).workload.name)
+            removed.append(graph.op(first).output)
+        pending = []
         absorbed.append(reader_name)
         kinds.append(reader.workload.name)
         removed.append(op.output)
+    if pending:  # merged, but the merged reader did not fuse: as it was
+        g = unmerged
     if not absorbed:
         return graph, None, why
     workload = g.op(name).workload

@@ -365,3 +365,39 @@ def test_a_stacked_matmul_takes_its_bias_gelu_and_residual_through_its_reshapes(
     (want,) = session.run(None, feeds)
     got, _ = _run(plan, cl_context, feeds)
     np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_a_gelu_written_out_as_five_nodes_merges_and_fuses_into_its_matmul(
+    cl_context: cl.Context,
+) -> None:
+    """PyTorch exports erf-GELU as Div, Erf, Add, Mul, Mul: the matmul's
+    result is read by the Div and by the first Mul. The element-wise chain
+    merges into one reader of it, which then fuses into the matmul: one
+    kernel for the whole feed-forward half, equal to ONNX Runtime."""
+    s, h = 8, 16
+    m = Model(10)
+    x = m.node("Relu", ["x"])
+    t = m.node("Add", [m.node("MatMul", [x, m.weight((h, 2 * h))]), m.weight((2 * h,))])
+    root2 = m.const(np.array([np.sqrt(2.0)], dtype=np.float32))
+    one = m.const(np.array([1.0], dtype=np.float32))
+    half = m.const(np.array([0.5], dtype=np.float32))
+    erf = m.node("Add", [m.node("Erf", [m.node("Div", [t, root2])]), one])
+    y = m.node("Mul", [m.node("Mul", [t, erf]), half], "out")
+    model = m.build({"x": (1, s, h)}, [y])
+    graph = from_onnx(model)
+    (gemm,) = [op for op in graph.ops if op.workload.name == "matmul"]
+    source = {
+        gemm.workload.key: Candidate.make(
+            {b.name: L.identity(b.shape) for b in gemm.workload.buffers}
+        )
+    }
+    plan = plan_layouts(graph, source, fuse=True)
+    (fusion,) = plan.fusions
+    assert sorted(fusion.kinds) == sorted(("bias_add", "div", "erf", "add", "mul", "mul"))
+    left = {op.workload.name for op in plan.graph.ops}
+    assert left == {"relu", "reshape", "matmul"}, [op.name for op in plan.graph.ops]
+    feeds = {"x": np.random.default_rng(3).uniform(-2, 2, (1, s, h)).astype(np.float32)}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, feeds)
+    got, _ = _run(plan, cl_context, feeds)
+    np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))

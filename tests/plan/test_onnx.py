@@ -42,6 +42,13 @@ class Model:
         self.inits.append(numpy_helper.from_array(value, name))
         return name
 
+    def const(self, value: np.ndarray) -> str:
+        """An initializer holding ``value``."""
+        self.count += 1
+        name = f"c{self.count}"
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
     def ints(self, values: Sequence[int]) -> str:
         self.count += 1
         name = f"i{self.count}"
