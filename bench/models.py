@@ -33,11 +33,11 @@ Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
 **Times.** End-to-end wall time of one inference with the inputs and
 outputs on the host (``model(**inputs)``, ``session.run(None, inputs)``):
 after two warm-up runs, ``--repeats`` rounds in which each implementation
-runs twice and its second run is timed (ONNX Runtime's threads spin on
-the cores for a while after a run, which would slow the next
-implementation's), interleaved so that the host's load falls on all alike (an
-implementation slower than a second a run is timed in the first three rounds
-only); medians and minima. Then the fused plan is profiled
+idles 0.3 s, runs twice untimed and three times timed (both runtimes' threads
+spin on the cores for a while after a run, which would slow the other's
+runs; see ``time_all``), interleaved so that the host's load falls on all
+alike (an implementation slower than a second a run is timed in the first
+three rounds only); medians and minima. Then the fused plan is profiled
 (``CompiledPlan.profile``: OpenCL events per launch, medians) and its
 costliest steps are listed: where the time goes. The host is shared, so the
 report states the load average before and after. The report is written to
@@ -68,6 +68,10 @@ MODELS = ("resnet18", "bert")
 #: a run slower than this (seconds) is timed in the first rounds only
 SLOW_S = 1.0
 SLOW_ROUNDS = 3
+#: idle seconds before an implementation's block of runs (see time_all)
+SETTLE_S = 0.3
+#: untimed, then timed runs of an implementation in each round
+WARM_RUNS, BLOCK_RUNS = 2, 3
 #: the fused plan's costliest steps listed per model
 TOP_STEPS = 12
 
@@ -154,12 +158,16 @@ def tune(
 
 
 def time_all(implementations: Sequence[Implementation], rounds: int) -> None:
-    """Two warm-up runs each, then ``rounds`` interleaved rounds in which
-    each implementation runs once untimed and once timed: ONNX Runtime's
-    thread pool spins on the cores for a while after a run returns, which
-    slowed whichever implementation ran next by about 80 % (ResNet-18:
-    laytune 20.5 ms alone, 37.4 ms right after ONNX Runtime), so each timed
-    run follows a run of its own."""
+    """Two warm-up runs each, then ``rounds`` interleaved rounds in which each
+    implementation, after :data:`SETTLE_S` of idle, runs :data:`WARM_RUNS`
+    times untimed and :data:`BLOCK_RUNS` times timed.
+
+    Both runtimes keep their threads spinning on the cores for a while after
+    a run: ONNX Runtime's thread pool and the OpenCL runtime's workers. On 2
+    cores, whichever implementation ran right after the other was slowed by
+    them (ResNet-18: laytune 20.5 ms alone, 37.4 ms right after ONNX Runtime;
+    ONNX Runtime also slowed after laytune), so each block starts once the
+    other's threads have gone idle, and its first runs are not timed."""
     for impl in implementations:
         for _ in range(2):
             impl.run()
@@ -167,10 +175,13 @@ def time_all(implementations: Sequence[Implementation], rounds: int) -> None:
         for impl in implementations:
             if r >= SLOW_ROUNDS and impl.walls and impl.median > SLOW_S:
                 continue
-            impl.run()
-            start = time.perf_counter()
-            impl.run()
-            impl.walls.append(time.perf_counter() - start)
+            time.sleep(SETTLE_S)
+            for _ in range(WARM_RUNS):
+                impl.run()
+            for _ in range(BLOCK_RUNS):
+                start = time.perf_counter()
+                impl.run()
+                impl.walls.append(time.perf_counter() - start)
 
 
 def bench_model(
@@ -208,6 +219,7 @@ def bench_model(
             impls.append(impl)
         time_all(impls, repeats)
         fused = models["laytune planned, fused"]
+        time.sleep(SETTLE_S)  # the runtimes' threads idle, as before each timed block
         profile = fused.profile(inputs, repeats=5)
         steps = sorted(profile.per_step, key=lambda s: -s[1])
         plan_head = str(fused.plan).split("\ntensors:")[0]
@@ -251,8 +263,9 @@ def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, l
         *_report.environment(device),
         f"- load average {load}",
         f"- {args.trials} trials per workload, default strategy; {args.repeats} interleaved "
-        "rounds after 2 warm-up runs, each timing an implementation's second run in a row "
-        "(an implementation slower than 1 s a run: the first 3)",
+        f"rounds after 2 warm-up runs, in each an implementation idles {SETTLE_S:g} s, runs "
+        f"{WARM_RUNS} times untimed and {BLOCK_RUNS} times timed (an implementation slower "
+        "than 1 s a run: the first 3 rounds)",
         "",
         "Wall time of one inference, inputs and outputs on the host; ORT / it above 1: "
         "faster than ONNX Runtime. Error: the largest absolute difference from ONNX "
