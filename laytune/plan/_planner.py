@@ -163,8 +163,15 @@ def _rewrite_of(versions: Sequence[Version], i: int, dtype: str) -> Rewrite:
     return Rewrite(v.tensor, dtype, src.layout, v.layout, src.pad, v.pad, v.consumers)
 
 
-def _resolve(graph: Graph, state: Mapping[str, Candidate], via_identity: bool) -> _Resolution:
-    """The versions every tensor needs when each operator runs with ``state``."""
+def _resolve(
+    graph: Graph,
+    state: Mapping[str, Candidate],
+    via_identity: bool,
+    tensors: Sequence[str] | None = None,
+) -> _Resolution:
+    """The versions every tensor needs when each operator runs with ``state``
+    (only those of ``tensors``, when given: each tensor's versions depend
+    only on its producer's and its readers' candidates)."""
     versions: list[Version] = []
     users: list[list[str]] = []
     reads: dict[tuple[str, str], int] = {}
@@ -184,7 +191,8 @@ def _resolve(graph: Graph, state: Mapping[str, Candidate], via_identity: bool) -
                 return i
         return None
 
-    for tensor in graph.tensors.values():
+    chosen = graph.tensors.values() if tensors is None else (graph.tensors[t] for t in tensors)
+    for tensor in chosen:
         uses: list[tuple[str, tuple[str, str] | None, Layout, PadValue]] = []
         for op_name, port in graph.uses(tensor.name):
             cand = state[op_name]
@@ -277,9 +285,29 @@ class _Minimizer:
         self.notes: dict[str, str] = {}
         self.refusals: dict[tuple[str, str, str], str] = {}
         self._derived = {} if derived is None else derived
+        self._around: dict[str, tuple[str, ...]] = {}
+        self._tensor_costs: dict[tuple[Any, ...], tuple[int, tuple[Candidate, ...]]] = {}
 
     def cost(self, state: Mapping[str, Candidate]) -> int:
-        return _cost(self.graph, _resolve(self.graph, state, via_identity=False))
+        """Bytes the rewrites of ``state`` move: a sum over tensors, each
+        tensor's share memoised on the candidates of its producer and readers
+        (a move changes one operator, so most shares are found again)."""
+        return sum(self._tensor_cost(tensor, state) for tensor in self.graph.tensors)
+
+    def _tensor_cost(self, tensor: str, state: Mapping[str, Candidate]) -> int:
+        ops = self._around.get(tensor)
+        if ops is None:
+            producer = self.graph.tensors[tensor].producer
+            readers = dict.fromkeys(op for op, _ in self.graph.uses(tensor))
+            ops = self._around[tensor] = (*([producer] if producer else []), *readers)
+        cands = tuple(state[op] for op in ops)
+        key = (tensor, *map(id, cands))
+        found = self._tensor_costs.get(key)
+        if found is None:
+            res = _resolve(self.graph, state, via_identity=False, tensors=(tensor,))
+            # the candidates stay referenced by the memo, so their ids stay theirs
+            found = self._tensor_costs[key] = (_cost(self.graph, res), cands)
+        return found[0]
 
     def derive(self, op_name: str, out_layout: Layout) -> Candidate:
         """The planned operator's candidate whose result is laid out ``out_layout``."""
@@ -389,7 +417,7 @@ class _Minimizer:
         for op in reversed(self.graph.ops):
             if op.name in self.frozen:
                 continue
-            res = _resolve(self.graph, self.state, via_identity=False)
+            res = _resolve(self.graph, self.state, via_identity=False, tensors=(op.output,))
             proposals = [
                 (v.layout, ", ".join(v.consumers))
                 for v in res.versions
@@ -403,7 +431,8 @@ class _Minimizer:
         for op in self.graph.ops:
             if op.name in self.frozen:
                 continue
-            res = _resolve(self.graph, self.state, via_identity=False)
+            ins = tuple(dict.fromkeys(t for _, t in op.inputs))
+            res = _resolve(self.graph, self.state, via_identity=False, tensors=ins)
             proposals = []
             for port, tensor in op.inputs:
                 if self.graph.tensors[tensor].kind == "constant":

@@ -293,3 +293,25 @@ def test_a_record_with_the_planned_layouts_gives_its_knobs(tmp_path) -> None:
     assert plan.placement("relu").note == f"planned: identity layouts; knobs of record {record.id}"
     assert plan.candidate("bias").knob("vector") == 16  # no record: vectorized
     db.close()
+
+
+def test_the_minimizers_memoised_cost_is_the_whole_graphs_resolution() -> None:
+    """The minimizer prices a state tensor by tensor, each share memoised on
+    the candidates around it; over states that change one operator at a
+    time, as its moves do, the sum equals resolving the whole graph."""
+    from laytune.plan._planner import _cost, _identity_candidate, _Minimizer, _resolve
+
+    graph, source = seed_graph()
+    state = {op.name: _identity_candidate(op.workload) for op in graph.ops}
+    minimizer = _Minimizer(graph, dict(state), frozenset(), GENERIC_DEVICE, [])
+    tuned = {op.name: source[op.workload.key] for op in graph.ops if op.workload.key in source}
+    costs = set()
+    for name in ["conv1", "add", "conv2", "conv1", "add"]:
+        if name in tuned:
+            state[name] = tuned[name]
+        else:  # the add flowed the layout its producer writes
+            state[name] = minimizer.derive(name, state["conv1"].layout("Y"))
+        whole = _cost(graph, _resolve(graph, state, via_identity=False))
+        assert minimizer.cost(state) == whole, name
+        costs.add(whole)
+    assert len(costs) > 1  # the states differ in what they cost
