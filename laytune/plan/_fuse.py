@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, replace
+from typing import Any
 
 from laytune.exceptions import LaytuneError, PlanError
 from laytune.layout import Expr, Var, substitute, to_text
@@ -109,6 +110,31 @@ def _base_key(workload: Workload) -> str:
     if after is not None:
         key = key[: key.rindex("+epilogue[")]
     return key
+
+
+def _redefine(
+    like: Workload,
+    stmt: Statement,
+    inputs: dict[str, tuple[int, ...]],
+    weights: tuple[str, ...],
+    what: str,
+    **options: Any,
+) -> Workload:
+    """The workload of ``stmt`` over ``like``'s axes, with its name and
+    dtype; :class:`PlanError` (``what`` is refused, and why) if it is not
+    one."""
+    try:
+        return Workload.define(
+            like.name,
+            statement_text(stmt, like.axis_names),
+            {a.name: a.extent for a in like.axes},
+            inputs,
+            like.dtype,
+            weights=weights,
+            **options,
+        )
+    except LaytuneError as err:
+        raise PlanError(f"{what} is refused: {err}") from None
 
 
 def fuse_workloads(
@@ -199,19 +225,15 @@ def fuse_workloads(
         name, params, _ = parse_key(base)
     except LaytuneError:
         params = None
-    try:
-        workload = Workload.define(
-            producer.name,
-            statement_text(fused, names),
-            {a.name: a.extent for a in producer.axes},
-            inputs,
-            producer.dtype,
-            params=params,
-            local_tiles=dict(producer.local_tiles),
-            weights=weights,
-        )
-    except LaytuneError as err:
-        raise PlanError(f"{what}: the fused statement is refused: {err}") from None
+    workload = _redefine(
+        producer,
+        fused,
+        inputs,
+        weights,
+        f"{what}: the fused statement",
+        params=params,
+        local_tiles=dict(producer.local_tiles),
+    )
     return workload, renamed, again
 
 
@@ -271,17 +293,7 @@ def merge_workloads(
         *(w for w in reader.weights if w not in ports),
         *(name for name, theirs in bound if theirs in first.weights),
     )
-    try:
-        workload = Workload.define(
-            reader.name,
-            statement_text(merged, names),
-            {a.name: a.extent for a in reader.axes},
-            inputs,
-            reader.dtype,
-            weights=weights,
-        )
-    except LaytuneError as err:
-        raise PlanError(f"{what}: the merged statement is refused: {err}") from None
+    workload = _redefine(reader, merged, inputs, weights, f"{what}: the merged statement")
     return workload, renamed, bound
 
 

@@ -52,28 +52,33 @@ SIGNALS = {
 }
 
 
+def _small_job(
+    tmp_path: Path, sitecustomize: str, db: Path, trials: int, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """The program on :data:`jobs.SMALL_JOB` with ``sitecustomize`` loaded
+    first and ``env`` added to its environment."""
+    (tmp_path / "sitecustomize.py").write_text(sitecustomize)
+    path = os.pathsep.join([str(tmp_path), str(jobs.ROOT)])
+    options = ("--trials", str(trials), "--quiet", "--db", f"sqlite:///{db}")
+    return subprocess.run(
+        [*jobs.laytune_command(), *jobs.SMALL_JOB, *options],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 @pytest.mark.parametrize("module", ["laytune.cli", "argparse", "laytune.ops"])
 @pytest.mark.parametrize("name", list(SIGNALS))
 def test_a_stop_while_the_program_starts_exits_with_its_status_and_one_line(
     name: str, module: str, tmp_path: Path
 ) -> None:
     signum, status, said = SIGNALS[name]
-    (tmp_path / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(jobs.ROOT)]),
-        "STOP_WHEN_LOADING": module,
-        "STOP_WITH": str(int(signum)),
-    }
     db = tmp_path / "start.db"
-    options = ("--trials", "1", "--quiet", "--db", f"sqlite:///{db}")
-    done = subprocess.run(
-        [*jobs.laytune_command(), *jobs.SMALL_JOB, *options],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = _small_job(
+        tmp_path, _SITECUSTOMIZE, db, 1, STOP_WHEN_LOADING=module, STOP_WITH=str(int(signum))
     )
     where = f"{name} when {module} loads: exit {done.returncode}\n{done.stderr}"
     assert done.returncode == status, where
@@ -113,22 +118,9 @@ def test_a_stop_that_a_library_swallows_still_ends_the_job(tmp_path: Path) -> No
     """The first Ctrl-C raises KeyboardInterrupt in the main thread, and code
     not ours may swallow it; the search's loops then honour the stop at the
     next step instead of tuning on until the watchdog's grace runs out."""
-    (tmp_path / "sitecustomize.py").write_text(_SWALLOWING_SITECUSTOMIZE)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(jobs.ROOT)]),
-        "STOP_WHEN_LOADING": "optuna",  # loaded as the tuning job starts
-    }
     db = tmp_path / "swallowed.db"
-    options = ("--trials", "500", "--quiet", "--db", f"sqlite:///{db}")
-    done = subprocess.run(
-        [*jobs.laytune_command(), *jobs.SMALL_JOB, *options],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # optuna loads as the tuning job starts
+    done = _small_job(tmp_path, _SWALLOWING_SITECUSTOMIZE, db, 500, STOP_WHEN_LOADING="optuna")
     where = f"exit {done.returncode}\n{done.stderr}"
     assert "stop sent: [1, 'swallowed']" in done.stderr, where  # the library did swallow it
     assert done.returncode == 130, where
