@@ -257,10 +257,14 @@ def merge_workloads(
             raise PlanError(f"{what}: {reader.name} does not read it element for element")
     # first's axis k is the reader's axis that indexes the same result dimension
     names = reader.axis_names
-    axes: list[Expr] = [Var(0)] * len(first.axes)
+    found: list[Expr | None] = [None] * len(first.axes)
     for mine, theirs in zip(first.output.indices, out.indices, strict=True):
-        assert isinstance(mine, Var) and isinstance(theirs, Var)
-        axes[mine.index] = Var(theirs.index, names[theirs.index])
+        if not (isinstance(mine, Var) and isinstance(theirs, Var)):
+            raise PlanError(f"{what}: a result index is not an axis of its own")
+        found[mine.index] = Var(theirs.index, names[theirs.index])
+    axes = [a for a in found if a is not None]
+    if len(axes) != len(found):
+        raise PlanError(f"{what}: {first.name} has an axis its result is not indexed by")
     taken = {d.name for d in reader.inputs if d.name not in ports} | {out.name}
     renamed = {d.name: d.name for d in reader.inputs if d.name not in ports}
     bound: list[tuple[str, str]] = []

@@ -401,3 +401,30 @@ def test_a_gelu_written_out_as_five_nodes_merges_and_fuses_into_its_matmul(
     (want,) = session.run(None, feeds)
     got, _ = _run(plan, cl_context, feeds)
     np.testing.assert_allclose(got["out"], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_a_merged_workload_computes_its_reader_of_its_first_and_refuses_a_reduction() -> None:
+    """merge_workloads substitutes the first operator's value, its axes
+    renamed through the result's indices (here a transposing one), into its
+    reader; the merged reference equals the two run one after the other. A
+    reduction is not merged."""
+    from laytune.plan._fuse import merge_workloads
+
+    first = Workload.define(
+        "scaled_t", "Y[j, i] = X[i, j] * S[0]", {"i": 4, "j": 6}, {"X": (4, 6), "S": (1,)}
+    )
+    reader = Workload.define(
+        "shift", "Y[a, b] = A[a, b] + B[b]", {"a": 6, "b": 4}, {"A": (6, 4), "B": (4,)}
+    )
+    merged, renamed, bound = merge_workloads(first, reader, ["A"])
+    assert renamed == {"B": "B"} and sorted(theirs for _, theirs in bound) == ["S", "X"]
+    rng = np.random.default_rng(5)
+    x, scale, b = rng.standard_normal((4, 6)), np.array([1.5]), rng.standard_normal(4)
+    step = first.reference({"X": x, "S": scale})["Y"]
+    want = reader.reference({"A": step, "B": b})["Y"]
+    inputs = {"B": b, **{name: {"X": x, "S": scale}[theirs] for name, theirs in bound}}
+    np.testing.assert_allclose(merged.reference(inputs)["Y"], want, rtol=1e-5, atol=1e-6)
+    summed = Workload.define("rows", "Y[j, i] += X[i, j, k]", {"i": 4, "j": 6, "k": 2},
+                             {"X": (4, 6, 2)})  # fmt: skip
+    with pytest.raises(PlanError, match="only element-wise operators merge"):
+        merge_workloads(summed, reader, ["A"])
