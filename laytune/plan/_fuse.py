@@ -39,7 +39,7 @@ operator is registered).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -137,6 +137,41 @@ def _redefine(
         raise PlanError(f"{what} is refused: {err}") from None
 
 
+def _fresh(base: str, taken: set[str]) -> str:
+    """``base``, or ``base`` with the first counter not in ``taken``; taken now."""
+    name, count = base, 1
+    while name in taken:
+        name, count = f"{base}{count}", count + 1
+    taken.add(name)
+    return name
+
+
+def _check_element_wise(reader: Workload, ports: Collection[str], what: str) -> None:
+    """:class:`PlanError` unless ``reader`` reads each of ``ports`` at the
+    indices it writes its result at."""
+    out = reader.output
+    names = reader.axis_names
+    for read in (reader.buffer(p) for p in sorted(ports)):
+        if read.indices != out.indices:
+            raise PlanError(
+                f"{what}: it reads {read.name}[{', '.join(to_text(i, names) for i in read.indices)}]"
+                f" where it writes {out.name}[{', '.join(to_text(i, names) for i in out.indices)}],"
+                " not element for element"
+            )
+
+
+def _axes_through(own: Workload, indices: Sequence[Expr], names: Sequence[str]) -> list[Expr]:
+    """The axes of the element-wise ``own`` as another workload's: the
+    dimension ``d`` of ``own``'s result is indexed there by ``indices[d]``,
+    an axis of ``names``. The statement language makes each result index an
+    axis of its own, and an element-wise statement's every axis one of them."""
+    axes: list[Expr] = [Var(0)] * len(own.axes)
+    for mine, theirs in zip(own.output.indices, indices, strict=True):
+        assert isinstance(mine, Var) and isinstance(theirs, Var)
+        axes[mine.index] = Var(theirs.index, names[theirs.index])
+    return axes
+
+
 def fuse_workloads(
     producer: Workload, reader: Workload, port: str | Collection[str]
 ) -> tuple[Workload, dict[str, str], dict[str, str]]:
@@ -160,31 +195,12 @@ def fuse_workloads(
         raise PlanError(
             f"{what}: it computes in {reader.dtype}, {producer.name} in {producer.dtype}"
         )
-    out = reader.output
-    for read in (reader.buffer(p) for p in sorted(ports)):
-        if read.indices != out.indices:
-            names = reader.axis_names
-            raise PlanError(
-                f"{what}: it reads {read.name}[{', '.join(to_text(i, names) for i in read.indices)}]"
-                f" where it writes {out.name}[{', '.join(to_text(i, names) for i in out.indices)}],"
-                " not element for element"
-            )
+    _check_element_wise(reader, ports, what)
     # the reader's axis k is the producer's axis indexing the same target dimension
     names = producer.axis_names
-    axes: list[Expr] = [Var(0)] * len(reader.axes)
-    for mine, theirs in zip(out.indices, producer.output.indices, strict=True):
-        assert isinstance(mine, Var) and isinstance(theirs, Var)
-        axes[mine.index] = Var(theirs.index, names[theirs.index])
+    axes = _axes_through(reader, producer.output.indices, names)
     taken = {b.name for b in producer.buffers}
-    renamed: dict[str, str] = {}
-    for decl in reader.inputs:
-        if decl.name in ports:
-            continue
-        name, count = decl.name, 1
-        while name in taken:
-            name, count = f"{decl.name}{count}", count + 1
-        taken.add(name)
-        renamed[decl.name] = name
+    renamed = {d.name: _fresh(d.name, taken) for d in reader.inputs if d.name not in ports}
     before: Value = producer.statement.epilogue or Accumulator()
     shapes = {d.name: d.shape for d in producer.inputs}
     # a buffer is read once per statement: the epilogue so far, used again (a
@@ -193,10 +209,7 @@ def fuse_workloads(
     again: dict[str, str] = {}
 
     def repeated(load: Load) -> Load:
-        name, count = load.buffer, 1
-        while name in taken:
-            name, count = f"{load.buffer}{count}", count + 1
-        taken.add(name)
+        name = _fresh(load.buffer, taken)
         again[name] = load.buffer
         return Load(name, load.indices)
 
@@ -222,7 +235,7 @@ def fuse_workloads(
     )
     base = _base_key(producer)
     try:
-        name, params, _ = parse_key(base)
+        _, params, _ = parse_key(base)
     except LaytuneError:
         params = None
     workload = _redefine(
@@ -251,37 +264,20 @@ def merge_workloads(
         raise PlanError(f"{what}: only element-wise operators merge")
     if reader.dtype != first.dtype:
         raise PlanError(f"{what}: it computes in {first.dtype}, {reader.name} in {reader.dtype}")
+    _check_element_wise(reader, ports, what)
     out = reader.output
-    for read in (reader.buffer(p) for p in sorted(ports)):
-        if read.indices != out.indices:
-            raise PlanError(f"{what}: {reader.name} does not read it element for element")
     # first's axis k is the reader's axis that indexes the same result dimension
-    names = reader.axis_names
-    found: list[Expr | None] = [None] * len(first.axes)
-    for mine, theirs in zip(first.output.indices, out.indices, strict=True):
-        if not (isinstance(mine, Var) and isinstance(theirs, Var)):
-            raise PlanError(f"{what}: a result index is not an axis of its own")
-        found[mine.index] = Var(theirs.index, names[theirs.index])
-    axes = [a for a in found if a is not None]
-    if len(axes) != len(found):
-        raise PlanError(f"{what}: {first.name} has an axis its result is not indexed by")
+    axes = _axes_through(first, out.indices, reader.axis_names)
     taken = {d.name for d in reader.inputs if d.name not in ports} | {out.name}
     renamed = {d.name: d.name for d in reader.inputs if d.name not in ports}
     bound: list[tuple[str, str]] = []
-
-    def fresh(base: str) -> str:
-        name, count = base, 1
-        while name in taken:
-            name, count = f"{base}{count}", count + 1
-        taken.add(name)
-        return name
 
     def first_value(load: Load) -> Value:
         if load.buffer not in ports:
             return load
 
         def moved(inner: Load) -> Load:
-            name = fresh(inner.buffer)
+            name = _fresh(inner.buffer, taken)
             bound.append((name, inner.buffer))
             return Load(name, tuple(substitute(i, axes) for i in inner.indices))
 
@@ -301,11 +297,14 @@ def merge_workloads(
     return workload, renamed, bound
 
 
-def _merge_readers(g: Graph, tensor: str, keep: Collection[str]) -> tuple[Graph, list[str]]:
+def _merge_readers(g: Graph, tensor: str, keep: Collection[str]) -> tuple[Graph, list[str]] | None:
     """``g`` with element-wise readers of ``tensor`` merged into their own
-    single element-wise reader, until ``tensor`` has one reader or none
-    merges (a GELU written out: ``x * (erf(x / c) + 1)`` reads ``x`` from
-    two operators, one of them through a chain); the names merged away."""
+    single element-wise reader until ``tensor`` has one reader (a GELU
+    written out: ``x * (erf(x / c) + 1)`` reads ``x`` from two operators,
+    one of them through a chain), and the names merged away; None when
+    ``tensor`` has one reader already or the merges cannot bring it to one."""
+    if len({r for r, _ in g.uses(tensor)}) < 2:
+        return None
     merged: list[str] = []
     while len({r for r, _ in g.uses(tensor)}) > 1:
         for first_name in dict.fromkeys(r for r, _ in g.uses(tensor)):
@@ -331,7 +330,7 @@ def _merge_readers(g: Graph, tensor: str, keep: Collection[str]) -> tuple[Graph,
             merged.append(first_name)
             break
         else:
-            break
+            return None
     return g, merged
 
 
@@ -356,11 +355,11 @@ def fuse_into(
             why = f"{op.output} is a graph output"
             break
         readers = {reader for reader, _ in uses}
-        if len(readers) > 1 and not pending:  # element-wise readers that merge into one
-            merged_graph, merged = _merge_readers(g, op.output, keep)
-            if len({r for r, _ in merged_graph.uses(op.output)}) == 1:
-                unmerged, g, pending = g, merged_graph, merged
-                continue
+        # element-wise readers that merge into one (at most once a fusion)
+        found = None if pending else _merge_readers(g, op.output, keep)
+        if found is not None:
+            unmerged, (g, pending) = g, found
+            continue
         if len(readers) != 1:
             why = f"{op.output} has {len(readers)} readers"
             break
@@ -371,12 +370,10 @@ def fuse_into(
             break
         reader = g.op(reader_name)
         if row_major_view(reader.workload) and g.uses(reader.output):
-            after = {r for r, _ in g.uses(reader.output)}
-            if len(after) > 1 and not pending:  # the view's readers merge into one first
-                merged_graph, merged = _merge_readers(g, reader.output, keep)
-                if len({r for r, _ in merged_graph.uses(reader.output)}) == 1:
-                    unmerged, g, pending = g, merged_graph, merged
-                    continue
+            found = None if pending else _merge_readers(g, reader.output, keep)
+            if found is not None:  # the view's readers merge into one first
+                unmerged, (g, pending) = g, found
+                continue
             try:  # a reshape in between: its element-wise reader runs before it
                 g = sink_view(g, reader_name)
             except PlanError as err:
