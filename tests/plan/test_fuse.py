@@ -428,3 +428,29 @@ def test_a_merged_workload_computes_its_reader_of_its_first_and_refuses_a_reduct
                              {"X": (4, 6, 2)})  # fmt: skip
     with pytest.raises(PlanError, match="only element-wise operators merge"):
         merge_workloads(summed, reader, ["A"])
+
+
+def test_readers_merged_into_one_that_cannot_fuse_are_left_as_they_were() -> None:
+    """A matmul's biased result read by its own transpose and by an add of
+    the two: the bias fuses; the transpose merges into the add, which then
+    reads the result at ``[j, i]`` as well as ``[i, j]``, not element for
+    element, so it cannot fuse. That merge is undone: the fused graph keeps
+    both readers as they were."""
+    from laytune.plan._fuse import fuse_into
+
+    g = Graph("transposed_sum")
+    a = g.input("a", (8, 8))
+    t = g.apply(ops.matmul(8, 8, 8), "mm", A=a, B=g.constant("b", weights((8, 8), 4)))
+    t = g.apply(ops.bias_add((8, 8), axis=1), "bias", X=t, B=g.constant("c", weights((8,), 5)))
+    flipped = g.apply(
+        Workload.define("flip", "Y[j, i] = X[i, j]", {"i": 8, "j": 8}, {"X": (8, 8)}), "flip", X=t
+    )
+    both = Workload.define(
+        "sum2", "Y[i, j] = A[i, j] + B[i, j]", {"i": 8, "j": 8}, {"A": (8, 8), "B": (8, 8)}
+    )
+    g.output(g.apply(both, "sum", A=t, B=flipped))
+    fused, fusion, why = fuse_into(g, "mm", {"mm"})
+    assert fusion is not None and fusion.absorbed == ("bias",)
+    assert "not element for element" in why, why
+    assert [op.name for op in fused.ops] == ["mm", "flip", "sum"]
+    assert fused.op("sum").workload is g.op("sum").workload
