@@ -1050,31 +1050,19 @@ class Rules:
         self._reads = [tuple(sorted(step.reads)) for step in self.steps]
         self._domains: dict[tuple[Any, ...], list[Any]] = {}
         self._lifting: dict[tuple[Any, ...], tuple[int, dict[str, int]]] = {}
-        self._break_memo: dict[tuple[Any, ...], list[tuple[Any, frozenset[str | None]]]] = {}
+        self._break_memo: dict[tuple[Any, ...], tuple[list[Any], list[tuple[Any, str]]]] = {}
 
     def domain(self, i: int, state: State, lifted: frozenset[str] = frozenset()) -> list[Any]:
         """The values of step ``i`` that break no rule but those in
         ``lifted`` (memoised on what the step reads)."""
+        step = self.steps[i]
         key = (i, lifted, tuple(map(state.get, self._reads[i])))
         found = self._domains.get(key)
         if found is None:
             found = self._domains[key] = [
                 v
-                for v, rules in self._broken(i, state)
-                if all(rule is not None and rule in lifted for rule in rules)
-            ]
-        return found
-
-    def _broken(self, i: int, state: State) -> list[tuple[Any, frozenset[str | None]]]:
-        """Each value of step ``i`` with the rules it breaks (None: one that
-        cannot be lifted); memoised on what the step reads, so every lifted
-        set's domain and the one-pass counts check each value once."""
-        key = (i, tuple(map(state.get, self._reads[i])))
-        found = self._break_memo.get(key)
-        if found is None:
-            step = self.steps[i]
-            found = self._break_memo[key] = [
-                (v, frozenset(rule for rule, _ in step.check(state, v))) for v in step.values(state)
+                for v in step.values(state)
+                if all(rule is not None and rule in lifted for rule, _ in step.check(state, v))
             ]
         return found
 
@@ -1114,16 +1102,7 @@ class Rules:
         if found is not None:
             return found
         step = self.steps[i]
-        broken = self._broken(i, state)
-        valid = [value for value, rules in broken if not rules]
-        # values that break one liftable rule only, with it
-        alone = [
-            (v, rule)
-            for v, rules in broken
-            if len(rules) == 1
-            for rule in rules
-            if rule is not None
-        ]
+        valid, alone = self._breaks(i, state)
         read_later = self._needed_sets[i + 1]
         # every value leaves the same state to the later steps
         independent = step.name not in read_later and not (step.writes & read_later)
@@ -1155,6 +1134,23 @@ class Rules:
             for value, rule in alone:
                 add(value, rule)
         found = self._lifting[key] = (base, {r: n for r, n in more.items() if n})
+        return found
+
+    def _breaks(self, i: int, state: State) -> tuple[list[Any], list[tuple[Any, str]]]:
+        """Step ``i``'s values that break no rule, and those that break one
+        liftable rule only (with it); memoised on what the step reads."""
+        key = (i, tuple(map(state.get, self._reads[i])))
+        found = self._break_memo.get(key)
+        if found is None:
+            step = self.steps[i]
+            valid, alone = [], []
+            for value in step.values(state):
+                rules = {rule for rule, _ in step.check(state, value)}
+                if not rules:
+                    valid.append(value)
+                elif len(rules) == 1 and None not in rules:
+                    alone.append((value, rules.pop()))
+            found = self._break_memo[key] = (valid, alone)
         return found
 
     def walk(self, state: State, i: int = 0) -> Iterator[State]:
