@@ -29,7 +29,16 @@ and cancel with the index-map algebra (:class:`Rewrite`).
 
 from __future__ import annotations
 
-from laytune.plan._execute import CompiledPlan, PlanTiming, Step
+from laytune.plan._execute import (
+    CompiledPlan,
+    LoweredPlan,
+    PlanBuffer,
+    PlanLaunch,
+    PlanTiming,
+    Step,
+    lower_plan,
+)
+from laytune.plan._export import MODEL_RTOL, export_model, model_stem
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._fuse import Fusion, fuse_epilogues
 from laytune.plan._graph import Graph, GraphError, Op, Tensor
@@ -53,6 +62,7 @@ from laytune.plan._rewrite import Rewrite, same_layout
 from laytune.plan._source import LayoutSource, SourceLike, lookup_candidate
 
 __all__ = [
+    "MODEL_RTOL",
     "ONNX_OPS",
     "CompiledPlan",
     "CriticalWorkload",
@@ -61,12 +71,15 @@ __all__ = [
     "Graph",
     "GraphError",
     "LayoutSource",
+    "LoweredPlan",
     "Model",
     "ModelTuning",
     "Op",
     "Placement",
     "Plan",
+    "PlanBuffer",
     "PlanError",
+    "PlanLaunch",
     "PlanTiming",
     "Rewrite",
     "SourceLike",
@@ -75,12 +88,15 @@ __all__ = [
     "TunedWorkload",
     "Version",
     "critical_workloads",
+    "export_model",
     "flow_layout",
     "freeze_model",
     "from_onnx",
     "fuse_epilogues",
     "load_model",
     "lookup_candidate",
+    "lower_plan",
+    "model_stem",
     "plan_conversions",
     "plan_layouts",
     "plan_model",

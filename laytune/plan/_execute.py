@@ -31,7 +31,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,16 +41,25 @@ from laytune._cl_build import build_source
 from laytune.codegen import KernelProgram, Launch, lower, lower_conversion
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import ConfigError, LaytuneError, PlanError
-from laytune.layout import Layout, custom, pack
+from laytune.layout import Layout, custom, identity, pack
 from laytune.plan._rewrite import Rewrite, is_identity_layout
 from laytune.plan._sink import row_major_view
 from laytune.runners import image_format
 from laytune.space import ConversionWorkload
 
 if TYPE_CHECKING:  # the planner compiles through this module
-    from laytune.plan._planner import Plan, Version
+    from laytune.plan._planner import Plan
 
-__all__ = ["CompiledPlan", "PlanTiming", "Step", "row_major_view"]
+__all__ = [
+    "CompiledPlan",
+    "LoweredPlan",
+    "PlanBuffer",
+    "PlanLaunch",
+    "PlanTiming",
+    "Step",
+    "lower_plan",
+    "row_major_view",
+]
 
 
 @dataclass(frozen=True)
@@ -101,11 +110,265 @@ def _direct_layout(rewrite: Rewrite) -> Layout | None:
     return direct
 
 
+@dataclass(frozen=True)
+class PlanBuffer:
+    """One device buffer of a lowered plan: a tensor copy (:class:`Version`), or
+    scratch that a two-step rewrite goes through. ``elements`` counts its
+    physical elements; an ``image2d`` holds them as ``image_shape`` = (width,
+    height) RGBA texels. ``role``: ``input`` (uploaded in its logical layout),
+    ``constant`` (packed on the host, ``LoweredPlan.constants``), ``output``
+    (read back in its logical layout), ``intermediate`` or ``scratch``."""
+
+    name: str
+    tensor: str
+    dtype: str
+    elements: int
+    memory: str
+    image_shape: tuple[int, int] | None
+    role: str
+    layout: str
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class PlanLaunch:
+    """One kernel launch of a lowered plan, in run order: kernel ``kernel`` of
+    ``LoweredPlan.programs[program]``, its arguments buffer indices."""
+
+    label: str
+    kind: str  # "compute" or "rewrite"
+    program: int
+    kernel: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    args: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LoweredPlan:
+    """A plan as data for one device: every buffer, every distinct program,
+    every launch in order, each constant's packed physical array, and which
+    buffers take the graph inputs and give its outputs. :class:`CompiledPlan`
+    builds it with pyopencl; :func:`laytune.records.export_model` writes it
+    for a build outside Python. ``views`` names the operators that launch
+    nothing (their result is their input's buffer), ``tuned`` the rewrites
+    that run a recorded conversion kernel."""
+
+    buffers: tuple[PlanBuffer, ...]
+    programs: tuple[KernelProgram, ...]
+    launches: tuple[PlanLaunch, ...]
+    constants: tuple[tuple[int, np.ndarray], ...]
+    inputs: tuple[tuple[str, int], ...]
+    outputs: tuple[tuple[str, int], ...]
+    views: tuple[str, ...]
+    tuned: tuple[str, ...]
+
+
+class _Lowering:
+    """The steps of :func:`lower_plan`: one buffer per version (a view's is its
+    input's), then each operator's launches and each tensor's rewrites in graph
+    order."""
+
+    def __init__(self, plan: Plan, info: DeviceInfo, conversions: Any) -> None:
+        self.plan, self.info, self.conversions = plan, info, conversions
+        graph = plan.graph
+        outputs = {i for _, i in plan.outputs}
+        self.buffers: list[PlanBuffer | None] = []
+        for i, v in enumerate(plan.versions):
+            role = {"input": "input", "constant": "constant"}.get(v.origin, "intermediate")
+            name = v.tensor if v.origin != "rewrite" else f"{v.tensor} -> {', '.join(v.consumers)}"
+            self.buffers.append(
+                self._buffer(name, v.tensor, v.layout, "output" if i in outputs else role)
+            )
+        self.slot = list(range(len(plan.versions)))  # version -> buffer
+        self.programs: dict[str, int] = {}
+        self.program_list: list[KernelProgram] = []
+        self.launches: list[PlanLaunch] = []
+        self.views: list[str] = []
+        self.tuned: list[str] = []
+        for name, tensor in graph.tensors.items():
+            if tensor.kind == "input":
+                self.rewrites(name)
+        for op in graph.ops:
+            self.operator(op.name)
+            self.rewrites(op.output)
+
+    def _buffer(self, name: str, tensor: str, layout: Layout, role: str) -> PlanBuffer:
+        dtype = self.plan.graph.tensors[tensor].dtype
+        image = None
+        if _memory(layout) == "image2d":
+            height, width = layout.flat_shape
+            image = (width // 4, height)
+        return PlanBuffer(
+            name,
+            tensor,
+            dtype,
+            layout.physical_size,
+            _memory(layout),
+            image,
+            role,
+            str(layout.index_map),
+        )
+
+    def result(self) -> LoweredPlan:
+        plan = self.plan
+        used = [b for b in dict.fromkeys(self.slot)] + list(
+            range(len(plan.versions), len(self.buffers))
+        )
+        number = {b: k for k, b in enumerate(used)}
+        renumber = {old: number[old] for old in range(len(self.buffers)) if old in number}
+        slot = [number[s] for s in self.slot]
+        buffers = tuple(self.buffers[b] for b in used)  # type: ignore[misc]
+        constants = tuple(
+            (slot[i], pack(plan.graph.constants[v.tensor], v.layout.index_map, v.pad))
+            for i, v in enumerate(plan.versions)
+            if v.origin == "constant"
+        )
+        storage = {v.tensor: i for i, v in enumerate(plan.versions) if v.origin == "input"}
+        return LoweredPlan(
+            buffers=buffers,  # type: ignore[arg-type]
+            programs=tuple(self.program_list),
+            launches=tuple(
+                replace(launch, args=tuple(renumber[a] for a in launch.args))
+                for launch in self.launches
+            ),
+            constants=constants,
+            inputs=tuple((name, slot[i]) for name, i in storage.items()),
+            outputs=tuple((name, slot[i]) for name, i in plan.outputs),
+            views=tuple(self.views),
+            tuned=tuple(self.tuned),
+        )
+
+    def launch(
+        self,
+        label: str,
+        kind: str,
+        program: KernelProgram,
+        launch: Launch,
+        memory: Mapping[tuple[str, str], int],
+    ) -> None:
+        index = self.programs.get(program.source_hash)
+        if index is None:
+            index = self.programs[program.source_hash] = len(self.program_list)
+            self.program_list.append(program)
+        args = tuple(memory[(arg.buffer, arg.view)] for arg in launch.args)
+        self.launches.append(
+            PlanLaunch(
+                label, kind, index, launch.kernel, launch.global_size, launch.local_size, args
+            )
+        )
+
+    def operator(self, name: str) -> None:
+        plan = self.plan
+        op = plan.graph.op(name)
+        try:
+            program = lower(op.workload, plan.candidate(name), self.info)
+        except LaytuneError as err:
+            raise PlanError(f"operator {name} cannot run on {self.info.name}: {err}") from None
+        out = next(
+            i
+            for i, v in enumerate(plan.versions)
+            if v.tensor == op.output and v.origin == "operator"
+        )
+        if len(op.inputs) == 1:
+            read = plan.read_index(name, op.inputs[0][0])
+            layouts = (plan.versions[read].layout, plan.versions[out].layout)
+            if all(is_identity_layout(x) for x in layouts) and row_major_view(op.workload):
+                self.slot[out] = self.slot[read]
+                self.views.append(name)
+                return
+        memory = {
+            (port, "physical"): self.slot[plan.read_index(name, port)] for port, _ in op.inputs
+        }
+        memory[(op.output_port, "physical")] = self.slot[out]
+        for launch in program.compute:
+            self.launch(name, "compute", program, launch, memory)
+
+    def convert(
+        self, label: str, kind: str, tensor: str, layout: Layout, pad: object, src: int, dst: int
+    ) -> None:
+        """One pack (logical ``src`` -> ``layout``) or unpack (``layout`` -> logical ``dst``)."""
+        dtype = self.plan.graph.tensors[tensor].dtype
+        program = lower_conversion(tensor, layout, dtype, pad, _memory(layout))
+        if kind == "pack":
+            memory = {(tensor, "logical"): src, (tensor, "physical"): dst}
+            self.launch(label, "rewrite", program, program.pack[0], memory)
+        else:
+            memory = {(tensor, "physical"): src, (tensor, "logical"): dst}
+            self.launch(label, "rewrite", program, program.unpack[0], memory)
+
+    def rewrites(self, tensor: str) -> None:
+        plan = self.plan
+        for i, v in enumerate(plan.versions):
+            if v.tensor != tensor or v.origin != "rewrite":
+                continue
+            assert v.source is not None
+            src = plan.versions[v.source]
+            dtype = np.dtype(plan.graph.tensors[tensor].dtype)
+            label = f"{tensor} -> {', '.join(v.consumers) or 'rewrite'}"
+            src_mem, dst_mem = self.slot[v.source], self.slot[i]
+            if self.recorded(label, src.layout, v.layout, dtype.name, v.pad, src_mem, dst_mem):
+                continue
+            if is_identity_layout(src.layout):
+                self.convert(label, "pack", tensor, v.layout, v.pad, src_mem, dst_mem)
+                continue
+            if is_identity_layout(v.layout):
+                self.convert(label, "unpack", tensor, src.layout, None, src_mem, dst_mem)
+                continue
+            rewrite = Rewrite(tensor, dtype.name, src.layout, v.layout, src.pad, v.pad)
+            direct = _direct_layout(rewrite)
+            if direct is not None:
+                self.convert(label, "pack", tensor, direct, v.pad, src_mem, dst_mem)
+                continue
+            scratch = len(self.buffers)
+            self.buffers.append(
+                self._buffer(f"{label} (scratch)", tensor, identity(v.layout.shape), "scratch")
+            )
+            self.convert(label, "unpack", tensor, src.layout, None, src_mem, scratch)
+            self.convert(label, "pack", tensor, v.layout, v.pad, scratch, dst_mem)
+
+    def recorded(
+        self,
+        label: str,
+        src: Layout,
+        dst: Layout,
+        dtype: str,
+        pad: object,
+        src_mem: int,
+        dst_mem: int,
+    ) -> bool:
+        """Run a rewrite with the best recorded conversion kernel, if there is one."""
+        if self.conversions is None or src.image_rank != 1 or dst.image_rank != 1:
+            return False
+        found = self.conversions.best(src, dst, dtype, pad)
+        if found is None:
+            return False
+        workload = ConversionWorkload(src, dst, dtype, pad)
+        program = lower(workload, found.candidate, self.info)
+        memory = {("src", "physical"): src_mem, ("dst", "physical"): dst_mem}
+        self.launch(label, "rewrite", program, program.compute[0], memory)
+        self.tuned.append(label)
+        return True
+
+
+def lower_plan(plan: Plan, info: DeviceInfo, conversions: Any = None) -> LoweredPlan:
+    """``plan`` as data for the device ``info`` (:class:`LoweredPlan`): every
+    operator lowered with its candidate (:func:`laytune.codegen.lower`), every
+    rewrite with the best recorded conversion kernel of ``conversions`` (a
+    :class:`laytune.records.RecordedConversions`) or a generated one, and
+    each constant packed into its layout."""
+    return _Lowering(plan, info, conversions).result()
+
+
 class CompiledPlan:
     """A plan built for one device: ``run`` it, or ``profile`` it.
 
     Not thread-safe: runs share the device buffers. ``release`` (or a
-    ``with`` block) frees them.
+    ``with`` block) frees them. ``lowered`` is what it built
+    (:func:`lower_plan`).
     """
 
     def __init__(
@@ -121,180 +384,65 @@ class CompiledPlan:
         if conversions is None and plan.device.key == self.info.key:
             conversions = plan.conversions
         self.conversions = conversions
-        self.tuned: list[str] = []  # labels of the rewrites a recorded conversion kernel runs
-        self.views: list[str] = []  # operators whose result is their input's buffer
+        self.lowered = lowered = lower_plan(plan, self.info, conversions)
+        self.tuned: list[str] = list(lowered.tuned)  # rewrites a recorded conversion kernel runs
+        self.views: list[str] = list(
+            lowered.views
+        )  # operators whose result is their input's buffer
         self.queue = cl.CommandQueue(
             context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
-        self._programs: dict[str, cl.Program] = {}
-        self._scratch: list[cl.MemoryObject] = []
+        self._mem: list[cl.MemoryObject] = []
+        self._mem = [self._allocate(b) for b in lowered.buffers]
+        self._storage = dict(lowered.inputs)
+        for i, physical in lowered.constants:
+            self._upload(i, physical)
+        built = [self._build(program) for program in lowered.programs]
         self.steps: list[Step] = []
-        graph = plan.graph
-        self._mem = [self._allocate(v) for v in plan.versions]
-        self._storage = {
-            v.tensor: i for i, v in enumerate(plan.versions) if v.origin in ("input", "operator")
-        }
-        for i, v in enumerate(plan.versions):
-            if v.origin == "constant":
-                self._upload(i, pack(graph.constants[v.tensor], v.layout.index_map, v.pad))
-        for name, tensor in graph.tensors.items():
-            if tensor.kind == "input":
-                self._add_rewrites(name)
-        for op in graph.ops:
-            self._add_operator(op.name)
-            self._add_rewrites(op.output)
+        for launch in lowered.launches:
+            kernel = cl.Kernel(built[launch.program], launch.kernel)
+            kernel.set_args(*(self._mem[a] for a in launch.args))
+            self.steps.append(
+                Step(launch.label, launch.kind, kernel, launch.global_size, launch.local_size)
+            )
         self.queue.finish()
 
     # -- building -----------------------------------------------------------------
-    def _dtype(self, v: Version) -> np.dtype:
-        return np.dtype(self.plan.graph.tensors[v.tensor].dtype)
-
-    def _allocate(self, v: Version) -> cl.MemoryObject:
-        mf = cl.mem_flags
-        dtype = self._dtype(v)
-        nan = np.full(1, np.nan, dtype=dtype)
-        if _memory(v.layout) == "image2d":
-            height, width = v.layout.flat_shape
+    def _allocate(self, buffer: PlanBuffer) -> cl.MemoryObject:
+        dtype = np.dtype(buffer.dtype)
+        if buffer.image_shape is not None:
+            width, height = buffer.image_shape
             image = cl.create_image(
                 self.context,
-                mf.READ_WRITE,
+                cl.mem_flags.READ_WRITE,
                 image_format(dtype.name),
-                shape=(width // 4, height),
+                shape=(width, height),
             )
             color = np.full(4, np.nan, dtype=np.float32)
-            cl.enqueue_fill_image(
-                self.queue, image, color, origin=(0, 0), region=(width // 4, height)
-            )
+            cl.enqueue_fill_image(self.queue, image, color, origin=(0, 0), region=(width, height))
             return image
-        return self._buffer(v.layout.physical_size * dtype.itemsize, nan)
-
-    def _buffer(self, nbytes: int, fill: np.ndarray) -> cl.Buffer:
-        nbytes = max(nbytes, fill.nbytes)
-        buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
-        cl.enqueue_fill_buffer(self.queue, buffer, fill, 0, nbytes)
-        return buffer
+        nan = np.full(1, np.nan, dtype=dtype)
+        nbytes = max(buffer.nbytes, nan.nbytes)
+        memory = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
+        cl.enqueue_fill_buffer(self.queue, memory, nan, 0, nbytes)
+        return memory
 
     def _upload(self, i: int, physical: np.ndarray) -> None:
-        v = self.plan.versions[i]
-        if _memory(v.layout) == "image2d":
-            height, width = v.layout.flat_shape
-            host = np.ascontiguousarray(physical.reshape(height, width // 4, 4))
-            cl.enqueue_copy(
-                self.queue, self._mem[i], host, origin=(0, 0), region=(width // 4, height)
-            )
+        buffer = self.lowered.buffers[i]
+        if buffer.image_shape is not None:
+            width, height = buffer.image_shape
+            host = np.ascontiguousarray(physical.reshape(height, width, 4))
+            cl.enqueue_copy(self.queue, self._mem[i], host, origin=(0, 0), region=(width, height))
         else:
             cl.enqueue_copy(self.queue, self._mem[i], np.ascontiguousarray(physical).reshape(-1))
 
     def _build(self, program: KernelProgram) -> cl.Program:
-        key = program.source_hash
-        if key not in self._programs:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # pyopencl warns about any non-empty build log
-                try:
-                    built = build_source(self.context, program.source, program.build_options)
-                except cl.Error as err:
-                    raise PlanError(f"building {program.name} failed: {err}") from None
-            self._programs[key] = built
-        return self._programs[key]
-
-    def _step(
-        self,
-        label: str,
-        kind: str,
-        program: KernelProgram,
-        launch: Launch,
-        memory: Mapping[tuple[str, str], cl.MemoryObject],
-    ) -> None:
-        kernel = cl.Kernel(self._build(program), launch.kernel)
-        kernel.set_args(*(memory[(arg.buffer, arg.view)] for arg in launch.args))
-        self.steps.append(Step(label, kind, kernel, launch.global_size, launch.local_size))
-
-    def _add_operator(self, name: str) -> None:
-        plan = self.plan
-        op = plan.graph.op(name)
-        try:
-            program = lower(op.workload, plan.candidate(name), self.info)
-        except LaytuneError as err:
-            raise PlanError(f"operator {name} cannot run on {self.info.name}: {err}") from None
-        out = self._storage[op.output]
-        if len(op.inputs) == 1:
-            read = plan.read_index(name, op.inputs[0][0])
-            layouts = (plan.versions[read].layout, plan.versions[out].layout)
-            if all(is_identity_layout(x) for x in layouts) and row_major_view(op.workload):
-                self._mem[out].release()
-                self._mem[out] = self._mem[read]
-                self.views.append(name)
-                return
-        memory = {
-            (port, "physical"): self._mem[plan.read_index(name, port)] for port, _ in op.inputs
-        }
-        memory[(op.output_port, "physical")] = self._mem[out]
-        for launch in program.compute:
-            self._step(name, "compute", program, launch, memory)
-
-    def _convert(
-        self, label: str, kind: str, tensor: str, layout: Layout, pad: object, src: Any, dst: Any
-    ) -> None:
-        """One pack (logical ``src`` -> ``layout``) or unpack (``layout`` -> logical ``dst``)."""
-        dtype = self.plan.graph.tensors[tensor].dtype
-        program = lower_conversion(tensor, layout, dtype, pad, _memory(layout))
-        if kind == "pack":
-            memory = {(tensor, "logical"): src, (tensor, "physical"): dst}
-            self._step(label, "rewrite", program, program.pack[0], memory)
-        else:
-            memory = {(tensor, "physical"): src, (tensor, "logical"): dst}
-            self._step(label, "rewrite", program, program.unpack[0], memory)
-
-    def _add_rewrites(self, tensor: str) -> None:
-        plan = self.plan
-        for i, v in enumerate(plan.versions):
-            if v.tensor != tensor or v.origin != "rewrite":
-                continue
-            assert v.source is not None
-            src, dtype = plan.versions[v.source], self._dtype(v)
-            label = f"{tensor} -> {', '.join(v.consumers) or 'rewrite'}"
-            src_mem, dst_mem = self._mem[v.source], self._mem[i]
-            if self._tuned(label, src.layout, v.layout, dtype.name, v.pad, src_mem, dst_mem):
-                continue
-            if is_identity_layout(src.layout):
-                self._convert(label, "pack", tensor, v.layout, v.pad, src_mem, dst_mem)
-                continue
-            if is_identity_layout(v.layout):
-                self._convert(label, "unpack", tensor, src.layout, None, src_mem, dst_mem)
-                continue
-            rewrite = Rewrite(tensor, dtype.name, src.layout, v.layout, src.pad, v.pad)
-            direct = _direct_layout(rewrite)
-            if direct is not None:
-                self._convert(label, "pack", tensor, direct, v.pad, src_mem, dst_mem)
-                continue
-            nbytes = int(np.prod(v.layout.shape)) * dtype.itemsize
-            scratch = self._buffer(nbytes, np.full(1, np.nan, dtype=dtype))
-            self._scratch.append(scratch)
-            self._convert(label, "unpack", tensor, src.layout, None, src_mem, scratch)
-            self._convert(label, "pack", tensor, v.layout, v.pad, scratch, dst_mem)
-
-    def _tuned(
-        self,
-        label: str,
-        src: Layout,
-        dst: Layout,
-        dtype: str,
-        pad: object,
-        src_mem: Any,
-        dst_mem: Any,
-    ) -> bool:
-        """Run a rewrite with the best recorded conversion kernel, if there is one."""
-        if self.conversions is None or src.image_rank != 1 or dst.image_rank != 1:
-            return False
-        found = self.conversions.best(src, dst, dtype, pad)
-        if found is None:
-            return False
-        workload = ConversionWorkload(src, dst, dtype, pad)
-        program = lower(workload, found.candidate, self.info)
-        memory = {("src", "physical"): src_mem, ("dst", "physical"): dst_mem}
-        self._step(label, "rewrite", program, program.compute[0], memory)
-        self.tuned.append(label)
-        return True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pyopencl warns about any non-empty build log
+            try:
+                return build_source(self.context, program.source, program.build_options)
+            except cl.Error as err:
+                raise PlanError(f"building {program.name} failed: {err}") from None
 
     # -- running --------------------------------------------------------------------
     def _enqueue(self) -> list[cl.Event]:
@@ -309,7 +457,7 @@ class CompiledPlan:
 
     def _read_outputs(self) -> dict[str, np.ndarray]:
         outputs = {}
-        for name, i in self.plan.outputs:
+        for name, i in self.lowered.outputs:
             tensor = self.plan.graph.tensors[name]
             out = np.empty(tensor.shape, dtype=tensor.dtype)
             cl.enqueue_copy(self.queue, out, self._mem[i])
@@ -348,12 +496,9 @@ class CompiledPlan:
         return PlanTiming(tuple(device), tuple(wall), per_step)
 
     def release(self) -> None:
-        released = set()
-        for mem in (*self._mem, *self._scratch):
-            if id(mem) not in released:  # a view shares its input's buffer
-                released.add(id(mem))
-                mem.release()
-        self._mem, self._scratch = [], []
+        for mem in self._mem:
+            mem.release()
+        self._mem = []
 
     def __enter__(self) -> CompiledPlan:
         return self
