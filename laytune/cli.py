@@ -557,9 +557,17 @@ def _match(db: Any, name: str) -> list[str]:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from laytune.plan import export_model
     from laytune.records import export
 
-    written = export(args.frozen, args.out, reference=args.reference)
+    if args.no_fuse and not args.model:
+        raise LaytuneError("export --no-fuse plans a model: give --model ONNX as well")
+    if args.model:
+        written = export_model(
+            args.model, args.frozen, args.out, fuse=not args.no_fuse, reference=args.reference
+        )
+    else:
+        written = export(args.frozen, args.out, reference=args.reference)
     for path in written:
         print(path)
     return EXIT_OK
@@ -820,15 +828,27 @@ def _parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser(
         "export",
-        help="OpenCL source, JSON and a C header per kernel of a frozen file, and a manifest",
-        epilog="examples/opencl_host/host.c runs an exported kernel with the OpenCL C API.",
+        help="OpenCL source, JSON and a C header per kernel of a frozen file, and a manifest; "
+        "with --model, the whole planned model",
+        epilog="examples/opencl_host/host.c runs an exported kernel with the OpenCL C API, "
+        "examples/opencl_host/model_host.c an exported model.",
     )
-    export.add_argument("frozen", help="frozen file")
+    export.add_argument("frozen", help="frozen file (with --model: the one freeze --model wrote)")
+    export.add_argument(
+        "--model",
+        metavar="ONNX",
+        help="write this model's whole plan as load_model plans it from the frozen file: every "
+        "program, the constants packed in their layouts, every launch in order, a C header",
+    )
+    export.add_argument(
+        "--no-fuse", action="store_true", help="with --model: the plan without epilogue fusion"
+    )
     export.add_argument("--out", required=True, help="folder to write into")
     export.add_argument(
         "--reference",
         action="store_true",
-        help="also the inputs and numpy's outputs as raw little-endian arrays, to check against",
+        help="also the inputs and numpy's outputs as raw little-endian arrays, to check against "
+        "(with --model: random inputs, seed 0, and the graph's numpy reference)",
     )
     export.set_defaults(run=_cmd_export)
 

@@ -20,11 +20,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from laytune import ops
 from laytune.codegen import lower
 from laytune.layout import identity, permute, texture
+from laytune.plan import Graph, export_model, model_stem, plan_layouts
 from laytune.records import FrozenEntry, FrozenLayouts, export, export_stem
 from laytune.space import Candidate, baseline_knobs
 
@@ -52,8 +54,8 @@ def compiler_or_skip(tmp_path: Path) -> str:
     return cc
 
 
-def _build(cc: str, folder: Path, stem: str) -> Path:
-    binary = folder / "host"
+def _build(cc: str, folder: Path, stem: str, host: Path = HOST) -> Path:
+    binary = folder / host.stem
     compiled = subprocess.run(
         [
             cc,
@@ -64,7 +66,7 @@ def _build(cc: str, folder: Path, stem: str) -> Path:
             "-Werror",
             "-include",
             str(folder / f"{stem}.h"),
-            str(HOST),
+            str(host),
             "-lOpenCL",
             "-lm",
             "-o",
@@ -172,3 +174,70 @@ def test_without_a_runtime_the_c_host_says_what_is_wrong_and_how_to_fix_it(
         f"unset OCL_ICD_VENDORS; export OCL_ICD_VENDORS=\"$(python -c '{_one_liner(READMES[1])}')\""
         in run.stderr
     )
+
+
+MODEL_HOST = ROOT / "examples" / "opencl_host" / "model_host.c"
+
+
+def _texture_graph():
+    """relu -> conv whose input is an RGBA image: a rewrite into an image buffer."""
+    from tests.plan.graphs import conv_candidate, weights
+
+    conv = ops.conv2d(1, 8, 4, 4, 8, 3, stride=1, padding=1)
+    g = Graph("texture")
+    y = g.apply(ops.relu((1, 8, 4, 4)), "relu", X=g.input("x", (1, 8, 4, 4)))
+    g.output(g.apply(conv, "conv", X=y, W=g.constant("f", weights((8, 8, 3, 3), 3))))
+    return g, {conv.key: conv_candidate(conv, x=texture((1, 8, 4, 4), 1))}
+
+
+@pytest.mark.parametrize("which", ["seed", "texture"])
+def test_the_model_host_runs_an_exported_plan_as_python_does(
+    which: str, laytune_device, tmp_path: Path
+) -> None:
+    """Every launch of the plan, in the order CompiledPlan runs them, with the
+    constants packed into their planned layouts (NCHW4c, OIHW4i4o) and an
+    image buffer; a changed byte of a packed constant is caught."""
+    from tests.plan.graphs import seed_graph
+
+    cc = compiler_or_skip(tmp_path)
+    graph, source = seed_graph() if which == "seed" else _texture_graph()
+    export_model(graph, source, tmp_path, laytune_device, reference=True)
+    stem = model_stem(graph, laytune_device.key)
+    description = json.loads((tmp_path / f"{stem}.json").read_text())
+    with plan_layouts(graph, source, laytune_device.info, fuse=True).compile() as compiled:
+        assert [launch["label"] for launch in description["launches"]] == [
+            step.label for step in compiled.steps
+        ]
+        assert [launch["kernel"] for launch in description["launches"]] == [
+            step.kernel.function_name for step in compiled.steps
+        ]
+    memories = {b["memory"] for b in description["buffers"]}
+    assert memories == ({"global"} if which == "seed" else {"global", "image2d"})
+    constants = [b for b in description["buffers"] if b["role"] == "constant"]
+    assert constants and all("data_file" in b for b in constants)
+    if which == "seed":  # the weights travel packed: OIHW4i4o is a 6-d physical array
+        assert any(b["layout"].count(",") >= 5 for b in constants)
+
+    binary = _build(cc, tmp_path, stem, MODEL_HOST)
+    run = subprocess.run(
+        [str(binary), str(tmp_path), "3"], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (output,) = graph.outputs
+    assert (
+        f"{output}: {graph.tensors[output].shape and np.prod(graph.tensors[output].shape)}"
+        " elements" in run.stdout
+    )
+    assert "matches the reference" in run.stdout and "note:" not in run.stderr
+    assert re.search(
+        rf"{graph.name}: {len(description['launches'])} launches, median [0-9.]+ ms", run.stdout
+    )
+
+    # the constants are read as packed: one changed weight changes the outputs
+    weight = tmp_path / max(constants, key=lambda b: b["elements"])["data_file"]
+    data = bytearray(weight.read_bytes())
+    values = np.frombuffer(bytes(data), dtype="<f4").copy()
+    values[np.flatnonzero(np.isfinite(values))[:8]] += 4.0
+    weight.write_bytes(values.tobytes())
+    run = subprocess.run([str(binary), str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and "DIFFERS" in run.stdout

@@ -330,12 +330,13 @@ def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 
 def _open_records(database: Any) -> tuple[Any, bool]:
     """The layout source ``database`` names (None: none), and whether a store
-    was opened here: a records store or URL, or a frozen file
+    was opened here: a records store or URL, a mapping of workload keys to
+    candidates (a :data:`~laytune.plan.SourceLike`), or a frozen file
     (:class:`~laytune.records.FrozenLayouts`, or the path of one, which
     :func:`freeze_model` writes: a ``.json`` file)."""
     from laytune.records import FrozenLayouts, RecordStore, load_frozen, open_database
 
-    if database is None or isinstance(database, RecordStore | FrozenLayouts):
+    if database is None or isinstance(database, RecordStore | FrozenLayouts | Mapping):
         return database, False
     if isinstance(database, str | os.PathLike) and os.fspath(database).endswith(".json"):
         return load_frozen(database), False
