@@ -191,3 +191,8 @@ def test_the_laytune_commands_run_in_order_and_the_c_block_runs_their_export(
     assert re.search(
         r"^C: 65536 elements, max abs error \S+, matches the reference$", done.stdout, re.M
     )
+    # and the model that `export --model` wrote, every launch of its plan
+    assert re.search(
+        r"^logits: 10 elements, max abs error \S+, matches the reference$", done.stdout, re.M
+    )
+    assert re.search(r"^tiny: \d+ launches, median [0-9.]+ ms", done.stdout, re.M)
