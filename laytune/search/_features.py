@@ -28,6 +28,7 @@ missing. The same candidate always gives the same features.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -96,7 +97,8 @@ def _structure_features(
     return features
 
 
-def _points(extents: Sequence[int]) -> np.ndarray:
+@functools.lru_cache(maxsize=64)
+def _points(extents: tuple[int, ...]) -> np.ndarray:
     """``_POINTS`` fixed points of the iteration space, one row each, every
     coordinate at most extent - 2 (so that a step of one stays inside)."""
     rng = np.random.default_rng(_SEED)
@@ -113,8 +115,12 @@ def _offsets(layout: Layout, buf: Any, points: np.ndarray) -> np.ndarray:
     return np.ravel_multi_index(tuple(physical), layout.physical_shape).astype(np.int64)
 
 
-def _stride(layout: Layout, buf: Any, points: np.ndarray, axis: int, step: int) -> float:
-    """Median |offset change| of ``buf`` when ``axis`` advances by ``step``."""
+@functools.lru_cache(maxsize=8192)
+def _stride(layout: Layout, buf: Any, extents: tuple[int, ...], axis: int, step: int) -> float:
+    """Median |offset change| of ``buf`` when ``axis`` advances by ``step``, at
+    the fixed points of an iteration space of ``extents``; memoised, as the
+    candidates of a space share their layouts and differ in knobs."""
+    points = _points(extents)
     moved = points.copy()
     moved[:, axis] += step
     delta = np.abs(_offsets(layout, buf, moved) - _offsets(layout, buf, points))
@@ -137,7 +143,7 @@ def _bank_degree(layout: Layout) -> float:
 
 
 def _buffer_features(
-    nest: Nest, buf: Any, layout: Layout, points: np.ndarray, slot: str
+    nest: Nest, buf: Any, layout: Layout, extents: tuple[int, ...], slot: str
 ) -> dict[str, float]:
     tile = nest.tile
     width = 1
@@ -150,16 +156,16 @@ def _buffer_features(
         "image": float(nest.memory.get(buf.name) == "image2d"),
     }
     if nest.loops:
-        stride = _stride(layout, buf, points, nest.loops[-1].axis, 1)
+        stride = _stride(layout, buf, extents, nest.loops[-1].axis, 1)
         out["reduce_stride"] = _log2(stride)
         out["reduce_contiguous"] = float(stride == 1)
     if tile.vector_axis is not None:
-        out["vector_stride"] = _log2(_stride(layout, buf, points, tile.vector_axis, 1))
+        out["vector_stride"] = _log2(_stride(layout, buf, extents, tile.vector_axis, 1))
     dim = next((d for d in nest.grid if d.axes), None)
     if dim is not None:  # work-items next to each other along the NDRange's first dimension
         axis = dim.axes[-1]
         step = max(1, tile.blocks[axis])
-        out["neighbour_stride"] = _log2(_stride(layout, buf, points, axis, step))
+        out["neighbour_stride"] = _log2(_stride(layout, buf, extents, axis, step))
     return {f"{slot}.{name}": value for name, value in out.items()}
 
 
@@ -185,18 +191,17 @@ def candidate_features(workload: Any, device: DeviceInfo, candidate: Candidate) 
     layouts = candidate.layout_map
     knobs = complete_knobs(workload, candidate.knob_map)
     nest = plan_nest(workload, knobs, layouts, dict(candidate.pad_values))
-    extents = [a.extent for a in workload.axes]
-    points = _points(extents)
+    extents = tuple(a.extent for a in workload.axes)
     form = classify(workload, windows_of_one=True)
     slots = _slots(workload, form)
     features: dict[str, float] = {}
     moving: dict[str, list[float]] = {}
     for buf in workload.buffers:
         layout = layouts[buf.name]
-        features.update(_buffer_features(nest, buf, layout, points, slots[buf.name]))
+        features.update(_buffer_features(nest, buf, layout, extents, slots[buf.name]))
         if buf.role == "input":
             moving[buf.name] = [
-                _stride(layout, buf, points, k, 1) if extents[k] > 1 else 0.0
+                _stride(layout, buf, extents, k, 1) if extents[k] > 1 else 0.0
                 for k in range(len(extents))
             ]
     locals_ = [n for n in layouts if n not in slots]

@@ -90,6 +90,7 @@ class ModelSearch:
         self._features: dict[str, dict[str, float] | None] = {}
         self._params: dict[str, dict[str, Any] | None] = {}
         self._all: list[Candidate] | None = None  # the whole space, when it is small
+        self._kept: dict[str, Candidate] = {}  # uniform draws no batch took yet
 
     def features(self, candidate: Candidate) -> dict[str, float] | None:
         """``candidate``'s features (cached); None when its nest cannot be planned."""
@@ -137,31 +138,50 @@ class ModelSearch:
     def pool(self, exclude: Collection[str]) -> list[Candidate]:
         """Up to ``pool`` distinct candidates not in ``exclude`` nor observed:
         a quarter neighbours of the best measured, the rest uniform draws; in
-        a space of at most four pools, every such candidate instead."""
+        a space of at most four pools, every such candidate instead.
+
+        Uniform draws that no batch took are kept for the next pool, which
+        draws only as many new ones as were taken: a job's pools cost one
+        pool of draws and features, not one per batch."""
         if self._all is None:
-            small = self.space.size <= 4 * self.pool_size
+            small = self.space.size_up_to(4 * self.pool_size + 1) <= 4 * self.pool_size
             self._all = list(self.space.enumerate()) if small else []
         if self._all:
             left = [c for c in self._all if c.key not in exclude and c.key not in self.observed]
             if len(left) <= self.pool_size:
                 return left
             return [left[k] for k in sorted(self.rng.choice(len(left), self.pool_size, False))]
+
+        def fresh(key: str) -> bool:
+            return key not in exclude and key not in self.observed
+
         measured = sorted(
             (s, c.key, c) for c, s in self.observed.values() if s is not None and math.isfinite(s)
         )
         parents = [c for _, _, c in measured[:_PARENTS]]
         found: dict[str, Candidate] = {}
-        for attempt in range(self.pool_size * 2):
+        near = self.pool_size // 4 if parents else 0
+        for attempt in range(near * 2):
             checkpoint()
+            if len(found) >= near:
+                break
+            candidate = self.neighbour(parents[attempt % len(parents)])
+            if fresh(candidate.key):
+                found.setdefault(candidate.key, candidate)
+        kept = {k: c for k, c in self._kept.items() if fresh(k) and k not in found}
+        wanted = self.pool_size - len(found)
+        for _ in range(2 * max(0, wanted - len(kept))):
+            checkpoint()
+            if len(kept) >= wanted:
+                break
+            candidate = self.draw()
+            if fresh(candidate.key) and candidate.key not in found:
+                kept.setdefault(candidate.key, candidate)
+        self._kept = kept
+        for key, candidate in kept.items():
             if len(found) >= self.pool_size:
                 break
-            near = parents and attempt % 4 == 0
-            candidate = (
-                self.neighbour(parents[(attempt // 4) % len(parents)]) if near else self.draw()
-            )
-            key = candidate.key
-            if key not in exclude and key not in self.observed:
-                found.setdefault(key, candidate)
+            found[key] = candidate
         return list(found.values())
 
     def propose(self, count: int, exclude: Collection[str] = ()) -> list[Candidate]:

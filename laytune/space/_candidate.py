@@ -8,6 +8,7 @@ SHA-256 of the canonical JSON, never Python's randomised ``hash``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -116,9 +117,9 @@ class Candidate:
     def canonical_json(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """Stable across processes and runs."""
+        """Stable across processes and runs (computed once per candidate)."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:20]
 
     @classmethod

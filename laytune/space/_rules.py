@@ -1066,11 +1066,20 @@ class Rules:
             ]
         return found
 
-    def count(self, state: State, lifted: frozenset[str] = frozenset(), i: int = 0) -> int:
-        """Valid assignments of steps ``i`` onward, given ``state``."""
+    def count(
+        self, state: State, lifted: frozenset[str] = frozenset(), i: int = 0, cap: int = 0
+    ) -> int:
+        """Valid assignments of steps ``i`` onward, given ``state``; with a
+        positive ``cap``, ``min(count, cap)``, which stops summing a step's
+        values once the cap is reached (``cap=1``: whether any assignment is
+        valid, the first one found ends the walk)."""
         if i == len(self.steps):
             return 1
-        key = (i, lifted, tuple(map(state.get, self._needed[i])))
+        values = tuple(map(state.get, self._needed[i]))
+        found = self._memo.get((i, lifted, 0, values))
+        if found is not None:
+            return min(found, cap) if cap else found
+        key = (i, lifted, cap, values)
         found = self._memo.get(key)
         if found is not None:
             return found
@@ -1078,14 +1087,18 @@ class Rules:
         domain = self.domain(i, state, lifted)
         read_later = self._needed_sets[i + 1]
         if step.name not in read_later and not (step.writes & read_later):
-            total = len(domain) * self.count(state, lifted, i + 1) if domain else 0
+            total = len(domain) * self.count(state, lifted, i + 1, cap) if domain else 0
         else:
             total = 0
             classes = None if step.name in read_later else step.classes(state, domain)
             for value, n in classes or [(v, 1) for v in domain]:
                 child = dict(state)
                 step.apply(child, value)
-                total += n * self.count(child, lifted, i + 1)
+                total += n * self.count(child, lifted, i + 1, cap)
+                if cap and total >= cap:
+                    break
+        if cap:
+            total = min(total, cap)
         self._memo[key] = total
         return total
 
@@ -1162,7 +1175,7 @@ class Rules:
         for value in self.domain(i, state):
             child = dict(state)
             step.apply(child, value)
-            if self.count(child, frozenset(), i + 1):
+            if self.count(child, frozenset(), i + 1, cap=1):
                 yield from self.walk(child, i + 1)
 
     def explain(self, state: State, values: Mapping[str, Any]) -> list[str]:

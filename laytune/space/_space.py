@@ -430,6 +430,16 @@ class SearchSpace:
         """``len(space)`` as a Python int (no ``sys.maxsize`` limit)."""
         return self._count()
 
+    def size_up_to(self, cap: int) -> int:
+        """``min(len(space), cap)``, counted only as far as the cap: whether a
+        space is small costs a few walks down the rules, not a count of all."""
+        total = 0
+        for sig, n in self._signatures.items():
+            total += n * self._rules.count(facts_state(sig), frozenset(), 0, cap)
+            if total >= cap:
+                return cap
+        return total
+
     def identity(self) -> Candidate:
         """The baseline: identity layouts and the baseline knobs
         (:func:`~laytune.space._knobs.baseline_knobs`). Raises
@@ -528,7 +538,7 @@ class SearchSpace:
             for value in rules.domain(i, state):
                 child = dict(state)
                 step.apply(child, value)
-                if rules.count(child, frozenset(), i + 1):
+                if rules.count(child, frozenset(), i + 1, cap=1):
                     domain.append(value)
             if not domain:
                 raise LayoutRejectedError(

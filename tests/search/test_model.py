@@ -141,6 +141,24 @@ def test_batches_are_the_best_predicted_plus_exploration(space: SearchSpace) -> 
     assert min(tiles) >= 2.0  # the model learned that larger register tiles are faster
 
 
+def test_a_pool_keeps_the_draws_no_batch_took(space: SearchSpace) -> None:
+    """A job's next pool is last pool's uniform draws less those taken, with
+    fresh neighbours of the best and only as many new draws as were taken;
+    nothing in it is observed or excluded."""
+    size = 8
+    search = ModelSearch(space, seed=2, pool=size)
+    first = search.pool(set())
+    assert search._all == [] and len(first) == size  # the space is more than four pools
+    taken, excluded, left = first[:2], {first[2].key}, {c.key for c in first[3:]}
+    for k, candidate in enumerate(taken):
+        search.observe(candidate, 1e-3 * (k + 1))
+    second = search.pool(excluded)
+    keys = {c.key for c in second}
+    assert len(second) == size and len(keys) == size
+    assert not keys & ({c.key for c in taken} | excluded)
+    assert left <= keys  # every draw no batch took is kept
+
+
 @pytest.mark.slow
 def test_transfer_learns_from_other_shapes_and_operators(measured_url: str, device) -> None:
     database = open_database(measured_url)

@@ -30,6 +30,7 @@ from laytune.space import (
     vector_dim,
 )
 from laytune.space._generate import global_layouts
+from laytune.space._rules import facts_state
 from tests.space.conftest import make_add, make_conv2d, make_device, make_matmul
 
 SMALL = SpaceOptions(
@@ -242,6 +243,23 @@ def test_the_one_pass_rejection_counts_agree_with_a_count_per_lifted_rule(device
     assert any(report.values())
     for rule in JOINT_RULES:
         assert report[rule] == space._count(frozenset({rule})) - total, rule
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: make_matmul(16, 24, 8), lambda: make_conv2d(4, 4, 6)], ids=["matmul", "conv2d"]
+)
+def test_a_capped_count_is_the_count_up_to_the_cap(device, make):
+    """count(cap=c) stops summing at c and equals min(count, c) at every cap,
+    from a fresh memo and from one the full count filled; size_up_to too."""
+    space = SearchSpace(make(), device, SMALL)
+    total = space.size
+    for cap in (1, 2, 7, total - 1, total, total + 1, 10 * total):
+        fresh = SearchSpace(make(), device, SMALL)
+        assert fresh.size_up_to(cap) == min(total, cap), cap
+        assert space.size_up_to(cap) == min(total, cap), cap
+        for sig in list(fresh._signatures)[:4]:
+            state = facts_state(sig)
+            assert fresh._rules.count(state, cap=cap) == min(space._rules.count(state), cap)
 
 
 def test_local_memory_budget_limits_staging(device):
