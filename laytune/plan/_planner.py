@@ -702,6 +702,7 @@ def plan_layouts(
     log: list[str] = []
     options: dict[str, list[Option]] = {}
     wanted = None if critical is None else set(critical)
+    fused_keys: dict[str, str] | None = None  # what tune_model tuned, made when first needed
     for op in graph.ops:
         if wanted is not None and not {op.name, op.workload.name} & wanted:
             continue
@@ -709,7 +710,9 @@ def plan_layouts(
         if records is not None:
             found = [measured_option(records, op.workload.key, device.key, o) for o in found]
         if not found and fuse:
-            found = _fused_options(graph, op.name, source, device, alternatives)
+            if fused_keys is None:
+                fused_keys = _tuned_fusions(graph)
+            found = _fused_options(graph, op.name, fused_keys, source, device, alternatives)
         if not found:
             if wanted is not None:
                 raise PlanError(
@@ -850,26 +853,50 @@ def _fuse(
     return graph
 
 
+def _tuned_fusions(graph: Graph) -> dict[str, str]:
+    """Operator -> the key of its fused workload, as :func:`tune_model` fuses
+    and tunes them: every layout-critical operator's element-wise readers
+    folded in, in graph order, none folding in another layout-critical one
+    (:func:`laytune.plan.tuned_workloads`). A chain read past where that
+    stopped (a downsampling conv's bias, add and relu, where the block's
+    other conv took the add) names a workload nobody tuned."""
+    from laytune.plan._fuse import fuse_epilogues
+    from laytune.search import classify
+
+    critical = {op.name for op in graph.ops if classify(op.workload) is not None}
+    _, fusions = fuse_epilogues(graph, critical)
+    return {fusion.op: fusion.key for fusion in fusions}
+
+
 def _fused_options(
-    graph: Graph, name: str, source: SourceLike, device: DeviceInfo, alternatives: int
+    graph: Graph,
+    name: str,
+    fused_keys: Mapping[str, str],
+    source: SourceLike,
+    device: DeviceInfo,
+    alternatives: int,
 ) -> list[Option]:
     """The options the source offers operator ``name`` with its element-wise
-    readers folded in (as the fusing step folds them), each restricted to the
-    operator's own buffers, those that lower: a model tuned fused
-    (``tune_model``) has records of the fused workloads only, and the bare
+    readers folded in as :func:`tune_model` folded them (``fused_keys``, of
+    :func:`_tuned_fusions`; an operator not there: all it can fold), each
+    restricted to the operator's own buffers, those that lower: a model
+    tuned fused has records of the fused workloads only, and the bare
     operator runs the same knobs and layouts without the epilogue."""
-    _, fusion, _ = fuse_into(graph, name)
-    if fusion is None:
-        return []
+    key = fused_keys.get(name)
+    if key is None:
+        _, fusion, _ = fuse_into(graph, name)
+        if fusion is None:
+            return []
+        key = fusion.key
     workload = graph.op(name).workload
     own = {b.name for b in workload.buffers}
-    found = lookup_options(source, fusion.key, device.key, max(alternatives, 0))
+    found = lookup_options(source, key, device.key, max(alternatives, 0))
     bare = [
         Option(
             bare_candidate(workload, o.candidate),
             o.compute_s,
             {k: v for k, v in o.conversions.items() if k[0] in own},
-            f"{o.origin}, of the fused {fusion.key}",
+            f"{o.origin}, of the fused {key}",
         )
         for o in found
     ]

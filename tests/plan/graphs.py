@@ -113,3 +113,29 @@ def padded_graph(producer_pad: object, with_relu: bool) -> tuple[Graph, dict[str
             conv2, pads={"X": 0.0, "W": 0.0}, knobs={"pad_mode": "overcompute"}
         ),
     }
+
+
+def residual_graph() -> Graph:
+    """A ResNet block with a downsampling branch: conv (3 x 3) -> bias, and
+    conv (1 x 1) -> bias, added, then relu. The 3 x 3 conv comes first, so its
+    epilogue takes the add and the relu, and the 1 x 1 conv's stops at it."""
+    shape = (1, 8, 6, 6)
+    conv = ops.conv2d(1, 8, 6, 6, 8, 3, stride=1, padding=1)
+    down = ops.conv2d(1, 8, 6, 6, 8, 1, stride=1, padding=0)
+    add = Workload.define(
+        "add",
+        "Y[n, c, h, w] = A[n, c, h, w] + B[n, c, h, w]",
+        dict(zip("nchw", shape, strict=True)),
+        {"A": shape, "B": shape},
+    )
+    g = Graph("residual")
+    x = g.input("x", shape)
+    a = g.apply(conv, "conv", X=x, W=g.constant("f", weights((8, 8, 3, 3), 8)))
+    a = g.apply(ops.bias_add(shape, axis=1), "bias", X=a, B=g.constant("b", weights((8,), 9)))
+    d = g.apply(down, "down", X=x, W=g.constant("fd", weights((8, 8, 1, 1), 10)))
+    d = g.apply(
+        ops.bias_add(shape, axis=1), "down.bias", X=d, B=g.constant("bd", weights((8,), 11))
+    )
+    y = g.apply(add, "add", A=a, B=d)
+    g.output(g.apply(ops.relu(shape), "relu", X=y))
+    return g

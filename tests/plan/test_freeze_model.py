@@ -17,7 +17,7 @@ from laytune.layout import identity
 from laytune.plan import freeze_model, plan_layouts
 from laytune.records import Record, freeze, load_frozen, open_database
 from laytune.space import Candidate
-from tests.plan.graphs import seed_graph
+from tests.plan.graphs import residual_graph, seed_graph
 
 
 def _record(workload, device, candidate: Candidate, seconds: float) -> Record:
@@ -103,6 +103,37 @@ def test_a_frozen_model_plans_as_its_records_do(
         (got,) = model(**inputs)
     (want,) = graph.reference(inputs).values()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_model_tuned_fused_only_plans_every_conv_from_its_records_and_its_file(
+    tmp_path: Path, laytune_device
+) -> None:
+    """Records of the fused workloads only (what ``tune_model`` writes): each
+    conv is planned from the record of its fusion, the one tune_model tuned.
+    The 1 x 1 conv's epilogue stops at the 3 x 3 conv, which took the add: a
+    lookup that fused on past it (bias, add, relu) found no record, so the
+    conv ran an untuned kernel with its bias unfused."""
+    from laytune.plan import tuned_workloads
+
+    graph = residual_graph()
+    device = laytune_device.info
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    tuned = tuned_workloads(graph, fuse=True)
+    assert len(tuned) == 2 and all("+epilogue[" in t.workload.key for t in tuned)
+    with open_database(url) as db:
+        for t in tuned:
+            w = t.workload
+            plain = Candidate.make({b.name: identity(b.shape) for b in w.buffers}, {})
+            db.add(_record(w, device, plain, 1e-3))
+    path = freeze_model(graph, url, tmp_path / "model.json", laytune_device)
+    with open_database(url, read_only=True) as db:
+        from_records = plan_layouts(graph, db, device, fuse=True)
+    from_file = plan_layouts(graph, load_frozen(path), device, fuse=True)
+    for plan in (from_records, from_file):
+        frozen = {p.op for p in plan.placements if p.frozen}
+        assert frozen == {"conv", "down"}, plan.log
+        assert sorted(f.key for f in plan.fusions) == sorted(t.workload.key for t in tuned)
+    assert from_file.placements == from_records.placements
 
 
 def test_freezing_a_model_with_nothing_recorded_says_so(tmp_path: Path, laytune_device) -> None:
