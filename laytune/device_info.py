@@ -162,6 +162,41 @@ class DeviceInfo:
     def has_builtin(self, name: str) -> bool:
         return name in self.builtins
 
+    def float_lanes(self) -> int:
+        """Float lanes of one vector register: the preferred float vector
+        width where the device reports one above 1; on a CPU device that
+        reports 1 (Intel's runtime, which vectorises across work-items), the
+        host's widest float SIMD (AVX-512: 16, AVX: 8, SSE and NEON: 4); 4 on
+        other devices (a GPU work-item's 128-bit loads)."""
+        preferred = self.preferred_vector_width("float")
+        if preferred > 1:
+            return min(max(preferred, 4), 16)
+        if "CPU" not in self.device_type:
+            return 4
+        try:
+            from numpy._core._multiarray_umath import __cpu_features__ as features
+        except ImportError:  # another numpy: the width every x86-64 and ARM64 has
+            return 4
+        if features.get("AVX512F"):
+            return 16
+        return 8 if features.get("AVX") else 4
+
+    def block_registers(self) -> int:
+        """Vector registers a register block of accumulators may take: the
+        register file of the lanes' instruction set (AVX-512: 32, AVX and
+        128-bit SIMD: 16) less 4 that hold the operands."""
+        return VECTOR_REGISTERS.get(self.float_lanes(), 16) - 4
+
+    def register_block_points(self) -> int:
+        """Outputs one work-item's register block may hold: on a CPU,
+        :meth:`block_registers` vectors of :meth:`float_lanes` (AVX-512:
+        28 x 16 = 448, AVX: 12 x 8 = 96); on other devices, whose work-items
+        hold scalars, 128: half the 255 registers an NVIDIA thread may use,
+        the rest for addresses and operands."""
+        if "CPU" not in self.device_type:
+            return GPU_BLOCK_POINTS
+        return self.block_registers() * self.float_lanes()
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["max_work_item_sizes"] = list(self.max_work_item_sizes)
@@ -211,6 +246,12 @@ def _host_cache_size() -> int:
             sizes.append(int(digits) * scale)
     return max(sizes)
 
+
+#: Vector registers per instruction set, by float lanes (AVX-512's 32 zmm,
+#: AVX's 16 ymm, SSE's and 128-bit GPU loads' 16).
+VECTOR_REGISTERS = {16: 32, 8: 16, 4: 16}
+#: Outputs a register block of a non-CPU device's work-item may hold.
+GPU_BLOCK_POINTS = 128
 
 PROBED_BUILTINS: dict[str, str] = {
     "nontemporal_store": (

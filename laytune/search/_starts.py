@@ -32,10 +32,11 @@ Only candidates the space holds are kept (they are replayed through
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from laytune.device_info import DeviceInfo
+from laytune.device_info import VECTOR_REGISTERS, DeviceInfo
 from laytune.layout import Layout, Var, block, compose, panel, permute, variables
 from laytune.search._strategies import params_of
 from laytune.search._structure import Contraction, Window, classify
@@ -63,7 +64,8 @@ _CONTRACTION_BLOCKS = ((8, 1, 1), (6, 1, 1), (4, 1, 1), (8, 0.5, 0.5), (6, 1, 0.
 # work-item, vector), channel blocks, filters and vectors in lanes: first two
 # vectors of filters by 4 columns (8 accumulators, the AVX-512 direct
 # convolution's tile: 0.50 ms on the default conv2d (1,64,56,56) x 64 where the
-# best one-vector start took 0.91)
+# best one-vector start took 0.91). The columns are a target: the block
+# taken is the one :func:`_columns` derives from the output's width.
 _WINDOW_BLOCKS = (
     (1, 2, 4, 1),
     (1, 1, 4, 1),
@@ -94,28 +96,11 @@ _PLAIN_PROFILES: tuple[dict[str, int], ...] = (
 )
 # the largest work-group extent the space offers along one NDRange dimension
 _GROUP_LIMIT = 256
-# registers a block of accumulators may take (the rest hold the operands)
-_REGISTERS = {16: 32, 8: 16, 4: 16}
 
 
 def simd_lanes(device: DeviceInfo) -> int:
-    """Float lanes of one vector register of ``device``: its preferred float
-    vector width where it reports one above 1; on a CPU device that reports
-    1 (Intel's runtime, which vectorises across work-items), the host's widest
-    float SIMD (AVX-512: 16, AVX: 8, SSE and NEON: 4); 4 on other devices
-    (a GPU work-item's 128-bit loads)."""
-    preferred = device.preferred_vector_width("float")
-    if preferred > 1:
-        return min(max(preferred, 4), 16)
-    if "CPU" not in device.device_type:
-        return 4
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
-    except ImportError:  # another numpy: the width every x86-64 and ARM64 has
-        return 4
-    if features.get("AVX512F"):
-        return 16
-    return 8 if features.get("AVX") else 4
+    """Float lanes of one vector register of ``device`` (:meth:`DeviceInfo.float_lanes`)."""
+    return device.float_lanes()
 
 
 def _dividing(lanes: int, extent: int) -> int:
@@ -131,7 +116,31 @@ def _lanes(fraction: float, lanes: int) -> int:
 
 
 def _fits(accumulators: int, lanes: int) -> bool:
-    return accumulators <= _REGISTERS.get(lanes, 16) - 4
+    return accumulators <= VECTOR_REGISTERS.get(lanes, 16) - 4
+
+
+# What a column past the output's width costs against a block away from the
+# target: a guarded, wasted column counts twice its share of the row (its
+# loads, FMAs and the edge's branches), a factor of two off the target a
+# quarter of the row.
+_WASTE_WEIGHT = 2.0
+_OFF_TARGET_WEIGHT = 0.25
+
+
+def _columns(width: int, target: int, most: int) -> int:
+    """Output columns per work-item for a row of ``width``: near ``target``,
+    at most ``most`` (the register budget), weighing the columns the last
+    block wastes past the row's end against the distance from the target
+    (ties: the larger block). A 7-wide row of ResNet's last stage takes 7
+    (none wasted) where 4 would compute 8 with a guarded edge; a 56-wide one
+    keeps 4."""
+
+    def cost(c: int) -> tuple[float, int]:
+        waste = -(-width // c) * c - width
+        off = abs(math.log2(c / target))
+        return _WASTE_WEIGHT * waste / width + _OFF_TARGET_WEIGHT * off, -c
+
+    return min(range(1, max(1, min(most, width)) + 1), key=cost)
 
 
 def _named(workload: Any, axis: int) -> str:
@@ -248,11 +257,15 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
     along = _named(workload, vector_axis)
     reduce = [k for k, a in enumerate(workload.axes) if a.kind == "reduce"]
     channels = 0 if form.channels is None else workload.axes[form.channels].extent
-    for cb_lanes, filter_lanes, columns, vector_lanes in _WINDOW_BLOCKS:
+    width = workload.axes[form.columns].extent
+    for cb_lanes, filter_lanes, target, vector_lanes in _WINDOW_BLOCKS:
         cb, vector = _lanes(cb_lanes, lanes), _lanes(vector_lanes, lanes)
         filters = cb if form.filters is None else _lanes(filter_lanes, lanes)
-        if not _fits(filters // vector * columns, lanes):
+        vectors = max(1, filters // vector)
+        if not _fits(vectors * target, lanes):
             continue
+        budget = (VECTOR_REGISTERS.get(lanes, 16) - 4) // vectors
+        columns = _columns(width, target, budget)
         knobs: dict[str, Any] = {
             "vector_axis": along,
             "vector": vector,

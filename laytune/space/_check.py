@@ -127,7 +127,11 @@ def space_setting(
         groups=tuple(options.groups),
         splits=tuple(options.splits),
         unrolls=tuple(options.unrolls),
-        max_block_points=options.max_block_points,
+        max_block_points=(
+            device.register_block_points()
+            if options.max_block_points is None
+            else options.max_block_points
+        ),
         staging=staging,
         orders=order_buffers(workload),
         copies=tuple(options.copies),

@@ -79,7 +79,8 @@ class SpaceOptions:
     ``subgroups``, ``blocks``, ``groups``, ``splits`` and ``unrolls`` are the
     values the knobs of those kinds are
     offered with (defaults: :data:`~laytune.space._knobs.KNOB_SPECS`);
-    ``max_block_points`` bounds the outputs of one register block. The
+    ``max_block_points`` bounds the outputs of one register block (None:
+    what the device's registers hold, :meth:`DeviceInfo.register_block_points`). The
     remaining fields are the parameter values the families are enumerated
     with.
     """
@@ -109,7 +110,7 @@ class SpaceOptions:
     groups: tuple[int, ...] = knob_spec("group").values or (0,)
     splits: tuple[int, ...] = knob_spec("split").values or (1,)
     unrolls: tuple[int, ...] = knob_spec("unroll").values or (1,)
-    max_block_points: int = 128
+    max_block_points: int | None = None
     banks: int = 32
     bank_bytes: int = 4
 
@@ -173,7 +174,7 @@ class SpaceOptions:
         ):
             if any(isinstance(v, bool) or not isinstance(v, int) or v < least for v in values):
                 raise LayoutError(f"{name} must be ints of at least {least}, got {values!r}")
-        if self.max_block_points < 1:
+        if self.max_block_points is not None and self.max_block_points < 1:
             raise LayoutError(f"max_block_points must be positive, got {self.max_block_points!r}")
 
     def families_for(self, buffer: str) -> tuple[str, ...]:

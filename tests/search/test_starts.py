@@ -101,9 +101,15 @@ def test_no_operator_name_appears_in_the_starts() -> None:
         assert f'"{name}"' not in source and f"'{name}'" not in source, name
 
 
-@pytest.mark.parametrize(("device", "lanes"), [(_cpu(16), 16), (_cpu(8), 8), (_gpu(), 4)])
-def test_register_blocks_follow_the_device_lanes(device: DeviceInfo, lanes: int) -> None:
+@pytest.mark.parametrize(
+    ("device", "lanes", "points"), [(_cpu(16), 16, 448), (_cpu(8), 8, 96), (_gpu(), 4, 128)]
+)
+def test_register_blocks_follow_the_device_lanes(
+    device: DeviceInfo, lanes: int, points: int
+) -> None:
     assert simd_lanes(device) == lanes
+    # the space's register budget: 28 zmm (AVX-512) or 12 ymm (AVX) of accumulators
+    assert device.register_block_points() == points
     space = SearchSpace(ops.matmul(64, 64, 32), device)
     first = standard_candidates(space, 1)[0]
     assert (first.knob("block.i"), first.knob("block.j"), first.knob("vector")) == (8, lanes, lanes)
@@ -128,6 +134,29 @@ def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
     assert first.layout("W") == block((32, 3, 3), 0, 16)
     assert first.layout("Y") == block((1, 32, 16, 16), 1, 16)
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.c")) == ("c", 16, 16)
+
+
+@pytest.mark.parametrize(
+    ("height", "stride", "columns"), [(56, 1, 4), (14, 2, 7), (14, 1, 7), (13, 1, 7), (28, 1, 4)]
+)
+def test_a_windows_column_block_follows_the_output_width(
+    height: int, stride: int, columns: int
+) -> None:
+    """Two vectors of filters by about four columns, as wide as the row
+    allows without a guarded block past its end: a 7-wide row (ResNet's last
+    stage) takes all 7 columns, where 4 would compute 8."""
+    conv = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=1)
+    space = SearchSpace(conv, _cpu())
+    first = standard_candidates(space, 1)[0]
+    assert (first.knob("block.f"), first.knob("vector")) == (32, 16)
+    assert first.knob("block.ow") == columns
+    width = conv.axes[[a.name for a in conv.axes].index("ow")].extent
+    assert 2 * columns <= 28  # two vectors of accumulators per column fit the registers
+
+    def wasted(c: int) -> int:
+        return -(-width // c) * c - width
+
+    assert wasted(columns) <= wasted(4)
 
 
 def test_few_input_channels_stay_unblocked_with_their_loop_innermost() -> None:
