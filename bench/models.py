@@ -20,7 +20,7 @@ Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
    time. Then ``tune_model(fuse=False)`` tunes the bare operators the unfused
    plan runs, the same way, for the unfused row. A database that holds the trials
    already is reused, so the tuning time is then this run's (little or none).
-2. Four implementations, each checked against ONNX Runtime's outputs on the
+2. Five implementations, each checked against ONNX Runtime's outputs on the
    same random inputs (the largest absolute difference over the largest
    absolute output of ONNX Runtime):
 
@@ -28,7 +28,12 @@ Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
    - laytune planned and fused: ``laytune.load_model(model, database=db)``;
    - laytune planned, unfused: the same records, ``fuse=False``;
    - laytune per operator in logical layouts: no records, ``fuse=False``
-     (every operator its own kernel, identity layouts, default knobs).
+     (every operator its own kernel, identity layouts, default knobs);
+   - the fused plan exported (``laytune export FROZEN --model``, here
+     ``export_model`` from the database) and run by
+     ``examples/opencl_host/model_host.c``, one inference per line it reads
+     on a pipe; checked by the host against the graph's numpy reference
+     (where a C compiler and the OpenCL headers are installed).
 
 **Times.** End-to-end wall time of one inference with the inputs and
 outputs on the host (``model(**inputs)``, ``session.run(None, inputs)``):
@@ -47,8 +52,12 @@ report states the load average before and after. The report is written to
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -184,6 +193,68 @@ def time_all(implementations: Sequence[Implementation], rounds: int) -> None:
                 impl.walls.append(time.perf_counter() - start)
 
 
+MODEL_HOST = Path(__file__).resolve().parents[1] / "examples" / "opencl_host" / "model_host.c"
+C_HOST = "laytune exported, C host"
+
+
+@contextlib.contextmanager
+def c_host(model: Any, database: str, device: Any, folder: Path) -> Any:
+    """The fused plan written by ``export_model`` and run by
+    ``examples/opencl_host/model_host.c`` in its serve mode (one inference per
+    line it reads), as an :class:`Implementation`; its error is the host's own
+    check against the graph's numpy reference (on the export's inputs), over
+    that reference's largest value. None, with the reason on stderr, where no
+    C compiler or OpenCL headers are found or the build fails."""
+    from laytune.plan import export_model
+    from laytune.runners import register_opencl_runtimes
+
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        print("no C compiler: the C host row is left out", file=sys.stderr)
+        yield None
+        return
+    export_model(model, database, folder, device, reference=True)
+    (header,) = folder.glob("*.h")
+    (description,) = (json.loads(p.read_text()) for p in folder.glob("*.json"))
+    binary = folder / "model_host"
+    command = [cc, "-std=c99", "-O2", "-include", str(header), str(MODEL_HOST), "-lOpenCL"]
+    built = subprocess.run([*command, "-lm", "-o", str(binary)], capture_output=True, text=True)
+    if built.returncode != 0:
+        print(f"the C host did not build, its row is left out:\n{built.stderr}", file=sys.stderr)
+        yield None
+        return
+    register_opencl_runtimes()
+    host = subprocess.Popen(
+        [str(binary), str(folder), "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert host.stdin is not None and host.stdout is not None
+        error = 0.0
+        for output in description["outputs"]:
+            line = host.stdout.readline()
+            reference = np.fromfile(folder / output["reference_file"], dtype="<f4")
+            worst = float(line.split("max abs error ")[1].split(",")[0])
+            error = max(error, worst / float(np.abs(reference).max()))
+            if "matches the reference" not in line:
+                error = float("inf")
+
+        def run(stdin: Any = host.stdin, stdout: Any = host.stdout) -> list[np.ndarray]:
+            stdin.write("\n")
+            stdin.flush()
+            if stdout.readline() != "ran\n":
+                raise RuntimeError("the C host stopped")
+            return []
+
+        yield Implementation(C_HOST, run, str(len(description["launches"])), error)
+    finally:
+        if host.stdin is not None:
+            host.stdin.close()
+        host.wait(timeout=30)
+
+
 def bench_model(
     name: str, quick: bool, device: Any, trials: int, database: str, repeats: int
 ) -> Outcome:
@@ -207,7 +278,11 @@ def bench_model(
             model, None, device, fuse=False
         ),
     }
-    try:
+    with contextlib.ExitStack() as stack:
+        for m in models.values():
+            stack.callback(m.close)
+        exported = stack.enter_context(tempfile.TemporaryDirectory())
+        host = stack.enter_context(c_host(model, database, device, Path(exported)))
         impls = [Implementation("ONNX Runtime (2 threads)", lambda: ort(inputs), error=0.0)]
         for label, m in models.items():
             impl = Implementation(
@@ -217,15 +292,14 @@ def bench_model(
                 relative_error(g, e) for g, e in zip(impl.run(), expected, strict=True)
             )
             impls.append(impl)
+        if host is not None:
+            impls.append(host)
         time_all(impls, repeats)
         fused = models["laytune planned, fused"]
         time.sleep(SETTLE_S)  # the runtimes' threads idle, as before each timed block
         profile = fused.profile(inputs, repeats=5)
         steps = sorted(profile.per_step, key=lambda s: -s[1])
         plan_head = str(fused.plan).split("\ntensors:")[0]
-    finally:
-        for m in models.values():
-            m.close()
     return Outcome(
         name,
         words,
@@ -269,7 +343,10 @@ def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, l
         "",
         "Wall time of one inference, inputs and outputs on the host; ORT / it above 1: "
         "faster than ONNX Runtime. Error: the largest absolute difference from ONNX "
-        "Runtime's output over its largest absolute value.",
+        "Runtime's output over its largest absolute value (the C host's row: from the "
+        "graph's numpy reference, its own check). The C host's row is the fused plan as "
+        "`laytune export FROZEN --model` writes it, run by "
+        "`examples/opencl_host/model_host.c`, each inference asked for over a pipe.",
         "",
     ]
     rows = []

@@ -7,6 +7,7 @@
  *         examples/opencl_host/model_host.c -lOpenCL -lm -o model_host
  *     ./model_host build/            # one run, outputs checked against the reference
  *     ./model_host build/ 20         # and 20 timed runs after it: the median in ms
+ *     ./model_host build/ serve      # then one run per line read on stdin, "ran" after each
  *
  * The header describes the plan: every device buffer (a tensor copy in its
  * planned layout, global buffer or RGBA float image, with the file of its
@@ -61,9 +62,23 @@ static void enqueue_launches(cl_command_queue queue, cl_kernel *kernels) {
     }
 }
 
+/* One inference: the inputs up, every launch, the outputs back into ``out``. */
+static void infer(cl_command_queue queue, cl_mem *memory, cl_kernel *kernels, void **inputs,
+                  float **out) {
+    upload_inputs(queue, memory, inputs);
+    enqueue_launches(queue, kernels);
+    for (int o = 0; o < LAYTUNE_MODEL_OUTPUT_COUNT; o++)
+        check(clEnqueueReadBuffer(queue, memory[LAYTUNE_MODEL_OUTPUTS[o].buffer], CL_FALSE, 0,
+                                  LAYTUNE_MODEL_OUTPUTS[o].elements * sizeof(float), out[o], 0,
+                                  NULL, NULL),
+              "clEnqueueReadBuffer");
+    check(clFinish(queue), "clFinish");
+}
+
 int main(int argc, char **argv) {
     const char *folder = argc > 1 ? argv[1] : ".";
-    int repeats = argc > 2 ? atoi(argv[2]) : 0;
+    int serve = argc > 2 && strcmp(argv[2], "serve") == 0;
+    int repeats = argc > 2 && !serve ? atoi(argv[2]) : 0;
     cl_int status;
     cl_device_id device = pick_device(LAYTUNE_DEVICE_NAME);
     cl_context context = clCreateContext(NULL, 1, &device, NULL, NULL, &status);
@@ -179,29 +194,31 @@ int main(int argc, char **argv) {
         free(want);
     }
 
+    float *scratch[LAYTUNE_MODEL_OUTPUT_COUNT];
+    for (int o = 0; o < LAYTUNE_MODEL_OUTPUT_COUNT; o++)
+        scratch[o] = malloc(LAYTUNE_MODEL_OUTPUTS[o].elements * sizeof(float));
     if (repeats > 0) { /* inputs up, every launch, outputs back: what one inference costs */
         double *times = malloc((size_t)repeats * sizeof(double));
-        float *scratch[LAYTUNE_MODEL_OUTPUT_COUNT];
-        for (int o = 0; o < LAYTUNE_MODEL_OUTPUT_COUNT; o++)
-            scratch[o] = malloc(LAYTUNE_MODEL_OUTPUTS[o].elements * sizeof(float));
         for (int r = 0; r < repeats; r++) {
             double start = seconds();
-            upload_inputs(queue, memory, inputs);
-            enqueue_launches(queue, kernels);
-            for (int o = 0; o < LAYTUNE_MODEL_OUTPUT_COUNT; o++)
-                check(clEnqueueReadBuffer(queue, memory[LAYTUNE_MODEL_OUTPUTS[o].buffer], CL_FALSE,
-                                          0, LAYTUNE_MODEL_OUTPUTS[o].elements * sizeof(float),
-                                          scratch[o], 0, NULL, NULL),
-                      "clEnqueueReadBuffer");
-            check(clFinish(queue), "clFinish");
+            infer(queue, memory, kernels, inputs, scratch);
             times[r] = seconds() - start;
         }
         qsort(times, (size_t)repeats, sizeof(double), by_value);
         printf("%s: %d launches, median %.3f ms, min %.3f ms over %d runs\n", LAYTUNE_MODEL_NAME,
                LAYTUNE_MODEL_LAUNCH_COUNT, 1e3 * times[repeats / 2], 1e3 * times[0], repeats);
-        for (int o = 0; o < LAYTUNE_MODEL_OUTPUT_COUNT; o++) free(scratch[o]);
         free(times);
     }
+    if (serve) { /* a caller times runs its own way: one per line it writes */
+        char line[64];
+        fflush(stdout);
+        while (!failed && fgets(line, sizeof line, stdin) != NULL) {
+            infer(queue, memory, kernels, inputs, scratch);
+            fputs("ran\n", stdout);
+            fflush(stdout);
+        }
+    }
+    for (int o = 0; o < LAYTUNE_MODEL_OUTPUT_COUNT; o++) free(scratch[o]);
 
     for (int i = 0; i < LAYTUNE_MODEL_INPUT_COUNT; i++) free(inputs[i]);
     for (int k = 0; k < LAYTUNE_MODEL_LAUNCH_COUNT; k++) clReleaseKernel(kernels[k]);
