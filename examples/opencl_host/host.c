@@ -61,12 +61,7 @@ int main(int argc, char **argv) {
         }
         check(status, "creating a physical buffer");
         if (buffer->role != LAYTUNE_OUTPUT) {
-            size_t size;
-            void *data = read_file(folder, buffer->data_file, &size);
-            if (size != bytes) {
-                fprintf(stderr, "%s holds %zu bytes, expected %zu\n", buffer->data_file, size, bytes);
-                return 2;
-            }
+            void *data = read_exactly(folder, buffer->data_file, bytes);
             check(clEnqueueWriteBuffer(queue, logical[b], CL_TRUE, 0, bytes, data, 0, NULL, NULL),
                   "clEnqueueWriteBuffer");
             free(data);
@@ -94,24 +89,9 @@ int main(int argc, char **argv) {
     for (int b = 0; b < LAYTUNE_BUFFER_COUNT; b++) {
         const laytune_buffer *buffer = &LAYTUNE_BUFFERS[b];
         if (buffer->role == LAYTUNE_INPUT) continue;
-        if (strcmp(buffer->dtype, "float32") != 0) {
-            fprintf(stderr, "%s: this example compares float32 outputs only, not %s\n",
-                    buffer->name, buffer->dtype);
-            return 2;
-        }
-        size_t n = buffer->logical_elements, size;
-        float *out = malloc(n * sizeof(float));
-        float *want = read_file(folder, buffer->reference_file, &size);
-        if (out == NULL || size != n * sizeof(float)) {
-            fprintf(stderr, "%s: reference of the wrong size\n", buffer->name);
-            return 2;
-        }
-        check(clEnqueueReadBuffer(queue, logical[b], CL_TRUE, 0, n * sizeof(float), out, 0, NULL,
-                                  NULL),
-              "clEnqueueReadBuffer");
-        failed |= compare(buffer->name, out, want, n, buffer->rtol, buffer->atol);
-        free(out);
-        free(want);
+        failed |= check_output(queue, logical[b], buffer->name, buffer->dtype,
+                               buffer->logical_elements, folder, buffer->reference_file,
+                               buffer->rtol, buffer->atol);
     }
     for (int b = 0; b < LAYTUNE_BUFFER_COUNT; b++) {
         clReleaseMemObject(logical[b]);

@@ -99,6 +99,17 @@ static cl_device_id pick_device(const char *wanted) {
     return first;
 }
 
+/* A file that must hold exactly ``bytes`` bytes; exit 2 when it holds another size. */
+static void *read_exactly(const char *folder, const char *name, size_t bytes) {
+    size_t size;
+    void *data = read_file(folder, name, &size);
+    if (size != bytes) {
+        fprintf(stderr, "%s holds %zu bytes, expected %zu\n", name, size, bytes);
+        exit(2);
+    }
+    return data;
+}
+
 /* Build one program for the device; print the build log and exit 2 when it fails. */
 static cl_program build_program(cl_context context, cl_device_id device, const char *folder,
                                 const char *file, const char *options) {
@@ -132,5 +143,28 @@ static int compare(const char *name, const float *out, const float *want, size_t
     printf("%s: %zu elements, max abs error %.3g, %s\n", name, n, worst,
            wrong ? "DIFFERS" : "matches the reference");
     return wrong != 0;
+}
+
+/* Read ``n`` float32 values of ``memory`` back and compare them with the
+ * reference file (see compare); 1 if one differs. */
+static int check_output(cl_command_queue queue, cl_mem memory, const char *name, const char *dtype,
+                        size_t n, const char *folder, const char *reference_file, double rtol,
+                        double atol) {
+    if (strcmp(dtype, "float32") != 0) {
+        fprintf(stderr, "%s: this example compares float32 outputs only, not %s\n", name, dtype);
+        exit(2);
+    }
+    float *want = read_exactly(folder, reference_file, n * sizeof(float));
+    float *out = malloc(n * sizeof(float));
+    if (out == NULL) {
+        fprintf(stderr, "%s: out of memory\n", name);
+        exit(2);
+    }
+    check(clEnqueueReadBuffer(queue, memory, CL_TRUE, 0, n * sizeof(float), out, 0, NULL, NULL),
+          "clEnqueueReadBuffer");
+    int failed = compare(name, out, want, n, rtol, atol);
+    free(out);
+    free(want);
+    return failed;
 }
 #endif

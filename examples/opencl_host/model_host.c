@@ -110,13 +110,7 @@ int main(int argc, char **argv) {
             check(clEnqueueFillImage(queue, memory[b], nan4, origin, region, 0, NULL, NULL),
                   "clEnqueueFillImage");
             if (buffer->data_file != NULL) {
-                size_t size;
-                void *data = read_file(folder, buffer->data_file, &size);
-                if (size != bytes) {
-                    fprintf(stderr, "%s holds %zu bytes, expected %zu\n", buffer->data_file, size,
-                            bytes);
-                    return 2;
-                }
+                void *data = read_exactly(folder, buffer->data_file, bytes);
                 check(clEnqueueWriteImage(queue, memory[b], CL_TRUE, origin, region, 0, 0, data,
                                           0, NULL, NULL),
                       "clEnqueueWriteImage (constant)");
@@ -131,13 +125,7 @@ int main(int argc, char **argv) {
                                       NULL),
                   "clEnqueueFillBuffer");
         if (buffer->data_file != NULL) {
-            size_t size;
-            void *data = read_file(folder, buffer->data_file, &size);
-            if (size != bytes) {
-                fprintf(stderr, "%s holds %zu bytes, expected %zu\n", buffer->data_file, size,
-                        bytes);
-                return 2;
-            }
+            void *data = read_exactly(folder, buffer->data_file, bytes);
             check(clEnqueueWriteBuffer(queue, memory[b], CL_TRUE, 0, bytes, data, 0, NULL, NULL),
                   "clEnqueueWriteBuffer (constant)");
             free(data);
@@ -157,16 +145,12 @@ int main(int argc, char **argv) {
     void *inputs[LAYTUNE_MODEL_INPUT_COUNT];
     for (int i = 0; i < LAYTUNE_MODEL_INPUT_COUNT; i++) {
         const laytune_model_input *input = &LAYTUNE_MODEL_INPUTS[i];
-        size_t bytes = LAYTUNE_MODEL_BUFFERS[input->buffer].item_size * input->elements, size;
+        size_t bytes = LAYTUNE_MODEL_BUFFERS[input->buffer].item_size * input->elements;
         if (input->data_file == NULL) {
             fprintf(stderr, "input %s has no data: export with --reference\n", input->name);
             return 2;
         }
-        inputs[i] = read_file(folder, input->data_file, &size);
-        if (size != bytes) {
-            fprintf(stderr, "%s holds %zu bytes, expected %zu\n", input->data_file, size, bytes);
-            return 2;
-        }
+        inputs[i] = read_exactly(folder, input->data_file, bytes);
     }
     upload_inputs(queue, memory, inputs);
     enqueue_launches(queue, kernels);
@@ -175,23 +159,10 @@ int main(int argc, char **argv) {
     int failed = 0;
     for (int o = 0; o < LAYTUNE_MODEL_OUTPUT_COUNT; o++) {
         const laytune_model_output *output = &LAYTUNE_MODEL_OUTPUTS[o];
-        if (strcmp(LAYTUNE_MODEL_BUFFERS[output->buffer].dtype, "float32") != 0) {
-            fprintf(stderr, "%s: this example compares float32 outputs only\n", output->name);
-            return 2;
-        }
-        size_t n = output->elements, size;
-        float *out = malloc(n * sizeof(float));
-        float *want = read_file(folder, output->reference_file, &size);
-        if (out == NULL || size != n * sizeof(float)) {
-            fprintf(stderr, "%s: reference of the wrong size\n", output->name);
-            return 2;
-        }
-        check(clEnqueueReadBuffer(queue, memory[output->buffer], CL_TRUE, 0, n * sizeof(float),
-                                  out, 0, NULL, NULL),
-              "clEnqueueReadBuffer");
-        failed |= compare(output->name, out, want, n, output->rtol, output->atol);
-        free(out);
-        free(want);
+        const laytune_model_buffer *buffer = &LAYTUNE_MODEL_BUFFERS[output->buffer];
+        failed |= check_output(queue, memory[output->buffer], output->name, buffer->dtype,
+                               output->elements, folder, output->reference_file, output->rtol,
+                               output->atol);
     }
 
     float *scratch[LAYTUNE_MODEL_OUTPUT_COUNT];
