@@ -16,7 +16,9 @@ goes on with the strategy's sampler, a random one.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 import warnings
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
@@ -240,6 +242,17 @@ def transfer_observations(
     return out
 
 
+def _check_model_library() -> None:
+    """Raise ImportError where scikit-learn cannot be imported, without
+    importing it: the import takes about a second, and a job whose first
+    batch is random (the model has nothing to learn from yet) may end
+    before it trains (:meth:`CostModel.fit` imports it then)."""
+    if "sklearn" in sys.modules and sys.modules["sklearn"] is None:
+        raise ImportError("import of sklearn halted; None in sys.modules")
+    if importlib.util.find_spec("sklearn") is None:
+        raise ImportError("No module named 'sklearn'")
+
+
 class ModelProposals(Iterator[Candidate]):
     """The model strategy's candidates for one ``tune`` job, a batch at a
     time; each batch is proposed from the job's records as they stand. Ends
@@ -253,8 +266,7 @@ class ModelProposals(Iterator[Candidate]):
         self.buffer: list[Candidate] = []
         self.search: ModelSearch | None = None
         try:
-            import sklearn  # noqa: F401
-
+            _check_model_library()
             transfer = transfer_observations(job.database, job.workload, job.device)
             self.search = ModelSearch(job.space, seed, transfer=transfer)
         except Exception as err:  # anything that stops the model: the job goes on

@@ -5,6 +5,7 @@ fallback to random sampling when the model cannot be built."""
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -173,6 +174,29 @@ def test_transfer_learns_from_other_shapes_and_operators(measured_url: str, devi
         SearchSpace(ops.matmul(64, 64, 64), device.info, SMALL), transfer=other_shape
     )
     assert cold.train()
+
+
+def test_a_job_that_ends_before_the_model_trains_never_imports_scikit_learn(
+    tmp_path: Path,
+) -> None:
+    """Importing scikit-learn takes about a second; a job whose batches end
+    before the model has four measurements to learn from does not pay it."""
+    script = tmp_path / "short.py"
+    script.write_text(
+        "import sys\n"
+        "import laytune\n"
+        "from laytune import ops\n"
+        "if __name__ == '__main__':\n"
+        "    options = laytune.TuneOptions(trials=2, batch=2, strategy='model', warm_start=0)\n"
+        f"    laytune.tune(ops.copy((16, 16)), options=options, database='sqlite:///{tmp_path}/s.db',"
+        " progress=False)\n"
+        "    print('sklearn' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
 
 
 @pytest.mark.slow
