@@ -69,7 +69,7 @@ def _stop_at_random_moments(tmp_path: Path, signum: int, times: int) -> None:
 
 
 def test_ctrl_c_on_the_process_group_at_random_moments_exits_130(tmp_path: Path) -> None:
-    _stop_at_random_moments(tmp_path, signal.SIGINT, 12)
+    _stop_at_random_moments(tmp_path, signal.SIGINT, 8)
 
 
 def test_sigterm_on_the_process_group_at_random_moments_exits_143(tmp_path: Path) -> None:
