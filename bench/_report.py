@@ -15,6 +15,11 @@ import numpy as np
 
 import laytune
 
+#: Idle before timing a runtime: both ONNX Runtime's pool and the OpenCL
+#: runtime's workers keep spinning on the cores for a while after a run, and on
+#: 2 cores they slowed whichever ran next (bench.models).
+SETTLE_S = 0.3
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

@@ -78,7 +78,7 @@ MODELS = ("resnet18", "bert")
 SLOW_S = 1.0
 SLOW_ROUNDS = 3
 #: idle seconds before an implementation's block of runs (see time_all)
-SETTLE_S = 0.3
+SETTLE_S = _report.SETTLE_S
 #: untimed, then timed runs of an implementation in each round
 WARM_RUNS, BLOCK_RUNS = 2, 3
 #: the fused plan's costliest steps listed per model

@@ -292,11 +292,13 @@ def bench_op(op: UserOp, device: Any, budget: Budget, repeats: int, peak: Peak) 
         rows.append(_row(op, "ONNX Runtime", None, peak, f"not installed: {err}"))
     else:
         got = np.asarray(run_onnx()).reshape(reference.shape)
+        time.sleep(_report.SETTLE_S)  # the OpenCL runtime's workers idle first
         timing = measure(run_onnx, None, warmup=5, repeats=repeats * 5, events=False)
         error = relative_error(got, reference)
         rows.append(_row(op, "ONNX Runtime (2 threads)", timing, peak, f"rel. error {error:.1e}"))
         peers["ONNX Runtime"] = timing.wall_s
     got = op.numpy(inputs).reshape(reference.shape)
+    time.sleep(_report.SETTLE_S)
     timing = measure(lambda: op.numpy(inputs), None, warmup=2, repeats=repeats, events=False)
     rows.append(_row(op, "numpy", timing, peak, f"rel. error {relative_error(got, reference):.1e}"))
     peers["numpy"] = timing.wall_s
