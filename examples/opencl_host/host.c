@@ -48,13 +48,7 @@ int main(int argc, char **argv) {
         if (buffer->aliased) {
             physical[b] = logical[b];
         } else if (buffer->memory == LAYTUNE_IMAGE2D) {
-            cl_image_format rgba = {CL_RGBA, CL_FLOAT};
-            cl_image_desc desc;
-            memset(&desc, 0, sizeof desc);
-            desc.image_type = CL_MEM_OBJECT_IMAGE2D;
-            desc.image_width = buffer->image_width;
-            desc.image_height = buffer->image_height;
-            physical[b] = clCreateImage(context, CL_MEM_READ_WRITE, &rgba, &desc, NULL, &status);
+            physical[b] = create_image(context, buffer->image_width, buffer->image_height, &status);
         } else {
             physical[b] = clCreateBuffer(context, CL_MEM_READ_WRITE,
                                          buffer->physical_elements * buffer->item_size, NULL, &status);

@@ -110,6 +110,17 @@ static void *read_exactly(const char *folder, const char *name, size_t bytes) {
     return data;
 }
 
+/* An RGBA float image of width x height texels (laytune's image2d buffers). */
+static cl_mem create_image(cl_context context, size_t width, size_t height, cl_int *status) {
+    cl_image_format rgba = {CL_RGBA, CL_FLOAT};
+    cl_image_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.image_type = CL_MEM_OBJECT_IMAGE2D;
+    desc.image_width = width;
+    desc.image_height = height;
+    return clCreateImage(context, CL_MEM_READ_WRITE, &rgba, &desc, NULL, status);
+}
+
 /* Build one program for the device; print the build log and exit 2 when it fails. */
 static cl_program build_program(cl_context context, cl_device_id device, const char *folder,
                                 const char *file, const char *options) {

@@ -98,13 +98,7 @@ int main(int argc, char **argv) {
         size_t bytes = buffer->elements * buffer->item_size;
         int is_float = strcmp(buffer->dtype, "float32") == 0;
         if (buffer->memory == LAYTUNE_IMAGE2D) {
-            cl_image_format rgba = {CL_RGBA, CL_FLOAT};
-            cl_image_desc desc;
-            memset(&desc, 0, sizeof desc);
-            desc.image_type = CL_MEM_OBJECT_IMAGE2D;
-            desc.image_width = buffer->image_width;
-            desc.image_height = buffer->image_height;
-            memory[b] = clCreateImage(context, CL_MEM_READ_WRITE, &rgba, &desc, NULL, &status);
+            memory[b] = create_image(context, buffer->image_width, buffer->image_height, &status);
             check(status, "clCreateImage");
             size_t origin[3] = {0, 0, 0}, region[3] = {buffer->image_width, buffer->image_height, 1};
             check(clEnqueueFillImage(queue, memory[b], nan4, origin, region, 0, NULL, NULL),
