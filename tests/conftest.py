@@ -138,3 +138,11 @@ def postgres_url() -> Iterator[str]:
     finally:
         run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked slow first, each group in its collection order: the two
+    workers of ``make test`` take them while the many short tests wait, so
+    that the run does not end with one worker alone in a minute-long test
+    while the other idles (longest-first scheduling)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
