@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from laytune import __version__
 from laytune.plan._execute import LoweredPlan, lower_plan
 from laytune.plan._graph import Graph
 from laytune.plan._model import _graph_of, _open_records, _plan, random_inputs
+from laytune.records._export import c_sizes, c_stem, c_string, data_file, raw_bytes
 
 __all__ = ["MODEL_EXPORT_FORMAT", "MODEL_RTOL", "export_model", "model_stem"]
 
@@ -39,19 +39,7 @@ def model_stem(graph: Graph, device_key: str) -> str:
     """The file name stem of a model's export: its graph name in letters,
     digits and underscores, then the device key's first 8 characters. A C
     identifier too."""
-    text = re.sub(r"[^0-9A-Za-z]+", "_", graph.name).strip("_") or "model"
-    if text[0].isdigit():
-        text = f"m_{text}"
-    return f"{text}_{device_key[:8]}"
-
-
-def _c(text: str) -> str:
-    return json.dumps(text)  # a JSON string of ASCII is a valid C string literal
-
-
-def _sizes(values: tuple[int, ...] | None) -> str:
-    values = tuple(values or ())
-    return ", ".join(str(v) for v in (*values, *[0] * (3 - len(values))))
+    return c_stem(graph.name, device_key, "model")
 
 
 def _header(stem: str, name: str, device: str, lowered: LoweredPlan, files: dict[str, Any]) -> str:
@@ -66,10 +54,7 @@ def _header(stem: str, name: str, device: str, lowered: LoweredPlan, files: dict
         "",
         "#ifndef LAYTUNE_MODEL_TYPES",
         "#define LAYTUNE_MODEL_TYPES",
-        "#ifndef LAYTUNE_MEMORY_TYPE",
-        "#define LAYTUNE_MEMORY_TYPE",
         "enum laytune_memory { LAYTUNE_GLOBAL, LAYTUNE_IMAGE2D };",
-        "#endif",
         "typedef struct {",
         "    const char *name, *dtype;",
         "    size_t item_size, elements; /* physical elements */",
@@ -102,8 +87,8 @@ def _header(stem: str, name: str, device: str, lowered: LoweredPlan, files: dict
         "} laytune_model_output;",
         "#endif",
         "",
-        f"#define LAYTUNE_MODEL_NAME {_c(name)}",
-        f"#define LAYTUNE_DEVICE_NAME {_c(device)}",
+        f"#define LAYTUNE_MODEL_NAME {c_string(name)}",
+        f"#define LAYTUNE_DEVICE_NAME {c_string(device)}",
         "",
         f"static const laytune_model_buffer {stem}_buffers[] = {{",
     ]
@@ -112,36 +97,36 @@ def _header(stem: str, name: str, device: str, lowered: LoweredPlan, files: dict
         width, height = b.image_shape or (0, 0)
         data = constants.get(k)
         lines.append(
-            f"    {{{_c(b.name)}, {_c(b.dtype)}, {np.dtype(b.dtype).itemsize}, {b.elements}, "
+            f"    {{{c_string(b.name)}, {c_string(b.dtype)}, {np.dtype(b.dtype).itemsize}, {b.elements}, "
             f"{'LAYTUNE_IMAGE2D' if b.image_shape else 'LAYTUNE_GLOBAL'}, {width}, {height}, "
-            f"{_c(data) if data else 'NULL'}}},"
+            f"{c_string(data) if data else 'NULL'}}},"
         )
     lines += ["};", f"static const laytune_model_program {stem}_programs[] = {{"]
     for source, program in zip(files["programs"], lowered.programs, strict=True):
-        lines.append(f"    {{{_c(source)}, {_c(' '.join(program.build_options))}}},")
+        lines.append(f"    {{{c_string(source)}, {c_string(' '.join(program.build_options))}}},")
     lines.append("};")
     for k, launch in enumerate(lowered.launches):
         lines.append(f"static const int {stem}_args{k}[] = {{{', '.join(map(str, launch.args))}}};")
     lines.append(f"static const laytune_model_launch {stem}_launches[] = {{")
     for k, launch in enumerate(lowered.launches):
         lines.append(
-            f"    {{{_c(launch.label)}, {launch.program}, {_c(launch.kernel)}, "
-            f"{len(launch.global_size)}, {{{_sizes(launch.global_size)}}}, "
-            f"{{{_sizes(launch.local_size)}}}, {len(launch.args)}, {stem}_args{k}}},"
+            f"    {{{c_string(launch.label)}, {launch.program}, {c_string(launch.kernel)}, "
+            f"{len(launch.global_size)}, {{{c_sizes(launch.global_size)}}}, "
+            f"{{{c_sizes(launch.local_size)}}}, {len(launch.args)}, {stem}_args{k}}},"
         )
     lines += ["};", f"static const laytune_model_input {stem}_inputs[] = {{"]
     for name_, buffer in lowered.inputs:
         data = files.get("inputs", {}).get(name_)
         lines.append(
-            f"    {{{_c(name_)}, {buffer}, {lowered.buffers[buffer].elements}, "
-            f"{_c(data) if data else 'NULL'}}},"
+            f"    {{{c_string(name_)}, {buffer}, {lowered.buffers[buffer].elements}, "
+            f"{c_string(data) if data else 'NULL'}}},"
         )
     lines += ["};", f"static const laytune_model_output {stem}_outputs[] = {{"]
     for name_, buffer in lowered.outputs:
         data = files.get("reference", {}).get(name_)
         lines.append(
-            f"    {{{_c(name_)}, {buffer}, {lowered.buffers[buffer].elements}, "
-            f"{_c(data) if data else 'NULL'}, {MODEL_RTOL!r}, {MODEL_RTOL!r}}},"
+            f"    {{{c_string(name_)}, {buffer}, {lowered.buffers[buffer].elements}, "
+            f"{c_string(data) if data else 'NULL'}, {MODEL_RTOL!r}, {MODEL_RTOL!r}}},"
         )
     lines.append("};")
     for what, count in (
@@ -158,15 +143,6 @@ def _header(stem: str, name: str, device: str, lowered: LoweredPlan, files: dict
         ]
     lines += ["#endif", ""]
     return "\n".join(lines)
-
-
-def _raw(array: np.ndarray, dtype: str) -> bytes:
-    """Raw little-endian bytes in C order."""
-    return np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
-
-
-def _file_name(stem: str, name: str, suffix: str) -> str:
-    return f"{stem}.{re.sub(r'[^0-9A-Za-z]+', '_', name).strip('_') or 'x'}.{suffix}"
 
 
 def export_model(
@@ -231,7 +207,7 @@ def export_model(
             write(f"{stem}.p{k}.cl", program.source) for k, program in enumerate(lowered.programs)
         ],
         "constants": {
-            k: write(f"{stem}.b{k}.const.bin", _raw(data, lowered.buffers[k].dtype))
+            k: write(f"{stem}.b{k}.const.bin", raw_bytes(data, lowered.buffers[k].dtype))
             for k, data in lowered.constants
         },
     }
@@ -240,11 +216,11 @@ def export_model(
         outputs = graph.reference(inputs)
         dtypes = {name: graph.tensors[name].dtype for name in (*inputs, *outputs)}
         files["inputs"] = {
-            name: write(_file_name(stem, name, "in.bin"), _raw(array, dtypes[name]))
+            name: write(data_file(stem, name, "in"), raw_bytes(array, dtypes[name]))
             for name, array in inputs.items()
         }
         files["reference"] = {
-            name: write(_file_name(stem, name, "ref.bin"), _raw(array, dtypes[name]))
+            name: write(data_file(stem, name, "ref"), raw_bytes(array, dtypes[name]))
             for name, array in outputs.items()
         }
     description = {

@@ -34,14 +34,21 @@ MANIFEST_VERSION = 1
 REFERENCE_SEED = 0
 
 
+def c_stem(text: str, device_key: str, fallback: str) -> str:
+    """``text`` in letters, digits and underscores (``fallback`` when none is
+    left; a ``fallback[0]_`` prefix before a leading digit), then the device
+    key's first 8 characters: a file name stem that is a C identifier too."""
+    text = re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_") or fallback
+    if text[0].isdigit():
+        text = f"{fallback[0]}_{text}"
+    return f"{text}_{device_key[:8]}"
+
+
 def export_stem(workload_key: str, device_key: str) -> str:
     """The file name stem of a workload's kernel for a device: its short key
     (:func:`laytune.ops.short_key`) in letters, digits and underscores, then
     the device key's first 8 characters. A C identifier too."""
-    text = re.sub(r"[^0-9A-Za-z]+", "_", short_key(workload_key)).strip("_") or "workload"
-    if text[0].isdigit():
-        text = f"w_{text}"
-    return f"{text}_{device_key[:8]}"
+    return c_stem(short_key(workload_key), device_key, "workload")
 
 
 def _stems(entries: tuple[FrozenEntry, ...]) -> list[str]:
@@ -56,8 +63,24 @@ def _stems(entries: tuple[FrozenEntry, ...]) -> list[str]:
     ]
 
 
-def _c_string(text: str) -> str:
+def c_string(text: str) -> str:
     return json.dumps(text)  # a JSON string of ASCII is a valid C string literal
+
+
+def c_sizes(values: tuple[int, ...] | None) -> str:
+    """A launch's global or local size as the three values of a C array (0s after)."""
+    values = tuple(values or ())
+    return ", ".join(str(v) for v in (*values, *[0] * (3 - len(values))))
+
+
+def data_file(stem: str, name: str, suffix: str) -> str:
+    """The name of a buffer's raw data file: ``<stem>.<name>.<suffix>.bin``."""
+    return f"{stem}.{re.sub(r'[^0-9A-Za-z]+', '_', name)}.{suffix}.bin"
+
+
+def raw_bytes(array: np.ndarray, dtype: str) -> bytes:
+    """``array`` as raw little-endian ``dtype`` values in C order."""
+    return np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
 
 
 def _c_header(stem: str, entry: FrozenEntry, files: dict[str, Any]) -> str:
@@ -98,10 +121,10 @@ def _c_header(stem: str, entry: FrozenEntry, files: dict[str, Any]) -> str:
         "} laytune_launch;",
         "#endif",
         "",
-        f"#define LAYTUNE_WORKLOAD_KEY {_c_string(entry.workload_key)}",
-        f"#define LAYTUNE_DEVICE_NAME {_c_string(entry.device_name)}",
-        f"#define LAYTUNE_SOURCE_FILE {_c_string(files['source'])}",
-        f"#define LAYTUNE_BUILD_OPTIONS {_c_string(' '.join(program.build_options))}",
+        f"#define LAYTUNE_WORKLOAD_KEY {c_string(entry.workload_key)}",
+        f"#define LAYTUNE_DEVICE_NAME {c_string(entry.device_name)}",
+        f"#define LAYTUNE_SOURCE_FILE {c_string(files['source'])}",
+        f"#define LAYTUNE_BUILD_OPTIONS {c_string(' '.join(program.build_options))}",
         "",
     ]
     buffers = []
@@ -114,13 +137,13 @@ def _c_header(stem: str, entry: FrozenEntry, files: dict[str, Any]) -> str:
         reference = files.get("reference", {}).get(spec.name)
         rtol, atol = tolerances.get(spec.name, (0.0, 0.0))
         buffers.append(
-            f"    {{{_c_string(spec.name)}, {_c_string(spec.dtype)}, "
+            f"    {{{c_string(spec.name)}, {c_string(spec.dtype)}, "
             f"{np.dtype(spec.dtype).itemsize}, {int(np.prod(spec.shape))}, "
             f"{int(np.prod(spec.physical_shape))}, "
             f"{'LAYTUNE_IMAGE2D' if spec.memory == 'image2d' else 'LAYTUNE_GLOBAL'}, "
             f"{width}, {height}, {role}, "
-            f"{_c_string(data) if data else 'NULL'}, "
-            f"{_c_string(reference) if reference else 'NULL'}, {rtol!r}, {atol!r}, "
+            f"{c_string(data) if data else 'NULL'}, "
+            f"{c_string(reference) if reference else 'NULL'}, {rtol!r}, {atol!r}, "
             f"{int(spec.aliased)}}},"
         )
     lines += [f"static const laytune_buffer {stem}_buffers[] = {{", *buffers, "};"]
@@ -132,11 +155,10 @@ def _c_header(stem: str, entry: FrozenEntry, files: dict[str, Any]) -> str:
         lines.append(f"static const laytune_arg {stem}_args{k}[] = {{{args}}};")
     lines.append(f"static const laytune_launch {stem}_launches[] = {{")
     for k, launch in enumerate(launches):
-        sizes = [list(launch.global_size), list(launch.local_size or ())]
-        padded = [", ".join(str(v) for v in [*s, *[0] * (3 - len(s))]) for s in sizes]
         lines.append(
-            f"    {{{_c_string(launch.kernel)}, {len(launch.global_size)}, {{{padded[0]}}}, "
-            f"{{{padded[1]}}}, {len(launch.args)}, {stem}_args{k}}},"
+            f"    {{{c_string(launch.kernel)}, {len(launch.global_size)}, "
+            f"{{{c_sizes(launch.global_size)}}}, {{{c_sizes(launch.local_size)}}}, "
+            f"{len(launch.args)}, {stem}_args{k}}},"
         )
     lines += [
         "};",
@@ -170,10 +192,8 @@ def _reference_data(
     for kind, arrays in (("inputs", inputs), ("reference", outputs)):
         files[kind] = {}
         for name, array in arrays.items():
-            dtype = np.dtype(specs[name].dtype).newbyteorder("<")
-            suffix = "in" if kind == "inputs" else "ref"
-            path = folder / f"{stem}.{re.sub(r'[^0-9A-Za-z]+', '_', name)}.{suffix}.bin"
-            path.write_bytes(np.ascontiguousarray(array, dtype=dtype).tobytes())
+            path = folder / data_file(stem, name, "in" if kind == "inputs" else "ref")
+            path.write_bytes(raw_bytes(array, specs[name].dtype))
             files[kind][name] = path.name
             written.append(path)
     files["tolerance"] = {
