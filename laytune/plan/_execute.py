@@ -152,7 +152,7 @@ class LoweredPlan:
     """A plan as data for one device: every buffer, every distinct program,
     every launch in order, each constant's packed physical array, and which
     buffers take the graph inputs and give its outputs. :class:`CompiledPlan`
-    builds it with pyopencl; :func:`laytune.records.export_model` writes it
+    builds it with pyopencl; :func:`laytune.plan.export_model` writes it
     for a build outside Python. ``views`` names the operators that launch
     nothing (their result is their input's buffer), ``tuned`` the rewrites
     that run a recorded conversion kernel."""
@@ -176,7 +176,7 @@ class _Lowering:
         self.plan, self.info, self.conversions = plan, info, conversions
         graph = plan.graph
         outputs = {i for _, i in plan.outputs}
-        self.buffers: list[PlanBuffer | None] = []
+        self.buffers: list[PlanBuffer] = []
         for i, v in enumerate(plan.versions):
             role = {"input": "input", "constant": "constant"}.get(v.origin, "intermediate")
             name = v.tensor if v.origin != "rewrite" else f"{v.tensor} -> {', '.join(v.consumers)}"
@@ -184,6 +184,8 @@ class _Lowering:
                 self._buffer(name, v.tensor, v.layout, "output" if i in outputs else role)
             )
         self.slot = list(range(len(plan.versions)))  # version -> buffer
+        # the version each operator writes its result into
+        self.written = {v.tensor: i for i, v in enumerate(plan.versions) if v.origin == "operator"}
         self.programs: dict[str, int] = {}
         self.program_list: list[KernelProgram] = []
         self.launches: list[PlanLaunch] = []
@@ -215,13 +217,11 @@ class _Lowering:
 
     def result(self) -> LoweredPlan:
         plan = self.plan
-        used = [b for b in dict.fromkeys(self.slot)] + list(
-            range(len(plan.versions), len(self.buffers))
-        )
+        # the buffers left once views share their inputs', then the scratch ones
+        used = [*dict.fromkeys(self.slot), *range(len(plan.versions), len(self.buffers))]
         number = {b: k for k, b in enumerate(used)}
-        renumber = {old: number[old] for old in range(len(self.buffers)) if old in number}
         slot = [number[s] for s in self.slot]
-        buffers = tuple(self.buffers[b] for b in used)  # type: ignore[misc]
+        buffers = tuple(self.buffers[b] for b in used)
         constants = tuple(
             (slot[i], pack(plan.graph.constants[v.tensor], v.layout.index_map, v.pad))
             for i, v in enumerate(plan.versions)
@@ -229,10 +229,10 @@ class _Lowering:
         )
         storage = {v.tensor: i for i, v in enumerate(plan.versions) if v.origin == "input"}
         return LoweredPlan(
-            buffers=buffers,  # type: ignore[arg-type]
+            buffers=buffers,
             programs=tuple(self.program_list),
             launches=tuple(
-                replace(launch, args=tuple(renumber[a] for a in launch.args))
+                replace(launch, args=tuple(number[a] for a in launch.args))
                 for launch in self.launches
             ),
             constants=constants,
@@ -268,11 +268,7 @@ class _Lowering:
             program = lower(op.workload, plan.candidate(name), self.info)
         except LaytuneError as err:
             raise PlanError(f"operator {name} cannot run on {self.info.name}: {err}") from None
-        out = next(
-            i
-            for i, v in enumerate(plan.versions)
-            if v.tensor == op.output and v.origin == "operator"
-        )
+        out = self.written[op.output]
         if len(op.inputs) == 1:
             read = plan.read_index(name, op.inputs[0][0])
             layouts = (plan.versions[read].layout, plan.versions[out].layout)
