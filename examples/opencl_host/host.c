@@ -28,11 +28,9 @@
 int main(int argc, char **argv) {
     const char *folder = argc > 1 ? argv[1] : ".";
     cl_int status;
-    cl_device_id device = pick_device(LAYTUNE_DEVICE_NAME);
-    cl_context context = clCreateContext(NULL, 1, &device, NULL, NULL, &status);
-    check(status, "clCreateContext");
-    cl_command_queue queue = clCreateCommandQueue(context, device, 0, &status);
-    check(status, "clCreateCommandQueue");
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue = open_queue(LAYTUNE_DEVICE_NAME, &device, &context);
 
     cl_program program = build_program(context, device, folder, LAYTUNE_SOURCE_FILE,
                                        LAYTUNE_BUILD_OPTIONS);

@@ -110,6 +110,17 @@ static void *read_exactly(const char *folder, const char *name, size_t bytes) {
     return data;
 }
 
+/* The device laytune tuned for (pick_device), a context on it and a queue. */
+static cl_command_queue open_queue(const char *wanted, cl_device_id *device, cl_context *context) {
+    cl_int status;
+    *device = pick_device(wanted);
+    *context = clCreateContext(NULL, 1, device, NULL, NULL, &status);
+    check(status, "clCreateContext");
+    cl_command_queue queue = clCreateCommandQueue(*context, *device, 0, &status);
+    check(status, "clCreateCommandQueue");
+    return queue;
+}
+
 /* An RGBA float image of width x height texels (laytune's image2d buffers). */
 static cl_mem create_image(cl_context context, size_t width, size_t height, cl_int *status) {
     cl_image_format rgba = {CL_RGBA, CL_FLOAT};

@@ -80,11 +80,9 @@ int main(int argc, char **argv) {
     int serve = argc > 2 && strcmp(argv[2], "serve") == 0;
     int repeats = argc > 2 && !serve ? atoi(argv[2]) : 0;
     cl_int status;
-    cl_device_id device = pick_device(LAYTUNE_DEVICE_NAME);
-    cl_context context = clCreateContext(NULL, 1, &device, NULL, NULL, &status);
-    check(status, "clCreateContext");
-    cl_command_queue queue = clCreateCommandQueue(context, device, 0, &status);
-    check(status, "clCreateCommandQueue");
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue = open_queue(LAYTUNE_DEVICE_NAME, &device, &context);
 
     cl_program programs[LAYTUNE_MODEL_PROGRAM_COUNT];
     for (int p = 0; p < LAYTUNE_MODEL_PROGRAM_COUNT; p++)
