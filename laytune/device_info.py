@@ -185,7 +185,7 @@ class DeviceInfo:
         """Vector registers a register block of accumulators may take: the
         register file of the lanes' instruction set (AVX-512: 32, AVX and
         128-bit SIMD: 16) less 4 that hold the operands."""
-        return VECTOR_REGISTERS.get(self.float_lanes(), 16) - 4
+        return block_registers(self.float_lanes())
 
     def register_block_points(self) -> int:
         """Outputs one work-item's register block may hold: on a CPU,
@@ -250,6 +250,14 @@ def _host_cache_size() -> int:
 #: Vector registers per instruction set, by float lanes (AVX-512's 32 zmm,
 #: AVX's 16 ymm, SSE's and 128-bit GPU loads' 16).
 VECTOR_REGISTERS = {16: 32, 8: 16, 4: 16}
+
+
+def block_registers(lanes: int) -> int:
+    """Vector registers of ``lanes`` floats a register block may take: the
+    instruction set's register file less 4 for the operands."""
+    return VECTOR_REGISTERS.get(lanes, 16) - 4
+
+
 #: Outputs a register block of a non-CPU device's work-item may hold.
 GPU_BLOCK_POINTS = 128
 

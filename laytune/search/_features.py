@@ -103,7 +103,9 @@ def _points(extents: tuple[int, ...]) -> np.ndarray:
     coordinate at most extent - 2 (so that a step of one stays inside)."""
     rng = np.random.default_rng(_SEED)
     highs = np.maximum(np.asarray(extents, dtype=np.int64) - 1, 1)
-    return rng.integers(0, highs, size=(_POINTS, len(extents)))
+    points = rng.integers(0, highs, size=(_POINTS, len(extents)))
+    points.setflags(write=False)  # cached and shared: callers copy before they move it
+    return points
 
 
 def _offsets(layout: Layout, buf: Any, points: np.ndarray) -> np.ndarray:

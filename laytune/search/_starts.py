@@ -36,7 +36,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from laytune.device_info import VECTOR_REGISTERS, DeviceInfo
+from laytune.device_info import DeviceInfo, block_registers
 from laytune.layout import Layout, Var, block, compose, panel, permute, variables
 from laytune.search._strategies import params_of
 from laytune.search._structure import Contraction, Window, classify
@@ -116,7 +116,7 @@ def _lanes(fraction: float, lanes: int) -> int:
 
 
 def _fits(accumulators: int, lanes: int) -> bool:
-    return accumulators <= VECTOR_REGISTERS.get(lanes, 16) - 4
+    return accumulators <= block_registers(lanes)
 
 
 # What a column past the output's width costs against a block away from the
@@ -264,7 +264,7 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
         vectors = max(1, filters // vector)
         if not _fits(vectors * target, lanes):
             continue
-        budget = (VECTOR_REGISTERS.get(lanes, 16) - 4) // vectors
+        budget = block_registers(lanes) // vectors
         columns = _columns(width, target, budget)
         knobs: dict[str, Any] = {
             "vector_axis": along,

@@ -1076,13 +1076,14 @@ class Rules:
         if i == len(self.steps):
             return 1
         values = tuple(map(state.get, self._needed[i]))
-        found = self._memo.get((i, lifted, 0, values))
+        found = self._memo.get((i, lifted, 0, values))  # the full count serves every cap
         if found is not None:
             return min(found, cap) if cap else found
         key = (i, lifted, cap, values)
-        found = self._memo.get(key)
-        if found is not None:
-            return found
+        if cap:
+            found = self._memo.get(key)
+            if found is not None:
+                return found
         step = self.steps[i]
         domain = self.domain(i, state, lifted)
         read_later = self._needed_sets[i + 1]
