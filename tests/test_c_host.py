@@ -241,3 +241,17 @@ def test_the_model_host_runs_an_exported_plan_as_python_does(
     weight.write_bytes(values.tobytes())
     run = subprocess.run([str(binary), str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 1 and "DIFFERS" in run.stdout
+
+
+def test_the_model_host_without_reference_data_says_to_export_with_it(
+    laytune_device, tmp_path: Path
+) -> None:
+    from tests.plan.graphs import seed_graph
+
+    cc = compiler_or_skip(tmp_path)
+    graph, source = seed_graph()
+    export_model(graph, source, tmp_path, laytune_device)  # no --reference: no inputs
+    binary = _build(cc, tmp_path, model_stem(graph, laytune_device.key), MODEL_HOST)
+    run = subprocess.run([str(binary), str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2
+    assert "input x has no data: export with --reference" in run.stderr

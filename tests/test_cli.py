@@ -351,3 +351,12 @@ def test_tune_free_names_buffers_whose_conversions_are_not_charged(
     assert "(boundary: X free, Y free; nothing to convert)" in out
     study = {r.study for r in open_database(db[1]).records()}
     assert all(name.endswith("/model/free=X,Y") for name in study)
+
+
+def test_export_no_fuse_without_a_model_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["export", str(tmp_path / "layouts.json"), "--out", str(tmp_path), "--no-fuse"]) == 2
+    )
+    assert "export --no-fuse plans a model: give --model ONNX as well" in capsys.readouterr().err
