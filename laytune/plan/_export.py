@@ -24,7 +24,7 @@ from laytune import __version__
 from laytune.plan._execute import LoweredPlan, lower_plan
 from laytune.plan._graph import Graph
 from laytune.plan._model import _graph_of, _open_records, _plan, random_inputs
-from laytune.records._export import c_sizes, c_stem, c_string, data_file, raw_bytes
+from laytune.records import c_sizes, c_stem, c_string, data_file, raw_bytes
 
 __all__ = ["MODEL_EXPORT_FORMAT", "MODEL_RTOL", "export_model", "model_stem"]
 

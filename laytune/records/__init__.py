@@ -30,7 +30,16 @@ from laytune.records._boundary import (
     boundary_text,
     default_boundary,
 )
-from laytune.records._export import MANIFEST, export, export_stem
+from laytune.records._export import (
+    MANIFEST,
+    c_sizes,
+    c_stem,
+    c_string,
+    data_file,
+    export,
+    export_stem,
+    raw_bytes,
+)
 from laytune.records._frozen import (
     FROZEN_VERSION,
     FrozenEntry,
@@ -76,8 +85,12 @@ __all__ = [
     "best_priced",
     "boundary_text",
     "buffer_axis_names",
+    "c_sizes",
+    "c_stem",
+    "c_string",
     "candidate_record",
     "conversion_seconds",
+    "data_file",
     "default_boundary",
     "error_reason",
     "export",
@@ -95,6 +108,7 @@ __all__ = [
     "owner_alive",
     "price_record",
     "process_owner",
+    "raw_bytes",
     "records_dataframe",
     "reference_records",
     "reference_times",
