@@ -12,6 +12,7 @@ the statement's value at those positions is the reduction's neutral element.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ class PaddedLoop:
 _WHOLE_CHECK = 1 << 16
 
 
+@functools.lru_cache(maxsize=4096)  # a space's candidates share their layouts
 def _max_extent(layout: Layout, dim: int, cap: int) -> int:
     """Largest extent of ``dim`` up to ``cap`` on which ``layout``'s map keeps
     its physical shape and stays injective (the logical extent when none).

@@ -197,7 +197,7 @@ class Scope:
         return _c_text(e, tuple(self.ranges), tuple(self.names))
 
     def bounds(self, e: Expr) -> tuple[int, int]:
-        return bounds(e, self.ranges)
+        return _bounds_in(e, tuple(self.ranges))
 
     def fits_int(self, e: Expr) -> bool:
         ranges = tuple(self.ranges)
@@ -218,8 +218,30 @@ def _simplified(e: Expr, ranges: tuple[tuple[int, int], ...], names: tuple[str, 
 
 
 @functools.lru_cache(maxsize=16384)
+def _bounds_in(e: Expr, ranges: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+    return bounds(e, ranges)
+
+
+@functools.lru_cache(maxsize=16384)
 def _c_text(e: Expr, ranges: tuple[tuple[int, int], ...], names: tuple[str, ...]) -> str:
     return to_opencl(_simplified(e, ranges, names), names, ranges)
+
+
+# A kernel reads one buffer at the same few index expressions in candidate
+# after candidate (the knobs change, the layout and the block's points do
+# not), and substituting them into a padded or blocked layout's offset is most
+# of what lowering a load costs: the offset at those indices is kept. (A
+# variable's display name is not in the key; C text names variables by index.)
+
+
+@functools.lru_cache(maxsize=16384)
+def _flat_offset_at(
+    exprs: tuple[Expr, ...], flat_shape: tuple[int, ...], indices: tuple[Expr, ...]
+) -> Expr:
+    total: Expr = Const(0)
+    for e, extent in zip(exprs, flat_shape, strict=True):
+        total = total * extent + e
+    return substitute(total, list(indices))
 
 
 @dataclass(frozen=True)
@@ -245,12 +267,7 @@ class BufferAccess:
 
     def flat_offset(self, indices: Sequence[Expr]) -> Expr:
         """One flat offset (groups flattened row-major): global and local buffers."""
-        exprs = self.offset_exprs()
-        flat_shape = self.layout.flat_shape
-        total: Expr = Const(0)
-        for e, extent in zip(exprs, flat_shape, strict=True):
-            total = total * extent + e
-        return substitute(total, list(indices))
+        return _flat_offset_at(self.offset_exprs(), self.layout.flat_shape, tuple(indices))
 
     def texel(self, indices: Sequence[Expr], scope: Scope) -> tuple[Expr, Expr, Expr]:
         """(x, y, component) of an image2d access: texel column, row, lane."""

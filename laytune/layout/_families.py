@@ -102,7 +102,7 @@ class Layout:
     def physical_shape(self) -> Shape:
         return self.index_map.physical_shape(self.shape)
 
-    @property
+    @functools.cached_property
     def flat_shape(self) -> Shape:
         return self.index_map.flat_shape(self.shape)
 
