@@ -94,6 +94,26 @@ class _Item:
     rejected: str = ""
 
 
+class _Asking:
+    """An optuna trial as a space asks it: a choice of one value is no choice,
+    taken without asking the trial. Each param optuna records is a round
+    trip to its storage of its own, and most knobs of a space have one value
+    for a given statement and layouts (15 of the 20 of a copy, 12 of 21 of a
+    matmul): the sampler learns nothing from them."""
+
+    def __init__(self, trial: Any) -> None:
+        self.trial = trial
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        choices = list(choices)
+        if len(choices) == 1:
+            return choices[0]
+        return self.trial.suggest_categorical(name, choices)
+
+    def set_user_attr(self, key: str, value: Any) -> None:
+        self.trial.set_user_attr(key, value)
+
+
 class _Proposer:
     """Turns optuna trials into new candidates: skips recorded ones (the
     records are the cache, and the trial learns the recorded time), claims
@@ -192,7 +212,7 @@ class _Proposer:
                     self.exhausted_why = "every valid candidate measured"
                     break
                 trial = self._new_trial()
-            candidate = job.space.suggest(trial)
+            candidate = job.space.suggest(_Asking(trial))
             key = candidate.key
             if key in known or not self._claim(key):
                 value = known.get(key)
