@@ -69,16 +69,26 @@ class DeviceInfo:
     # -- identity -----------------------------------------------------------
     @property
     def key(self) -> str:
-        ident = "|".join(
-            (
-                self.platform_name,
-                self.device_name,
-                self.vendor,
-                self.driver_version,
-                self.opencl_version,
-            )
+        return _device_key(
+            self.platform_name,
+            self.device_name,
+            self.vendor,
+            self.driver_version,
+            self.opencl_version,
         )
-        return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+    @staticmethod
+    def key_of(device: Any) -> str:
+        """The :attr:`key` of a ``pyopencl.Device``, read from its identity
+        alone: no snapshot (whose built-in probe builds a program), so a
+        worker that reopens a device by its indices checks it cheaply."""
+        return _device_key(
+            device.platform.name.strip(),
+            device.name.strip(),
+            device.vendor.strip(),
+            device.driver_version.strip(),
+            device.version.strip(),
+        )
 
     @property
     def name(self) -> str:
@@ -269,28 +279,100 @@ PROBED_BUILTINS: dict[str, str] = {
 }
 """Built-in name -> a kernel that builds only where the compiler has it."""
 
-_PROBED: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+def _device_key(platform: str, device: str, vendor: str, driver: str, version: str) -> str:
+    ident = "|".join((platform, device, vendor, driver, version))
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
 def probe_builtins(device: Any) -> tuple[str, ...]:
-    """The :data:`PROBED_BUILTINS` a ``pyopencl.Device``'s compiler builds,
-    probed once per device and driver in a process (a build each)."""
+    """The :data:`PROBED_BUILTINS` a ``pyopencl.Device``'s compiler builds
+    (:func:`probe_build`: remembered per device, driver and source)."""
+    return tuple(
+        name for name, source in PROBED_BUILTINS.items() if probe_build(device, source) is None
+    )
+
+
+# -- probe builds, remembered ----------------------------------------------------
+# Every laytune process reads what its device's compiler has (the built-ins
+# above) and picks its device by whether it builds a kernel at all: a build
+# each, 0.2-0.3 s on Intel's CPU runtime, paid again by every command and by
+# every worker a job starts. The outcome depends only on the device and
+# driver (the key), the source and the options, so it is kept: in this
+# process, and on disk in the user's cache directory, one small JSON file per
+# outcome, written whole (temporary file, then rename) so processes may share
+# the directory. A file that does not read back is a miss, probed again.
+
+_PROBED: dict[tuple[str, str], str | None] = {}
+
+#: Version of the probe files' format and of what a probe records.
+_PROBE_FORMAT = 1
+
+
+def cache_dir() -> Path:
+    """laytune's cache directory: ``$LAYTUNE_CACHE_DIR``, else the user's
+    cache directory (``~/.cache/laytune`` on Linux)."""
+    import os
+
+    given = os.environ.get("LAYTUNE_CACHE_DIR")
+    if given:
+        return Path(given)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("laytune"))
+
+
+def probe_build(device: Any, source: str, options: tuple[str, ...] = ()) -> str | None:
+    """None when a ``pyopencl.Device``'s compiler builds ``source`` with
+    ``options``, else the last error line of its log; built once per device,
+    driver, source and options, then read back (see above)."""
+    digest = hashlib.sha256(
+        json.dumps([_PROBE_FORMAT, DeviceInfo.key_of(device), source, list(options)]).encode()
+    ).hexdigest()[:32]
+    key = (DeviceInfo.key_of(device), digest)
+    if key in _PROBED:
+        return _PROBED[key]
+    path = cache_dir() / "probes" / f"{digest}.json"
+    try:
+        kept = json.loads(path.read_text())
+        if kept.get("format") == _PROBE_FORMAT and isinstance(kept.get("error"), (str, type(None))):
+            _PROBED[key] = kept["error"]
+            return kept["error"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    error = _build_error(device, source, options)
+    _PROBED[key] = error
+    _keep(path, {"format": _PROBE_FORMAT, "error": error})
+    return error
+
+
+def _build_error(device: Any, source: str, options: tuple[str, ...]) -> str | None:
     import warnings
 
     import pyopencl as cl
 
-    key = (device.platform.name, device.name, device.driver_version)
-    found = _PROBED.get(key)
-    if found is None:
+    try:
         context = cl.Context([device])
-        names = []
-        for name, source in PROBED_BUILTINS.items():
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    build_source(context, source)
-            except cl.Error:
-                continue
-            names.append(name)
-        found = _PROBED[key] = tuple(names)
-    return found
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            build_source(context, source, options)
+    except cl.Error as exc:
+        lines = [line for line in str(exc).splitlines() if "error" in line.lower()]
+        return (lines[-1] if lines else str(exc).splitlines()[0]).strip()
+    return None
+
+
+def _keep(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` whole, or not at all (a cache that cannot be
+    written is only slower)."""
+    import os
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(handle, "w") as out:
+            json.dump(data, out)
+        os.replace(temporary, path)
+    except OSError:
+        pass

@@ -151,7 +151,7 @@ def _device_key(target: Any) -> str:
     if isinstance(target, cl.Context):
         target = target.devices[0]
     if isinstance(target, cl.Device):
-        return DeviceInfo.from_cl_device(target).key
+        return DeviceInfo.key_of(target)
     raise FrozenFileError(f"expected a device, device key or OpenCL context, got {target!r}")
 
 

@@ -11,13 +11,11 @@ a silent measurement on another device).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from laytune._cl_build import build_source
-from laytune.device_info import DeviceInfo
+from laytune.device_info import DeviceInfo, probe_build
 from laytune.exceptions import DeviceNotFoundError
 from laytune.runners._opencl_runtime import register_opencl_runtimes
 
@@ -65,10 +63,11 @@ class Device:
             raise DeviceNotFoundError(
                 f"device {self.spec} ({self.name}) is no longer present: {exc}"
             ) from exc
-        found = DeviceInfo.from_cl_device(device)
-        if found.key != self.info.key:
+        found = DeviceInfo.key_of(device)
+        if found != self.info.key:
             raise DeviceNotFoundError(
-                f"device {self.spec} is now {found.name} (key {found.key}), "
+                f"device {self.spec} is now {device.name.strip()} "
+                f"({device.platform.name.strip()}, key {found}), "
                 f"not {self.name} (key {self.info.key})"
             )
         return device
@@ -158,17 +157,10 @@ def device_builds(device: Device) -> str | None:
     A listed device is not always a usable one: PoCL 3.0 lists CPUs newer
     than its LLVM and then fails every build.
     """
-    import pyopencl as cl
-
     try:
-        context = cl.Context([device.open()])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", cl.CompilerWarning)
-            build_source(context, _PROBE)
-    except (cl.Error, DeviceNotFoundError) as exc:
-        lines = [line for line in str(exc).splitlines() if "error" in line.lower()]
-        return (lines[-1] if lines else str(exc).splitlines()[0]).strip()
-    return None
+        return probe_build(device.open(), _PROBE)
+    except DeviceNotFoundError as exc:
+        return str(exc).splitlines()[0].strip()
 
 
 @lru_cache(maxsize=1)

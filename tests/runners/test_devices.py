@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from laytune.codegen import GENERIC_DEVICE
 from laytune.device_info import PROBED_BUILTINS, probe_builtins
 from laytune.exceptions import DeviceNotFoundError
 from laytune.runners import Device, DeviceInfo, default_device, list_devices, select_device
@@ -54,6 +55,21 @@ def test_device_pickles_and_reopens(device: Device) -> None:
     assert clone.open().name.strip() == device.info.device_name
 
 
+def test_a_devices_key_reads_from_its_identity_as_from_its_snapshot() -> None:
+    """Reopening a device checks its key without a snapshot (whose built-in
+    probe builds a program), and a device that moved is named."""
+    import pyopencl as cl
+
+    for device in list_devices():
+        opened = device.open()
+        assert DeviceInfo.key_of(opened) == DeviceInfo.from_cl_device(opened).key == device.key
+    first = list_devices()[0]
+    elsewhere = Device(first.index, first.platform_index, first.device_index, GENERIC_DEVICE)
+    with pytest.raises(DeviceNotFoundError, match=f"is now {first.info.device_name}"):
+        elsewhere.open()
+    assert isinstance(first.open(), cl.Device)
+
+
 def test_device_key_is_stable_across_processes(device: Device) -> None:
     code = f"from laytune.runners import select_device\nprint(select_device({device.spec!r}).key)\n"
     keys = {
@@ -98,3 +114,43 @@ def test_source_builds_never_take_pyopencls_cache_lock(
     assert program.k.function_name == "k"
     with pytest.raises(cl.Error, match="BUILD_PROGRAM_FAILURE"):
         build_source(context, "__kernel void k( {")
+
+
+def test_probe_builds_are_remembered_on_disk_and_a_bad_file_is_a_miss(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe build's outcome (the default device's choice, the built-ins)
+    is kept per device, driver and source: a new process reads it back
+    instead of building, a failure keeps its error line, and a file that does
+    not parse is built again."""
+    from laytune import device_info
+
+    opened = default_device().open()
+    monkeypatch.setenv("LAYTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(device_info, "_PROBED", {})  # a new process
+    built: list[str] = []
+    real = device_info.build_source
+    monkeypatch.setattr(
+        device_info,
+        "build_source",
+        lambda ctx, src, opts=(): (built.append(src), real(ctx, src, opts)),
+    )
+    good = "__kernel void k(__global float *a) { a[0] = 2.0f; }"
+    bad = "__kernel void k(__global float *a) { a[0] = no_such_function(1.0f); }"
+    assert device_info.probe_build(opened, good) is None
+    error = device_info.probe_build(opened, bad)
+    assert error and "no_such_function" in error
+    assert built == [good, bad]
+    files = sorted((tmp_path / "probes").glob("*.json"))
+    assert len(files) == 2
+    monkeypatch.setattr(device_info, "_PROBED", {})
+    assert device_info.probe_build(opened, good) is None
+    assert device_info.probe_build(opened, bad) == error
+    assert built == [good, bad], "read back, not built again"
+    for file in files:
+        file.write_text('{"format": 1, "err')  # cut short
+    monkeypatch.setattr(device_info, "_PROBED", {})
+    assert "no_such_function" in device_info.probe_build(opened, bad)
+    assert built == [good, bad, bad]
+    assert device_info.probe_build(opened, good, ("-cl-fast-relaxed-math",)) is None
+    assert len(list((tmp_path / "probes").glob("*.json"))) == 3  # options are part of the key

@@ -455,3 +455,34 @@ def test_trials_carry_times_repeats_and_nan_for_missing_numbers(tmp_path: Path) 
         assert row["time_iqr_s"] == pytest.approx(q3 - q1)
         assert row["repeats"] == len(times)
     assert not frame.map(lambda value: value is None).any().any()
+
+
+class _Answers:
+    """A trial that answers a space's choices from recorded optuna params,
+    taking a choice of one value as the job does, without a param."""
+
+    def __init__(self, params: dict) -> None:
+        self.params = params
+
+    def suggest_categorical(self, name: str, choices) -> object:
+        choices = list(choices)
+        return choices[0] if len(choices) == 1 else self.params[name]
+
+
+def test_the_study_records_only_the_choices_the_sampler_made(tmp_path: Path) -> None:
+    """A choice of one value is no choice: the job takes it without writing a
+    param to optuna's storage (a round trip each), and the params it does
+    write still give every trial's candidate back through the space."""
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    result = run_tune(url, trials=6, batch=3, strategy="random", seed=2)
+    db = open_database(url)
+    study = optuna.load_study(study_name=result.study_name, storage=db.optuna_storage())
+    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, TINY)
+    trials = [t for t in study.trials if "candidate" in t.user_attrs]
+    assert len(trials) >= 6
+    for trial in trials:
+        assert trial.params, "a trial of the small space makes some choice"
+        single = [n for n, d in trial.distributions.items() if len(d.choices) == 1]
+        assert single == [], f"trial {trial.number} recorded choices of one value: {single}"
+        rebuilt = space.suggest(_Answers(trial.params))
+        assert rebuilt.canonical_json() == trial.user_attrs["candidate"]
