@@ -41,8 +41,8 @@ def run_tune(url: str, *, workload=worker.WORKLOAD, callbacks=(), **options):
 @pytest.mark.slow
 def test_exhaustive_measures_every_candidate_once_and_finds_the_minimum(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, TINY)
-    result = run_tune(url, strategy="exhaustive", trials=1000, batch=8)
+    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, worker.PAIR)
+    result = run_tune(url, strategy="exhaustive", trials=1000, batch=8, space=worker.PAIR)
     assert result.stop_reason == "every valid candidate measured"
     frame = result.trials
     assert result.measured == len(space) == len(frame)
@@ -53,7 +53,7 @@ def test_exhaustive_measures_every_candidate_once_and_finds_the_minimum(tmp_path
     assert is_baseline(result.baseline)
     assert result.speedup == pytest.approx(result.baseline.value_s / result.best.value_s)
     # the records are the cache: a second job measures nothing again
-    again = run_tune(url, strategy="exhaustive", trials=1000)
+    again = run_tune(url, strategy="exhaustive", trials=1000, space=worker.PAIR)
     assert again.measured == 0
     assert again.best == result.best
 
@@ -76,7 +76,9 @@ def test_a_wrong_result_is_never_the_best(tmp_path: Path, monkeypatch: pytest.Mo
         return program
 
     monkeypatch.setattr(_tune, "lower", lower_with_a_bug)
-    result = run_tune(f"sqlite:///{tmp_path / 'w.db'}", strategy="exhaustive", trials=1000)
+    result = run_tune(
+        f"sqlite:///{tmp_path / 'w.db'}", strategy="exhaustive", trials=1000, space=worker.PAIR
+    )
     frame = result.trials.set_index("candidate_key")
     assert frame.loc[sabotaged[0], "status"] == "wrong_result"
     assert result.best.candidate.key != sabotaged[0]
@@ -137,7 +139,9 @@ def test_ctrl_c_stops_cleanly_and_keeps_every_record(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_warm_start_tries_the_best_of_a_nearby_shape_first(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ws.db'}"
-    first = run_tune(url, workload=ops.copy((16, 16)), strategy="exhaustive", trials=1000)
+    first = run_tune(
+        url, workload=ops.copy((16, 16)), strategy="exhaustive", trials=1000, space=worker.PAIR
+    )
     nearby = ops.copy((16, 32))
     second = run_tune(url, workload=nearby, trials=2, batch=2, strategy="random")
     frame = second.trials.sort_values("trial")
@@ -156,9 +160,20 @@ def _records(url: str) -> list:
     return open_database(url).records()
 
 
-def _start_worker(url: str, strategy: str, trials: int, batch: int = 2) -> subprocess.Popen:
+def _start_worker(
+    url: str, strategy: str, trials: int, batch: int = 2, space: str = "small"
+) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.search.worker", url, strategy, str(trials), str(batch)],
+        [
+            sys.executable,
+            "-m",
+            "tests.search.worker",
+            url,
+            strategy,
+            str(trials),
+            str(batch),
+            space,
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -197,12 +212,12 @@ def test_a_job_killed_with_sigkill_resumes_the_same_study(tmp_path: Path) -> Non
 
 
 def _two_workers_measure_each_candidate_once(url: str) -> None:
-    jobs = [_start_worker(url, "exhaustive", 1000) for _ in range(2)]
+    jobs = [_start_worker(url, "exhaustive", 1000, space="pair") for _ in range(2)]
     outputs = [job.communicate(timeout=300) for job in jobs]
     for job, (_out, err) in zip(jobs, outputs, strict=True):
         assert job.returncode == 0, err
     records = _records(url)
-    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, TINY)
+    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, worker.PAIR)
     keys = [r.candidate.key for r in records]
     assert len(keys) == len(set(keys)) == len(space)
     measured = [int(out.split()[1]) for out, _ in outputs]
@@ -234,6 +249,7 @@ def test_a_candidate_clearly_slower_than_the_best_is_not_measured_to_the_end(
         batch=4,
         early_stop=1.0,
         measure=config,
+        space=worker.PAIR,
     )
     records = open_database(f"sqlite:///{tmp_path / 'e.db'}").records(status="ok")
     abandoned = [r for r in records if r.abandoned]

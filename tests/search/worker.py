@@ -2,7 +2,8 @@
 
 ``python -m tests.search.worker URL STRATEGY TRIALS [BATCH [SPACE]]`` tunes the
 small copy workload of :data:`WORKLOAD` in :data:`OPTIONS` (SPACE ``small``, 60
-candidates) or :data:`WIDE` (SPACE ``wide``, 198) into the database at URL.
+candidates), :data:`WIDE` (SPACE ``wide``, 198) or :data:`PAIR` (SPACE
+``pair``, 32) into the database at URL.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ OPTIONS = SpaceOptions(
 )
 #: More work-groups: a space that ten kills of a job on a fast machine do not exhaust.
 WIDE = dataclasses.replace(OPTIONS, groups=(0, 2, 4, 8))
-SPACES = {"small": OPTIONS, "wide": WIDE}
+#: Fewer: two jobs racing over one space claim each candidate as well on 32.
+PAIR = dataclasses.replace(OPTIONS, groups=(0,))
+SPACES = {"small": OPTIONS, "wide": WIDE, "pair": PAIR}
 STUDY = "shared-study"
 
 
