@@ -1143,10 +1143,19 @@ class Rules:
             for rule, n in Counter(rule for _, rule in alone).items():
                 add(None, rule, n)
         else:
-            for value in valid:
-                add(value, None)
+            # values that leave the later steps the same state count once,
+            # times how many they are (the local tile layouts' copy classes)
+            grouped = step.name not in read_later
+            for value, n in (grouped and step.classes(state, valid)) or [(v, 1) for v in valid]:
+                add(value, None, n)
+            by_rule: dict[str, list[Any]] = {}
             for value, rule in alone:
-                add(value, rule)
+                by_rule.setdefault(rule, []).append(value)
+            for rule, values in by_rule.items():
+                for value, n in (grouped and step.classes(state, values)) or [
+                    (v, 1) for v in values
+                ]:
+                    add(value, rule, n)
         found = self._lifting[key] = (base, {r: n for r, n in more.items() if n})
         return found
 
