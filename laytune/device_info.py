@@ -303,7 +303,7 @@ def probe_builtins(device: Any) -> tuple[str, ...]:
 # outcome, written whole (temporary file, then rename) so processes may share
 # the directory. A file that does not read back is a miss, probed again.
 
-_PROBED: dict[tuple[str, str], str | None] = {}
+_PROBED: dict[str, str | None] = {}  # by the digest of device key, source, options
 
 #: Version of the probe files' format and of what a probe records.
 _PROBE_FORMAT = 1
@@ -329,19 +329,18 @@ def probe_build(device: Any, source: str, options: tuple[str, ...] = ()) -> str 
     digest = hashlib.sha256(
         json.dumps([_PROBE_FORMAT, DeviceInfo.key_of(device), source, list(options)]).encode()
     ).hexdigest()[:32]
-    key = (DeviceInfo.key_of(device), digest)
-    if key in _PROBED:
-        return _PROBED[key]
+    if digest in _PROBED:
+        return _PROBED[digest]
     path = cache_dir() / "probes" / f"{digest}.json"
     try:
         kept = json.loads(path.read_text())
         if kept.get("format") == _PROBE_FORMAT and isinstance(kept.get("error"), (str, type(None))):
-            _PROBED[key] = kept["error"]
+            _PROBED[digest] = kept["error"]
             return kept["error"]
     except (OSError, ValueError, AttributeError):
         pass
     error = _build_error(device, source, options)
-    _PROBED[key] = error
+    _PROBED[digest] = error
     _keep(path, {"format": _PROBE_FORMAT, "error": error})
     return error
 
@@ -365,14 +364,12 @@ def _build_error(device: Any, source: str, options: tuple[str, ...]) -> str | No
 def _keep(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` whole, or not at all (a cache that cannot be
     written is only slower)."""
-    import os
-    import tempfile
+    from laytune._files import write_atomically
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(handle, "w") as out:
-            json.dump(data, out)
-        os.replace(temporary, path)
-    except OSError:
+        write_atomically(
+            path, lambda out: out.write(json.dumps(data).encode()), error=DeviceInfoError
+        )
+    except (OSError, DeviceInfoError):
         pass
