@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -17,7 +17,13 @@ from laytune.runners._config import MeasureConfig
 from laytune.runners._devices import Device, select_device
 from laytune.runners._memory import allocation_bytes, memory_refusal
 from laytune.runners._results import ErrorKind, RunInput, RunResult
-from laytune.runners._worker import WorkerDied, WorkerProcess, WorkerTimeout, main_module_hint
+from laytune.runners._worker import (
+    WorkerDied,
+    WorkerProcess,
+    WorkerTimeout,
+    main_module_hint,
+    new_kept_folder,
+)
 
 __all__ = ["Runner"]
 
@@ -41,7 +47,8 @@ class Runner(BaseRunner):
       context, and caches each workload's inputs and reference by key; a
       reference is computed once per runner (a worker started after a hang
       maps the one its predecessor wrote to a temporary folder, removed by
-      ``close``). A
+      ``close``, when the runner is collected or at exit, and by the next
+      runner of any process when this process was killed outright). A
       batch goes to the worker in one message and the results come back one
       by one as each candidate finishes, so the worker never waits on this
       process between candidates; each candidate's time limit starts when
@@ -76,8 +83,10 @@ class Runner(BaseRunner):
         self._config = config if config is not None else MeasureConfig()
         self._startup_time_limit_s = startup_time_limit_s
         self._worker: WorkerProcess | None = None
-        # References the workers computed, kept for the workers started after them.
+        # References the workers computed, kept for the workers started after
+        # them, in a folder removed by close, by collection, or at exit.
         self._kept: str | None = None
+        self._kept_removal: weakref.finalize | None = None
         self.worker_starts = 0
         self._ever_ready = False  # a worker of this runner has opened the device
         # Tests only: program name -> the completion status the worker
@@ -147,9 +156,10 @@ class Runner(BaseRunner):
         if self._worker is not None:
             self._worker.close()
             self._worker = None
-        if self._kept is not None:
-            shutil.rmtree(self._kept, ignore_errors=True)
-            self._kept = None
+        if self._kept_removal is not None:
+            self._kept_removal()
+            self._kept_removal = None
+        self._kept = None
 
     # -- a batch --------------------------------------------------------------
     def _refusal(self, item: RunInput) -> RunResult | None:
@@ -295,7 +305,10 @@ class Runner(BaseRunner):
 
     def _start_worker(self) -> WorkerProcess:
         if self._kept is None:
-            self._kept = tempfile.mkdtemp(prefix="laytune-references-")
+            self._kept = new_kept_folder()
+            self._kept_removal = weakref.finalize(
+                self, shutil.rmtree, self._kept, ignore_errors=True
+            )
         self._worker = WorkerProcess(self._device, self._injected_statuses, self._kept)
         self.worker_starts += 1
         return self._worker

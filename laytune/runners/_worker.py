@@ -41,12 +41,14 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
 import signal
 import sys
 import tempfile
 import time
 import traceback
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection, wait
@@ -59,7 +61,16 @@ from laytune.exceptions import WorkerError
 from laytune.runners._devices import Device
 from laytune.runners._lifeline import follow_owner, spawning
 
-__all__ = ["WorkerDied", "WorkerProcess", "WorkerTimeout", "keep_references", "kept_references"]
+__all__ = [
+    "KEPT_PREFIX",
+    "WorkerDied",
+    "WorkerProcess",
+    "WorkerTimeout",
+    "keep_references",
+    "kept_references",
+    "new_kept_folder",
+    "sweep_orphan_kept_folders",
+]
 
 # Workloads whose inputs and references a worker keeps (least recently used goes first).
 _WORKLOAD_CACHE_SIZE = 8
@@ -130,6 +141,10 @@ class WorkerProcess:
             self.process.start()
         child_conn.close()
         self.ready = False
+        # A handle dropped without kill or close (its runner was never
+        # closed) takes its process along, not at the owner's exit only.
+        self._reaper = weakref.finalize(self, _end_process, self.process)
+        self._reaper.atexit = False  # at exit the process dies with its owner
 
     @property
     def pid(self) -> int | None:
@@ -173,9 +188,8 @@ class WorkerProcess:
                 raise WorkerDied(self.process.exitcode)
 
     def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=10)
+        self._reaper.detach()
+        _end_process(self.process)
         self._conn.close()
 
     def close(self, time_limit_s: float = 5.0) -> None:
@@ -187,6 +201,12 @@ class WorkerProcess:
             except (BrokenPipeError, ConnectionResetError, OSError):
                 pass
         self.kill()
+
+
+def _end_process(process: multiprocessing.process.BaseProcess) -> None:
+    if process.is_alive():
+        process.kill()
+    process.join(timeout=10)
 
 
 def one_blas_thread() -> None:
@@ -202,6 +222,52 @@ def one_blas_thread() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
+
+
+#: The temporary folders of kept references are named for the process that owns them.
+KEPT_PREFIX = "laytune-references-"
+
+
+def new_kept_folder() -> str:
+    """A fresh folder for one runner's kept references, named for this
+    process (``laytune-references-<pid>-...``). Its runner removes it on
+    ``close`` or when collected; a process killed outright cannot, so the
+    folders of processes that no longer run are removed here first."""
+    sweep_orphan_kept_folders()
+    return tempfile.mkdtemp(prefix=f"{KEPT_PREFIX}{os.getpid()}-")
+
+
+def sweep_orphan_kept_folders(parent: str | None = None) -> list[str]:
+    """Remove the kept-reference folders under ``parent`` (the temporary
+    directory by default) whose owning process has ended; returns their paths.
+    A folder of a live process, of another user, or not named by a pid is left."""
+    removed = []
+    pattern = re.compile(re.escape(KEPT_PREFIX) + r"(\d+)-")
+    folder = Path(parent if parent is not None else tempfile.gettempdir())
+    try:
+        entries = list(folder.glob(KEPT_PREFIX + "*"))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match is None or _process_runs(int(match.group(1))):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists():
+            removed.append(str(entry))
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    if pid <= 0 or os.name == "nt":  # Windows' os.kill would end the process
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # another user's process, or we cannot tell
+    return True
 
 
 def _kept_folder(kept: str, key: str, seed: int) -> Path:

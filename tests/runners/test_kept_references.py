@@ -3,15 +3,25 @@ a hang maps the one its predecessor kept instead of computing it again."""
 
 from __future__ import annotations
 
+import gc
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import psutil
 import pytest
 
 from laytune.runners import Builder, Device, MeasureConfig, RunInput, Runner
 from laytune.runners._results import ErrorKind
-from laytune.runners._worker import keep_references, kept_references
+from laytune.runners._worker import (
+    KEPT_PREFIX,
+    keep_references,
+    kept_references,
+    sweep_orphan_kept_folders,
+)
 
 
 def test_kept_references_come_back_read_only_and_equal(tmp_path: Path) -> None:
@@ -36,6 +46,48 @@ def test_a_kept_reference_is_never_written_twice(tmp_path: Path) -> None:
     assert back is not None
     np.testing.assert_array_equal(back["Y"], np.zeros(3))
     assert len(list(tmp_path.iterdir())) == 1  # no scratch folder left behind
+
+
+def test_the_folders_of_ended_processes_are_swept_and_no_other(tmp_path: Path) -> None:
+    # A process killed outright (SIGKILL) cannot remove its runner's folder:
+    # the next runner of any process does.
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(ended.stdout)
+    orphan = tmp_path / f"{KEPT_PREFIX}{dead_pid}-abc"
+    (orphan / "digest").mkdir(parents=True)
+    (orphan / "digest" / "0.npy").write_bytes(b"x" * 10)
+    live = tmp_path / f"{KEPT_PREFIX}{os.getpid()}-def"
+    live.mkdir()
+    unnamed = tmp_path / f"{KEPT_PREFIX}xyz"  # the old naming, without a pid: not ours to judge
+    unnamed.mkdir()
+    other = tmp_path / "someone-else"
+    other.mkdir()
+    assert sweep_orphan_kept_folders(str(tmp_path)) == [str(orphan)]
+    assert not orphan.exists()
+    assert live.is_dir() and unnamed.is_dir() and other.is_dir()
+    assert sweep_orphan_kept_folders(str(tmp_path / "missing")) == []
+
+
+def test_a_runner_dropped_without_close_removes_its_folder_and_worker(
+    device: Device, builder: Builder, kit: SimpleNamespace
+) -> None:
+    (good,) = builder.build([kit.scale_program("kept_dropped")])
+    runner = Runner(device, MeasureConfig(warmup=1, repeats=1))
+    (result,) = runner.run([RunInput(good, kit.ScaleWorkload())])
+    assert result.error_kind is ErrorKind.NONE
+    kept, worker_pid = runner._kept, runner.worker_pid
+    assert kept is not None and Path(kept).is_dir()
+    assert Path(kept).name.startswith(f"{KEPT_PREFIX}{os.getpid()}-")
+    assert worker_pid is not None and psutil.pid_exists(worker_pid)
+    del runner
+    gc.collect()
+    assert not Path(kept).exists()
+    assert not psutil.pid_exists(worker_pid)  # its measuring process went with it
 
 
 @pytest.mark.slow
