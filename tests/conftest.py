@@ -14,6 +14,12 @@ that use it carry ``xdist_group("postgres")``, so one worker starts one server.
 
 Every test process checks at its end that it leaves no child process alive
 (builder and runner workers, jobs started by tests, notebook kernels).
+
+laytune's cache directory (device probes, the jobs' binary cache) is one
+temporary folder for the whole run, shared by its workers and by every
+process the tests start, and removed at the end: the suite neither reads
+nor fills the user's cache, and a program compiled by one test's job is not
+compiled again by the next.
 """
 
 from __future__ import annotations
@@ -37,6 +43,26 @@ from laytune.runners import Device, default_device
 # Python's and loky's resource trackers: they read a pipe that this process
 # holds, so they end with it, and nothing else can end them earlier.
 _TRACKERS = ("multiprocessing.resource_tracker", "loky.backend.resource_tracker")
+
+
+_CACHE_ENV = "LAYTUNE_CACHE_DIR"
+_CACHE_KEY = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller (or a run without workers) makes the folder; xdist's
+    # workers, started after this, inherit the variable.
+    if not hasattr(config, "workerinput") and _CACHE_ENV not in os.environ:
+        folder = tempfile.mkdtemp(prefix="laytune-test-cache-")
+        os.environ[_CACHE_ENV] = folder
+        config.stash[_CACHE_KEY] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_CACHE_KEY, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(_CACHE_ENV, None)
 
 
 def _live_children() -> list[psutil.Process]:

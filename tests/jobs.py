@@ -33,10 +33,15 @@ def laytune_command() -> list[str]:
 
 
 def start_job(
-    db: Path, *args: str, trials: int = 500, preexec_fn: Callable[[], Any] | None = None
+    db: Path,
+    *args: str,
+    trials: int = 500,
+    preexec_fn: Callable[[], Any] | None = None,
+    compile_all: bool = False,
 ) -> subprocess.Popen[str]:
     """``laytune tune`` on :data:`SMALL_JOB` (or ``args``) into the SQLite file
-    ``db``, quiet, in a new session (its process group id is its pid)."""
+    ``db``, quiet, in a new session (its process group id is its pid);
+    ``compile_all``: without the binary cache, so its builder's workers start."""
     command = [
         *laytune_command(),
         *(args or SMALL_JOB),
@@ -54,6 +59,7 @@ def start_job(
         text=True,
         start_new_session=True,
         preexec_fn=preexec_fn,
+        env={**os.environ, "LAYTUNE_BUILD_CACHE": "0"} if compile_all else None,
     )
 
 

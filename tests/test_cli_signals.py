@@ -78,7 +78,7 @@ def test_sigterm_on_the_process_group_at_random_moments_exits_143(tmp_path: Path
 
 def test_a_job_killed_with_sigkill_leaves_no_process(tmp_path: Path) -> None:
     db = tmp_path / "killed.db"
-    job = jobs.start_job(db)
+    job = jobs.start_job(db, compile_all=True)  # its builder's workers run
     try:
         jobs.wait_until(lambda: jobs.record_count(db) >= 1, job, 180)
         workers = [jobs.describe(p) for p in jobs.session_processes(job.pid) if p.pid != job.pid]

@@ -249,7 +249,7 @@ def _tune_jobs(
     fuse: bool,
 ) -> ModelTuning:
     from laytune.records import Boundary
-    from laytune.runners import Builder, Runner
+    from laytune.runners import Builder, Runner, build_cache_dir
     from laytune.search import study_name_for, tune
 
     tell = (say or _stderr) if progress else (lambda line: None)
@@ -261,7 +261,7 @@ def _tune_jobs(
         """One builder and one runner for every job (their workers start once,
         and only when something is left to measure)."""
         if not pools:
-            pools.append(owned.enter_context(Builder(device)))
+            pools.append(owned.enter_context(Builder(device, cache_dir=build_cache_dir())))
             pools.append(owned.enter_context(Runner(device, opts.measure)))
         return pools[0], pools[1]
 

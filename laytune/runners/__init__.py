@@ -17,6 +17,7 @@ from laytune._cl_build import build_source
 from laytune.device_info import DeviceInfo
 from laytune.runners._base import BaseBuilder, BaseRunner
 from laytune.runners._builder import Builder
+from laytune.runners._cache import build_cache_dir
 from laytune.runners._config import Clock, MeasureConfig, Statistic, Tolerance
 from laytune.runners._devices import (
     Device,
@@ -63,6 +64,7 @@ __all__ = [
     "VerifiableWorkload",
     "allocation_bytes",
     "as_context",
+    "build_cache_dir",
     "build_source",
     "default_device",
     "device_builds",

@@ -21,7 +21,7 @@ from joblib.externals.loky.process_executor import (
 from laytune.codegen import KernelProgram
 from laytune.exceptions import ConfigError
 from laytune.runners._base import BaseBuilder
-from laytune.runners._cache import BinaryCache
+from laytune.runners._cache import DEFAULT_MAX_BYTES, BinaryCache
 from laytune.runners._compile import compile_program, warm_worker
 from laytune.runners._devices import Device, select_device
 from laytune.runners._lifeline import follow_owner, spawning
@@ -81,8 +81,11 @@ class Builder(BaseBuilder):
     - With ``cache_dir``, every successful build is also written there, and
       a program already built for this device (same device key, source and
       options) is answered from it without compiling (``cached=True``). The
-      directory may be shared between builders and processes. Without it,
-      nothing is written and every program is compiled.
+      directory may be shared between builders and processes, and holds
+      about ``cache_max_bytes`` (the least recently used entries go first;
+      None: no bound). A directory that cannot be made or written only
+      costs compiles (one warning). Without it, nothing is written and
+      every program is compiled.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class Builder(BaseBuilder):
         time_limit_s: float = 60.0,
         startup_time_limit_s: float = 60.0,
         cache_dir: str | os.PathLike[str] | None = None,
+        cache_max_bytes: int | None = DEFAULT_MAX_BYTES,
     ) -> None:
         if time_limit_s <= 0:
             raise ConfigError(f"time_limit_s must be positive, got {time_limit_s}")
@@ -107,8 +111,18 @@ class Builder(BaseBuilder):
         self._lock = threading.Lock()
         self._background: ThreadPoolExecutor | None = None
         self._closing = False
-        self._cache = BinaryCache(cache_dir) if cache_dir is not None else None
+        self._cache: BinaryCache | None = None
         self._cache_warned = False
+        if cache_dir is not None:
+            try:
+                self._cache = BinaryCache(cache_dir, max_bytes=cache_max_bytes)
+            except OSError as exc:
+                self._cache_warned = True
+                warnings.warn(
+                    f"the binary cache {cache_dir} cannot be made ({exc}); every program is compiled",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
     @property
     def device(self) -> Device:

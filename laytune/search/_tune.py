@@ -49,6 +49,7 @@ from laytune.runners import (
     Device,
     RunInput,
     Runner,
+    build_cache_dir,
     default_device,
     memory_refusal,
     select_device,
@@ -398,7 +399,10 @@ def tune(
     - ``builder``, ``runner``: a :class:`laytune.runners.BaseBuilder` and
       :class:`laytune.runners.BaseRunner` for ``device`` to use instead of
       local worker processes (a remote runner, say); the caller keeps them
-      open and closes them.
+      open and closes them. The local builder keeps what it compiles in
+      :func:`laytune.runners.build_cache_dir` (a program built before, on
+      the same device and driver, is not compiled again; bounded, least
+      recently used first; ``LAYTUNE_BUILD_CACHE=0`` turns it off).
 
     The keywords ``tune`` took before :class:`TuneOptions` (``trials=``,
     ``strategy=``, ..., ``options=`` for space options) still work for this
@@ -569,7 +573,7 @@ class _Scheduler:
         try:
             with contextlib.ExitStack() as owned:
                 if builder is None:
-                    builder = owned.enter_context(Builder(job.device))
+                    builder = owned.enter_context(Builder(job.device, cache_dir=build_cache_dir()))
                 if runner is None:
                     runner = owned.enter_context(Runner(job.device, self.measure))
                 self.builder, self.runner = builder, runner

@@ -13,6 +13,7 @@ study goes on from where it was, with no trial left running.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -47,6 +48,7 @@ def _start(url: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        env={**os.environ, "LAYTUNE_BUILD_CACHE": "0"},  # it compiles: its build workers start
     )
 
 

@@ -1,12 +1,23 @@
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from laytune.runners import Builder, BuildResult, Device, ErrorKind, RunInput, Runner
+from laytune.exceptions import ConfigError
+from laytune.runners import (
+    Builder,
+    BuildResult,
+    Device,
+    ErrorKind,
+    RunInput,
+    Runner,
+    build_cache_dir,
+)
+from laytune.runners._cache import BinaryCache
 
 pytestmark = pytest.mark.xdist_group("runners")
 
@@ -171,3 +182,59 @@ def test_warm_up_readies_every_worker(device: Device, kit: SimpleNamespace, work
         assert builder.warm_up() == workers
         results = builder.build([kit.scale_program(f"after_warm_up{k}") for k in range(3)])
     assert all(r.ok for r in results)
+
+
+def _entry_program(name: str) -> SimpleNamespace:
+    """What the cache reads of a program: its source and build options."""
+    return SimpleNamespace(source=f"__kernel void {name}() {{}}", build_options=())
+
+
+def test_a_bounded_cache_keeps_the_recently_used_entries(tmp_path: Path) -> None:
+    cache = BinaryCache(tmp_path, max_bytes=4000)
+    programs = [_entry_program(f"k{k}") for k in range(8)]
+    for program in programs[:3]:  # about 1100 bytes an entry
+        cache.store("dev", program, b"x" * 900, "")
+    for path in tmp_path.glob("*.bin"):
+        os.utime(path, (1000.0, 1000.0))  # every entry as old as can be ...
+    assert cache.load("dev", programs[0]) == (b"x" * 900, "")  # ... but the one just read
+    cache.store("dev", programs[3], b"x" * 900, "")  # past the bound: down to 3000 bytes
+    kept = [cache.load("dev", program) is not None for program in programs[:4]]
+    assert kept == [True, False, False, True]  # the least recently used went
+    for program in programs[4:]:
+        cache.store("dev", program, b"x" * 900, "")
+        total = sum(path.stat().st_size for path in tmp_path.glob("*.bin"))
+        assert total <= 4000
+        assert cache.load("dev", program) is not None  # the newest stays
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_the_bound_is_positive_and_optional(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="max_bytes"):
+        BinaryCache(tmp_path, max_bytes=0)
+    unbounded = BinaryCache(tmp_path, max_bytes=None)
+    for k in range(5):
+        unbounded.store("dev", _entry_program(f"u{k}"), b"y" * 1000, "")
+    assert len(list(tmp_path.glob("*.bin"))) == 5
+
+
+def test_jobs_build_through_the_users_cache_unless_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAYTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LAYTUNE_BUILD_CACHE", raising=False)
+    assert build_cache_dir() == tmp_path / "binaries"
+    for off in ("0", "off", "false"):
+        monkeypatch.setenv("LAYTUNE_BUILD_CACHE", off)
+        assert build_cache_dir() is None
+
+
+def test_a_cache_folder_that_cannot_be_made_only_costs_compiles(
+    device: Device, kit: SimpleNamespace, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    with pytest.warns(RuntimeWarning, match="cannot be made"):
+        builder = Builder(device, max_workers=1, cache_dir=blocked / "binaries")
+    with builder:
+        (built,) = builder.build([kit.scale_program("cache_blocked")])
+    assert built.ok and not built.cached
