@@ -116,6 +116,24 @@ def test_source_builds_never_take_pyopencls_cache_lock(
         build_source(context, "__kernel void k( {")
 
 
+def test_a_failed_source_build_leaves_no_file_behind(
+    device: Device, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyopencl's cached build path saves the source of a failed build to a
+    temporary file that nothing removes: one per failing candidate of a job."""
+    import tempfile
+
+    import pyopencl as cl
+
+    from laytune.runners import build_source
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    context = cl.Context([device.open()])
+    with pytest.raises(cl.Error, match="BUILD_PROGRAM_FAILURE"):
+        build_source(context, "__kernel void k(__global float *a) { a[0] = nofn(1.0f); }")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_probe_builds_are_remembered_on_disk_and_a_bad_file_is_a_miss(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
