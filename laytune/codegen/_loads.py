@@ -21,6 +21,7 @@ from laytune.codegen._nest import Nest, access_width
 from laytune.codegen._stage import tile_index
 from laytune.layout import Expr, Var, bounds, substitute
 from laytune.ops import VALUE_OPS, Accumulator, BinaryOp, Function, Literal, Load, Negate, Value
+from laytune.space import VectorAccess, stores_lane_by_lane, vector_dim
 
 __all__ = [
     "ACCUMULATOR",
@@ -210,12 +211,30 @@ def widen(w: Writer, text: str, width: int, to: int) -> str:
 
 
 def store_text(w: Writer, values: list[Expr], value: str, width: int) -> str:
-    """The store of one point's value, tested where the block overshoots."""
+    """The store of one point's value, tested where the block overshoots; a
+    vector whose lanes the output's layout does not hold side by side is
+    stored lane by lane (``LayoutFacts.lanes``)."""
     scope = w.scope
     out = w.nest.workload.output
     idx = [scope.simplify(substitute(e, values)) for e in out.indices]
     nontemporal = w.nest.knobs.get("store") == "nontemporal"
-    store = w.accesses[out.name].store(idx, value, scope, width, nontemporal)
+    access = w.accesses[out.name]
+    axis = w.nest.tile.vector_axis
+    dim = None if axis is None or width == 1 else vector_dim(out, axis)
+    if isinstance(dim, int) and stores_lane_by_lane(
+        out, access.layout, VectorAccess(dim, width), w.nest.workload.axes[axis].extent
+    ):
+        lanes = [
+            access.store(
+                [scope.simplify(e + lane) if d == dim else e for d, e in enumerate(idx)],
+                f"lanes.s{lane:x}",
+                scope,
+            )
+            for lane in range(width)
+        ]
+        store = "{ " + " ".join([f"const {w.vtype(width)} lanes = {value};", *lanes]) + " }"
+    else:
+        store = access.store(idx, value, scope, width, nontemporal)
     tests = []
     for e, extent in zip(idx, out.shape, strict=True):
         if scope.bounds(e)[1] > extent - 1:

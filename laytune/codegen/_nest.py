@@ -182,7 +182,9 @@ def plan_tile(workload: Workload, knobs: Mapping[str, Any], layouts: Mapping[str
     if not across:
         return Tile(blocks, axis, width)
     transposed = frozenset(
-        b.name for b in workload.buffers if not serves_vector(b, layouts[b.name], axis, width)
+        b.name
+        for b in workload.buffers
+        if b.role == "input" and not serves_vector(b, layouts[b.name], axis, width)
     )
     return Tile(blocks, axis, width, axis_by_name(workload, across), transposed)
 

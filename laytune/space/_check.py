@@ -42,6 +42,7 @@ from laytune.space._facts import (
     facts_of,
     order_buffers,
     serves_vector,
+    stores_lane_by_lane,
     transposable,
     vector_dim,
 )
@@ -171,7 +172,8 @@ def implied_constraints(
     ``VectorAccess(dim, vector)`` for each buffer indexed by the vector axis
     (``UnalignedVectorAccess`` where the vector does not divide the axis's
     extent: overlapping last blocks), (along the ``vector_transpose`` axis for an input read across it), (and, with ``local_stage``, for the local tile of such an input along the
-    matching tile dimension), ``Image2DRead(role)`` for each layout with an
+    matching tile dimension), none for an output whose layout is not
+    contiguous along the axis (it is stored lane by lane), ``Image2DRead(role)`` for each layout with an
     axis separator, ``LocalMemoryBudget()`` for each local buffer."""
     out: dict[str, list[Constraint]] = {}
     vector = candidate.knob("vector", 1)
@@ -203,7 +205,11 @@ def implied_constraints(
             if workload.axes[axis].extent % vector:  # overlapping last blocks: unaligned runs
                 out.setdefault(buf.name, []).append(UnalignedVectorAccess(dim, vector))
                 continue
-            out.setdefault(buf.name, []).append(VectorAccess(dim, vector))  # type: ignore[arg-type]
+            access = VectorAccess(dim, vector)  # type: ignore[arg-type]
+            extent = workload.axes[axis].extent
+            if layout is not None and stores_lane_by_lane(buf, layout, access, extent):
+                continue  # the output stored lane by lane
+            out.setdefault(buf.name, []).append(access)
         plan = usable_staging(workload)
         if candidate.knob("local_stage", False) is True and plan is not None:
             for local, dim in local_vector_dims(workload, plan).items():

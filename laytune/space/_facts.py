@@ -51,6 +51,7 @@ __all__ = [
     "neutral_facts",
     "order_buffers",
     "serves_vector",
+    "stores_lane_by_lane",
     "subgroup_inputs",
     "transposable",
     "vector_dim",
@@ -79,7 +80,11 @@ class LayoutFacts:
     whose width does not divide the axis's extent (but is within it) and
     that every buffer indexed by the axis serves as unaligned runs
     (``UnalignedVectorAccess``): the last register block along the axis
-    starts at ``extent - block``, overlapping the one before it."""
+    starts at ``extent - block``, overlapping the one before it.
+    ``lanes``: the pairs of ``vectors`` that the output serves only lane by
+    lane (its layout is not contiguous along the axis: each lane of a
+    finished vector is stored on its own, as a scatter), so no vector store
+    (nontemporal) applies to them."""
 
     vectors: frozenset[tuple[int, int]]
     padded: bool
@@ -88,6 +93,7 @@ class LayoutFacts:
     subgroups: frozenset[int] = frozenset(SUBGROUP_SIZES)
     crossed: frozenset[tuple[int, int, int]] = frozenset()
     overlap: frozenset[tuple[int, int]] = frozenset()
+    lanes: frozenset[tuple[int, int]] = frozenset()
 
     def merge(self, other: LayoutFacts) -> LayoutFacts:
         """The facts of two disjoint sets of buffers together."""
@@ -99,6 +105,7 @@ class LayoutFacts:
             self.subgroups & other.subgroups,
             self.crossed & other.crossed,
             self.overlap & other.overlap,
+            self.lanes | other.lanes,
         )
 
 
@@ -162,6 +169,7 @@ def buffer_facts(
     refuses, why."""
     accepted: set[tuple[int, int]] = set()
     overlap: set[tuple[int, int]] = set()
+    lane_stores: set[tuple[int, int]] = set()
     refused: Refused = {}
     for axis in vector_axes(workload):
         extent = workload.axes[axis].extent
@@ -190,6 +198,9 @@ def buffer_facts(
             verdict = access.check_layout(layout)
             if verdict.ok:
                 accepted.add((axis, width))
+            elif stores_lane_by_lane(buf, layout, access, extent):
+                accepted.add((axis, width))
+                lane_stores.add((axis, width))
             else:
                 refused[(axis, width)] = (
                     f"buffer {buf.name!r} layout {layout.describe()}: "
@@ -233,8 +244,24 @@ def buffer_facts(
         subgroups,
         crossed,
         frozenset(overlap),
+        frozenset(lane_stores),
     )
     return facts, refused
+
+
+def stores_lane_by_lane(buf: BufferLike, layout: Layout, access: object, extent: int) -> bool:
+    """Whether ``buf`` stores the vector ``access`` lane by lane: it is the
+    output, the vector runs along a bare index and divides the axis's
+    ``extent`` (not a window's run, nor overlapping last blocks), the layout
+    is global memory (not an image) and does not hold the lanes side by side
+    (``VectorAccess`` refuses it)."""
+    return (
+        buf.role == "output"
+        and type(access) is VectorAccess
+        and not extent % access.width
+        and layout.image_rank == 1
+        and not access.check_layout(layout).ok
+    )
 
 
 def _overlap_refused(

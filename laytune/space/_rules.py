@@ -949,7 +949,7 @@ class StoreStep(Step):
     """``store``: how the output's vectors are stored (see :mod:`laytune.space._knobs`)."""
 
     name = "store"
-    reads = frozenset({"vector_axis", "vector"})
+    reads = frozenset({"vector_axis", "vector", "@lanes"})
 
     def check(self, state: State, value: Any) -> list[Broken]:
         if value != "nontemporal":
@@ -976,6 +976,16 @@ class StoreStep(Step):
                     "so the last block's stores are unaligned",
                 )
             )
+        else:
+            axis = axis_by_name(self.s.workload, state["vector_axis"])
+            if (axis, state["vector"]) in state["@lanes"]:
+                out.append(
+                    (
+                        "nontemporal_store",
+                        "store 'nontemporal' stores vectors whole; the output's layout is not "
+                        f"contiguous along {state['vector_axis']!r}, so it is stored lane by lane",
+                    )
+                )
         return out
 
 
@@ -1026,6 +1036,7 @@ def facts_state(facts: LayoutFacts) -> State:
         "@copies": facts.copies,
         "@subgroups": facts.subgroups,
         "@overlap": facts.overlap,
+        "@lanes": facts.lanes,
     }
 
 

@@ -45,3 +45,29 @@ def test_a_grouped_convolution_starts_from_the_direct_convolution(env: Env) -> N
     outputs, _ = run(env, program, inputs, build(env, program))
     expected = workload.reference(inputs)["Y"]
     np.testing.assert_allclose(outputs["Y"], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_start_without_conversions_stores_its_filters_lane_by_lane(env: Env) -> None:
+    """The twin of the first start takes the activations and the output as
+    they come: no pack, no unpack. Its vectors of filters are not contiguous
+    in the NCHW-like output, so each lane is stored on its own, and the
+    result is numpy's."""
+    workload = _grouped()
+    first, twin = standard_candidates(SearchSpace(workload, env.info), 4)[:2]
+    assert twin.knob_map == first.knob_map
+    assert twin.layout("X").is_identity and twin.layout("Y").is_identity
+    assert not first.layout("Y").is_identity
+    assert twin.layout("W") == first.layout("W")  # the weights: packed once, not per call
+    program = lower(workload, twin, env.info)
+    assert [launch.kernel for launch in program.pack] == ["W_pack"] and not program.unpack
+    compute = program.source.index(f"void {program.compute[0].kernel}(")
+    body = program.source[compute:].split("__kernel", 1)[0]
+    assert "lanes.s" in body and "vstore" not in body
+    rng = np.random.default_rng(4)
+    inputs = {
+        "X": rng.standard_normal((1, 2, 16, 8, 8)).astype(np.float32),
+        "W": rng.standard_normal((2, 16, 16, 3, 3)).astype(np.float32),
+    }
+    outputs, _ = run(env, program, inputs, build(env, program))
+    expected = workload.reference(inputs)["Y"]
+    np.testing.assert_allclose(outputs["Y"], expected, rtol=1e-4, atol=1e-4)

@@ -348,10 +348,19 @@ def test_check_candidate_rejects_a_vector_a_layout_cannot_serve(device):
         "B": (VectorAccess(1, 4),),
         "C": (VectorAccess(1, 4),),
     }
-    bad = _base(space, knobs=VECTOR_J, layouts={"C": permute((32, 32), (1, 0))})
+    bad = _base(space, knobs=VECTOR_J, layouts={"B": permute((32, 32), (1, 0))})
     verdict = check_candidate(workload, bad, device)
     assert not verdict.ok
-    assert any("buffer 'C': VectorAccess(axis=1, width=4)" in r for r in verdict.reasons)
+    assert any("buffer 'B': VectorAccess(axis=1, width=4)" in r for r in verdict.reasons)
+    # the output takes any layout: the lanes it does not hold side by side
+    # are stored one by one (but never with a vector store)
+    lanes = _base(space, knobs=VECTOR_J, layouts={"C": permute((32, 32), (1, 0))})
+    assert check_candidate(workload, lanes, device).ok
+    assert implied_constraints(workload, lanes) == {"B": (VectorAccess(1, 4),)}
+    nontemporal = _base(
+        space, knobs={**VECTOR_J, "store": "nontemporal"}, layouts=dict(lanes.layouts)
+    )
+    assert "stored lane by lane" in str(check_candidate(workload, nontemporal, device))
     not_multiple = _base(space, knobs={**VECTOR_J, "block.j": 2})
     assert "block.j 2 is not a multiple of the vector 4" in str(
         check_candidate(workload, not_multiple, device)
