@@ -89,7 +89,7 @@ from laytune.space._matrix import (
     matrix_operands,
 )
 from laytune.space._matrix_rules import matrix_schedule
-from laytune.space._rules import JOINT_RULES
+from laytune.space._rules import JOINT_RULES, reads_outside
 from laytune.space._space import Rejection, SearchSpace, layout_keys
 from laytune.space._staging import (
     StagedInput,
@@ -197,6 +197,7 @@ __all__ = [
     "matrix_schedule",
     "order_buffers",
     "parse_reduce_order",
+    "reads_outside",
     "reduce_axes",
     "reduce_order_text",
     "serves_vector",

@@ -159,6 +159,21 @@ def test_a_windows_column_block_follows_the_output_width(
     assert wasted(columns) <= wasted(4)
 
 
+@pytest.mark.parametrize(
+    ("height", "padding", "peeled"),
+    [(28, 1, True), (56, 1, True), (7, 1, False), (14, 1, False), (28, 0, False)],
+)
+def test_a_padded_window_peels_its_border_where_a_row_has_an_interior_block(
+    height: int, padding: int, peeled: bool
+) -> None:
+    """The interior's blocks read without the zero padding's tests where a
+    row holds a block that touches neither edge; a 7-wide row is one block,
+    a 14-wide one two, and an unpadded window has no tests to peel."""
+    conv = ops.conv2d(1, 64, height, height, 64, 3, padding=padding)
+    starts = standard_candidates(SearchSpace(conv, _cpu()), 2)
+    assert starts and all(start.knob("peel") is peeled for start in starts)
+
+
 def test_few_input_channels_stay_unblocked_with_their_loop_innermost() -> None:
     stem = ops.conv2d(1, 3, 32, 32, 32, 7, stride=2, padding=3)
     space = SearchSpace(stem, _cpu())
