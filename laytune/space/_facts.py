@@ -82,9 +82,9 @@ class LayoutFacts:
     (``UnalignedVectorAccess``): the last register block along the axis
     starts at ``extent - block``, overlapping the one before it.
     ``lanes``: the pairs of ``vectors`` that the output serves only lane by
-    lane (its layout is not contiguous along the axis: each lane of a
-    finished vector is stored on its own, as a scatter), so no vector store
-    (nontemporal) applies to them."""
+    lane (in its logical layout, not contiguous along the axis: each lane of
+    a finished vector is stored on its own, as a scatter), so no vector
+    store (nontemporal) applies to them."""
 
     vectors: frozenset[tuple[int, int]]
     padded: bool
@@ -251,15 +251,17 @@ def buffer_facts(
 
 def stores_lane_by_lane(buf: BufferLike, layout: Layout, access: object, extent: int) -> bool:
     """Whether ``buf`` stores the vector ``access`` lane by lane: it is the
-    output, the vector runs along a bare index and divides the axis's
-    ``extent`` (not a window's run, nor overlapping last blocks), the layout
-    is global memory (not an image) and does not hold the lanes side by side
+    output in its logical layout (the caller's, so that no unpack follows the
+    kernel: any other layout that cannot hold the lanes is one the output
+    would be unpacked from anyway), the vector runs along a bare index and
+    divides the axis's ``extent`` (not a window's run, nor overlapping last
+    blocks), and the layout does not hold the lanes side by side
     (``VectorAccess`` refuses it)."""
     return (
         buf.role == "output"
+        and layout.is_identity
         and type(access) is VectorAccess
         and not extent % access.width
-        and layout.image_rank == 1
         and not access.check_layout(layout).ok
     )
 

@@ -348,17 +348,18 @@ def test_check_candidate_rejects_a_vector_a_layout_cannot_serve(device):
         "B": (VectorAccess(1, 4),),
         "C": (VectorAccess(1, 4),),
     }
-    bad = _base(space, knobs=VECTOR_J, layouts={"B": permute((32, 32), (1, 0))})
+    bad = _base(space, knobs=VECTOR_J, layouts={"C": permute((32, 32), (1, 0))})
     verdict = check_candidate(workload, bad, device)
     assert not verdict.ok
-    assert any("buffer 'B': VectorAccess(axis=1, width=4)" in r for r in verdict.reasons)
-    # the output takes any layout: the lanes it does not hold side by side
-    # are stored one by one (but never with a vector store)
-    lanes = _base(space, knobs=VECTOR_J, layouts={"C": permute((32, 32), (1, 0))})
+    assert any("buffer 'C': VectorAccess(axis=1, width=4)" in r for r in verdict.reasons)
+    # in its logical layout the output takes a vector it does not hold side
+    # by side: the lanes are stored one by one (never with a vector store)
+    along_i = {"vector_axis": "i", "vector": 4, "block.i": 4}
+    lanes = _base(space, knobs=along_i, layouts={"A": permute((32, 32), (1, 0))})
     assert check_candidate(workload, lanes, device).ok
-    assert implied_constraints(workload, lanes) == {"B": (VectorAccess(1, 4),)}
+    assert implied_constraints(workload, lanes) == {"A": (VectorAccess(0, 4),)}
     nontemporal = _base(
-        space, knobs={**VECTOR_J, "store": "nontemporal"}, layouts=dict(lanes.layouts)
+        space, knobs={**along_i, "store": "nontemporal"}, layouts=dict(lanes.layouts)
     )
     assert "stored lane by lane" in str(check_candidate(workload, nontemporal, device))
     not_multiple = _base(space, knobs={**VECTOR_J, "block.j": 2})
