@@ -177,3 +177,14 @@ def kill_all(jobs: Sequence[subprocess.Popen[str]]) -> None:
                 continue
         if job.poll() is None:
             job.wait()
+
+
+def ended_pid() -> int:
+    """The process id of a process that has ended (an owner known to be dead)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from laytune.codegen import lower
+from laytune.codegen import KernelProgram, lower
 from laytune.layout import block, compose, pack
 from laytune.ops import Workload
 from laytune.search import standard_candidates
@@ -25,6 +25,17 @@ def _grouped() -> Workload:
     )
 
 
+def _matches_numpy(env: Env, workload: Workload, program: KernelProgram, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    inputs = {
+        "X": rng.standard_normal((1, 2, 16, 8, 8)).astype(np.float32),
+        "W": rng.standard_normal((2, 16, 16, 3, 3)).astype(np.float32),
+    }
+    outputs, _ = run(env, program, inputs, build(env, program))
+    expected = workload.reference(inputs)["Y"]
+    np.testing.assert_allclose(outputs["Y"], expected, rtol=1e-4, atol=1e-4)
+
+
 def test_a_grouped_convolution_starts_from_the_direct_convolution(env: Env) -> None:
     workload = _grouped()
     first = standard_candidates(SearchSpace(workload, env.info), 4)[0]
@@ -36,15 +47,7 @@ def test_a_grouped_convolution_starts_from_the_direct_convolution(env: Env) -> N
     np.testing.assert_array_equal(
         pack(probe, held.index_map).ravel(), pack(probe, twice.index_map).ravel()
     )
-    program = lower(workload, first, env.info)
-    rng = np.random.default_rng(3)
-    inputs = {
-        "X": rng.standard_normal((1, 2, 16, 8, 8)).astype(np.float32),
-        "W": rng.standard_normal((2, 16, 16, 3, 3)).astype(np.float32),
-    }
-    outputs, _ = run(env, program, inputs, build(env, program))
-    expected = workload.reference(inputs)["Y"]
-    np.testing.assert_allclose(outputs["Y"], expected, rtol=1e-4, atol=1e-4)
+    _matches_numpy(env, workload, lower(workload, first, env.info), seed=3)
 
 
 def test_the_start_without_conversions_stores_its_filters_lane_by_lane(env: Env) -> None:
@@ -63,11 +66,4 @@ def test_the_start_without_conversions_stores_its_filters_lane_by_lane(env: Env)
     compute = program.source.index(f"void {program.compute[0].kernel}(")
     body = program.source[compute:].split("__kernel", 1)[0]
     assert "lanes.s" in body and "vstore" not in body
-    rng = np.random.default_rng(4)
-    inputs = {
-        "X": rng.standard_normal((1, 2, 16, 8, 8)).astype(np.float32),
-        "W": rng.standard_normal((2, 16, 16, 3, 3)).astype(np.float32),
-    }
-    outputs, _ = run(env, program, inputs, build(env, program))
-    expected = workload.reference(inputs)["Y"]
-    np.testing.assert_allclose(outputs["Y"], expected, rtol=1e-4, atol=1e-4)
+    _matches_numpy(env, workload, program, seed=4)

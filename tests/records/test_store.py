@@ -7,8 +7,6 @@ A new store joins by adding a parameter to the ``store`` fixture.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ import sqlalchemy as sa
 from laytune.exceptions import RecordError
 from laytune.layout import pad_rows
 from laytune.records import Record, RecordStore, open_database
+from tests import jobs
 from tests.records.samples import DEVICE, OTHER, WORKLOAD, candidate, record
 
 
@@ -171,13 +170,7 @@ def test_claims_keep_two_workers_off_one_candidate(store: RecordStore) -> None:
 
 
 def test_a_dead_process_claim_is_taken_over(store: RecordStore) -> None:
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    owner = f"{socket.gethostname()}:{dead.stdout.strip()}"
+    owner = f"{socket.gethostname()}:{jobs.ended_pid()}"
     key = candidate("permute").key
     assert store.claim(WORKLOAD.key, DEVICE, key, owner)
     assert store.claim(WORKLOAD.key, DEVICE, key, "me:1")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gc
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +20,7 @@ from laytune.runners._worker import (
     kept_references,
     sweep_orphan_kept_folders,
 )
+from tests import jobs
 
 
 def test_kept_references_come_back_read_only_and_equal(tmp_path: Path) -> None:
@@ -51,13 +50,7 @@ def test_a_kept_reference_is_never_written_twice(tmp_path: Path) -> None:
 def test_the_folders_of_ended_processes_are_swept_and_no_other(tmp_path: Path) -> None:
     # A process killed outright (SIGKILL) cannot remove its runner's folder:
     # the next runner of any process does.
-    ended = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    dead_pid = int(ended.stdout)
+    dead_pid = jobs.ended_pid()
     orphan = tmp_path / f"{KEPT_PREFIX}{dead_pid}-abc"
     (orphan / "digest").mkdir(parents=True)
     (orphan / "digest" / "0.npy").write_bytes(b"x" * 10)
