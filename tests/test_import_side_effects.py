@@ -79,3 +79,16 @@ def test_listing_devices_registers_the_runtimes_once() -> None:
     )
     needed, registered = done.stdout.split()
     assert registered == needed
+
+
+def test_the_search_imports_pandas_only_to_make_a_frame() -> None:
+    """Every process of a job imports the search (the CLI, its workers'
+    parents); pandas is a fifth of a second of that, and a job makes no
+    frame until its caller asks for one."""
+    probe = (
+        "import sys, laytune.search, laytune.records; "
+        "print('pandas' in sys.modules); "
+        "laytune.records.records_dataframe([]); print('pandas' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]

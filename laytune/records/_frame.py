@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from laytune.layout import identity
 from laytune.ops import shape_text
 from laytune.records._record import Record
 from laytune.space import ORDER_LOGICAL, Candidate, is_default, knob_default
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: the search's jobs need none
+    import pandas as pd
 
 __all__ = [
     "FRAME_COLUMNS",
@@ -157,6 +159,8 @@ def _repeats(record: Record) -> tuple[float, ...]:
 
 
 def _timestamp(seconds: float | None) -> pd.Timestamp:
+    import pandas as pd
+
     return pd.NaT if seconds is None else pd.Timestamp(seconds, unit="s", tz="UTC")
 
 
@@ -246,6 +250,8 @@ def _elapsed(frame: pd.DataFrame) -> pd.Series:
     """Seconds of tuning per study: within a run from the run's first start,
     runs laid end to end in the order they began (the idle time between the
     runs of a resumed study left out)."""
+    import pandas as pd
+
     begun = frame["datetime_start"].fillna(frame["created_at"])
     begun = begun.where(begun <= frame["created_at"], frame["created_at"])
     elapsed = pd.Series(np.nan, index=frame.index)
@@ -295,6 +301,8 @@ def records_dataframe(records: Sequence[Record], references: Iterable[Record] = 
     are records that only serve as speed-up references (see
     :func:`reference_records`), so that a filtered selection still has them.
     """
+    import pandas as pd
+
     rows = [_row(r) for r in records]
     if not rows:
         return pd.DataFrame(columns=[*FRAME_COLUMNS])
@@ -393,6 +401,8 @@ def workloads_dataframe(database: Any) -> pd.DataFrame:
     fastest of all the pair's records under that boundary
     (:meth:`~laytune.records.RecordStore.best_by_boundary`), with its two
     speed-ups, NaN where there is none."""
+    import pandas as pd
+
     from laytune.records._boundary import boundary_text
 
     bests: dict[tuple[str, str], list[Record]] = {}
