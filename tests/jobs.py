@@ -32,6 +32,12 @@ def laytune_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "laytune"]
 
 
+def compiling_env() -> dict[str, str]:
+    """This process's environment with laytune's binary cache turned off: a
+    job started with it compiles every program, so its build workers start."""
+    return {**os.environ, "LAYTUNE_BUILD_CACHE": "0"}
+
+
 def start_job(
     db: Path,
     *args: str,
@@ -59,7 +65,7 @@ def start_job(
         text=True,
         start_new_session=True,
         preexec_fn=preexec_fn,
-        env={**os.environ, "LAYTUNE_BUILD_CACHE": "0"} if compile_all else None,
+        env=compiling_env() if compile_all else None,
     )
 
 

@@ -265,8 +265,8 @@ def _process_runs(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
-        return True  # another user's process, or we cannot tell
+    except OSError:
+        return True  # another user's process (PermissionError), or we cannot tell
     return True
 
 

@@ -247,9 +247,9 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
     and filters, the input channels blocked around the window (``c // cb,
     kh, kw, c % cb``), each such start followed by its twin on the
     activations and the output as they are (no conversion per call); with
-    fewer input channels than a
-    block, the activations as they are and the channel loop innermost,
-    unblocked."""
+    fewer input channels than a block, the activations as they are and the
+    channel loop innermost, unblocked. A padded window's interior blocks
+    are peeled where a row holds one (:data:`_INTERIOR_BLOCKS`)."""
     workload = space.workload
     base = dict(space.identity().layouts)
     act = workload.buffer(form.activations)
@@ -319,8 +319,9 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
 
 # Column blocks a row needs before a padded window's start peels its border:
 # with three, one block touches neither edge (the grouped 3 x 3 conv of
-# bench.user_ops, 7 blocks of 4: 0.119 ms peeled, over 0.15 not, one run; ResNet's 7-wide
-# rows, one block of 7, kept their tests)
+# bench.user_ops, 7 blocks of 4: its first four starts took 0.080-0.095 ms
+# peeled, 0.089-0.116 ms not, interleaved; ResNet's 7-wide rows, one block
+# of 7, kept their tests in their tuned records)
 _INTERIOR_BLOCKS = 3
 
 # A depthwise window's (rows, vectors of columns) per work-item, with vectors

@@ -172,8 +172,8 @@ def implied_constraints(
     ``VectorAccess(dim, vector)`` for each buffer indexed by the vector axis
     (``UnalignedVectorAccess`` where the vector does not divide the axis's
     extent: overlapping last blocks), (along the ``vector_transpose`` axis for an input read across it), (and, with ``local_stage``, for the local tile of such an input along the
-    matching tile dimension), none for an output whose layout is not
-    contiguous along the axis (it is stored lane by lane), ``Image2DRead(role)`` for each layout with an
+    matching tile dimension), none for an output in its logical layout that
+    is not contiguous along the axis (it is stored lane by lane), ``Image2DRead(role)`` for each layout with an
     axis separator, ``LocalMemoryBudget()`` for each local buffer."""
     out: dict[str, list[Constraint]] = {}
     vector = candidate.knob("vector", 1)

@@ -198,7 +198,7 @@ def buffer_facts(
             verdict = access.check_layout(layout)
             if verdict.ok:
                 accepted.add((axis, width))
-            elif stores_lane_by_lane(buf, layout, access, extent):
+            elif _lanes_possible(buf, layout, access, extent):  # the verdict refused it
                 accepted.add((axis, width))
                 lane_stores.add((axis, width))
             else:
@@ -257,12 +257,17 @@ def stores_lane_by_lane(buf: BufferLike, layout: Layout, access: object, extent:
     divides the axis's ``extent`` (not a window's run, nor overlapping last
     blocks), and the layout does not hold the lanes side by side
     (``VectorAccess`` refuses it)."""
+    return _lanes_possible(buf, layout, access, extent) and not access.check_layout(layout).ok
+
+
+def _lanes_possible(buf: BufferLike, layout: Layout, access: object, extent: int) -> bool:
+    """:func:`stores_lane_by_lane` but for the layout's verdict, which a caller
+    holding it need not compute again."""
     return (
         buf.role == "output"
         and layout.is_identity
         and type(access) is VectorAccess
         and not extent % access.width
-        and not access.check_layout(layout).ok
     )
 
 

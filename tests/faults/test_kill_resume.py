@@ -13,7 +13,6 @@ study goes on from where it was, with no trial left running.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -48,7 +47,7 @@ def _start(url: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        env={**os.environ, "LAYTUNE_BUILD_CACHE": "0"},  # it compiles: its build workers start
+        env=jobs.compiling_env(),  # it compiles: its build workers start
     )
 
 
