@@ -501,10 +501,11 @@ def _block_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
         for f in opts.block_factors:
             if shape[axis] > f:
                 yield {"axis": axis, "factor": f}
-    # two adjacent axes ahead of a 2-D window, the inner block of the second
+    # two adjacent axes ahead of a window, the inner block of the second
     # before that of the first: a filter's output and input channels (OIHW,
-    # and a grouped convolution's GOIHW with its output channels at axis 1)
-    for outer in range(rank - 3):
+    # OIW of a 1-D window, and a grouped convolution's GOIHW with its output
+    # channels at axis 1)
+    for outer in range(max(rank - 3, 1) if rank >= 3 else 0):
         for x in opts.block2_factors:
             for y in opts.block2_factors:
                 if shape[outer] >= y and shape[outer + 1] >= x:

@@ -1,0 +1,93 @@
+"""Derived starts for statements and shapes the starts were not written
+around: a 1-D convolution (its filters ``W[f, c, k]`` blocked along both
+channel axes, as a 2-D window's are), and contractions whose output columns
+the device's vector lanes do not divide (a 127 x 257 matmul), whose first
+starts keep the full lanes with an overlapping last block. Each start is in
+the space, and its kernel matches numpy on the device."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from laytune.codegen import lower
+from laytune.layout import block, compose, identity, permute
+from laytune.ops import Workload
+from laytune.search import params_of, standard_candidates
+from laytune.search._starts import simd_lanes
+from laytune.space import SearchSpace
+from tests.codegen.harness import Env, build, run
+
+
+def _matches_numpy(env: Env, workload: Workload, candidate: object, seed: int) -> None:
+    program = lower(workload, candidate, env.info)
+    inputs = workload.make_inputs(seed)
+    outputs, _ = run(env, program, inputs, build(env, program))
+    name = workload.output.name
+    np.testing.assert_allclose(
+        outputs[name], workload.reference(inputs)[name], rtol=1e-4, atol=1e-4
+    )
+
+
+def test_a_one_dimensional_convolution_gets_the_direct_convolution(env: Env) -> None:
+    lanes = simd_lanes(env.info)
+    channels = 2 * lanes
+    conv1d = Workload.define(
+        "conv1d",
+        "Y[n, f, t] += X[n, c, t + k] * W[f, c, k]",
+        {"n": 1, "f": channels, "t": 30, "c": channels, "k": 3},
+        {"X": (1, channels, 32), "W": (channels, channels, 3)},
+        weights=("W",),
+    )
+    space = SearchSpace(conv1d, env.info)
+    first = standard_candidates(space, 1)[0]
+    assert first.knob("vector_axis") == "f"
+    inner = block((channels, channels, 3), 1, lanes)  # OIW[lanes]i[lanes]o
+    assert first.layout("W") == compose(block(inner.physical_shape, 0, lanes), inner)
+    assert first.layout("X") == block((1, channels, 32), 1, lanes)
+    _matches_numpy(env, conv1d, first, seed=1)
+
+
+def _odd(lanes: int) -> int:
+    return 2 * lanes + 5  # no power of two from 2 up divides it
+
+
+def test_columns_the_lanes_do_not_divide_keep_full_vectors(env: Env) -> None:
+    """The first start runs full-width vectors along the 2L + 5 columns, its
+    last block overlapping the one before it, the left operand packed in
+    blocks of rows and the right one read as it is (a panel holds no
+    unaligned runs); before, the starts narrowed the vectors to 4 lanes."""
+    lanes = simd_lanes(env.info)
+    rows, columns, depth = 13, _odd(lanes), 19
+    matmul = Workload.define(
+        "odd_matmul",
+        "C[i, j] += A[i, k] * B[k, j]",
+        {"i": rows, "j": columns, "k": depth},
+        {"A": (rows, depth), "B": (depth, columns)},
+    )
+    space = SearchSpace(matmul, env.info)
+    starts = standard_candidates(space, 4)
+    assert all(params_of(space, start) is not None for start in starts)
+    first = starts[0]
+    assert (first.knob("vector"), first.knob("block.j")) == (lanes, lanes)
+    assert first.layout("A") == block((rows, depth), 0, first.knob("block.i"))
+    assert first.layout("B") == identity((depth, columns))
+    _matches_numpy(env, matmul, first, seed=2)
+
+
+def test_a_transposed_right_operand_is_permuted_to_hold_runs_along_the_columns(
+    env: Env,
+) -> None:
+    """Attention's scores ``S = Q K^T`` read ``K[b, j, k]`` across the columns
+    ``j``: with 2L + 5 of them the first start lays ``K`` out as ``[b, k, j]``."""
+    lanes = simd_lanes(env.info)
+    keys = _odd(lanes)
+    scores = Workload.define(
+        "scores",
+        "S[b, i, j] += Q[b, i, k] * K[b, j, k]",
+        {"b": 2, "i": 9, "j": keys, "k": 8},
+        {"Q": (2, 9, 8), "K": (2, keys, 8)},
+    )
+    first = standard_candidates(SearchSpace(scores, env.info), 1)[0]
+    assert first.layout("K") == permute((2, keys, 8), (0, 2, 1))
+    assert first.knob("vector") == lanes
+    _matches_numpy(env, scores, first, seed=3)
