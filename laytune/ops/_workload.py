@@ -170,7 +170,7 @@ class Workload:
             raise StatementError(f"{statement!r} reduces but every axis indexes the target")
         axis_list = tuple(Axis(n, int(axes[n]), kind) for n, kind in zip(names, kinds, strict=True))
         buffers: list[BufferDecl] = []
-        seen: set[str] = set()
+        seen: dict[str, tuple[Expr, ...]] = {}
         after = [] if stmt.epilogue is None else loads(stmt.epilogue)
         for load in after:
             for index in load.indices:
@@ -181,11 +181,20 @@ class Workload:
                         f"reduce axes {outside} in {statement!r}"
                     )
         for load in loads(stmt.value) + after:
-            if load.buffer in seen:
-                raise StatementError(f"buffer {load.buffer!r} is read twice in {statement!r}")
+            if load.buffer in seen:  # a second read of the same element is the same value
+                if seen[load.buffer] == load.indices:
+                    continue
+                first, second = (
+                    ", ".join(to_text(i, names) for i in indices)
+                    for indices in (seen[load.buffer], load.indices)
+                )
+                raise StatementError(
+                    f"buffer {load.buffer!r} is read at two different indices, [{first}] and "
+                    f"[{second}], in {statement!r}: pass it as two inputs, one per read"
+                )
             if load.buffer == stmt.target:
                 raise StatementError(f"{stmt.target!r} is both read and written in {statement!r}")
-            seen.add(load.buffer)
+            seen[load.buffer] = load.indices
             if load.buffer not in inputs:
                 raise StatementError(
                     f"no shape given for input {load.buffer!r} (inputs: {sorted(inputs)})"
@@ -196,7 +205,7 @@ class Workload:
                     f"{load.buffer} has shape {shape} but is read with {len(load.indices)} indices"
                 )
             buffers.append(BufferDecl(load.buffer, shape, dtype, "input", load.indices))
-        extra = set(inputs) - seen
+        extra = set(inputs) - set(seen)
         if extra:
             raise StatementError(f"inputs {sorted(extra)} are not read by {statement!r}")
         out_shape = tuple(axis_list[k].extent for k in spatial)
@@ -215,7 +224,7 @@ class Workload:
         for tile_buffer, _ in tiles:
             if tile_buffer not in seen:
                 raise StatementError(f"local tile for {tile_buffer!r}, which is not an input")
-        strange = sorted(set(weights) - seen)
+        strange = sorted(set(weights) - set(seen))
         if strange:
             raise StatementError(f"weights {strange} are not inputs of {statement!r}")
         workload = cls(
@@ -311,7 +320,7 @@ class Workload:
         product of loads, each index one axis variable over the buffer's whole
         extent, no axis twice in one load, and every reduce axis read by some
         load (matmul, a sum over axes); None otherwise (windows, offsets,
-        literals, max). einsum hands such products to BLAS, where the general
+        literals, max, an output axis no load reads). einsum hands such products to BLAS, where the general
         path below makes one pass over the output per reduce point."""
         if self.reduction != "sum" or len(self.axes) > len(string.ascii_letters):
             return None
@@ -342,6 +351,8 @@ class Workload:
             return None
         read = set("".join(operands))  # type: ignore[arg-type]
         if any(string.ascii_letters[k] not in read for k in self.reduce_axes):
+            return None
+        if not set(target) <= read:  # an output axis no input reads: broadcast, not einsum's
             return None
         return f"{','.join(operands)}->{target}", tuple(f.buffer for f in factors)  # type: ignore[arg-type]
 

@@ -1,9 +1,10 @@
-"""Derived starts for statements and shapes the starts were not written
-around: a 1-D convolution (its filters ``W[f, c, k]`` blocked along both
-channel axes, as a 2-D window's are), and contractions whose output columns
-the device's vector lanes do not divide (a 127 x 257 matmul), whose first
-starts keep the full lanes with an overlapping last block. Each start is in
-the space, and its kernel matches numpy on the device."""
+"""Statements and shapes the starts were not written around: a 1-D
+convolution (its filters ``W[f, c, k]`` blocked along both channel axes, as a
+2-D window's are), contractions whose output columns the device's vector
+lanes do not divide (a 127 x 257 matmul), whose first starts keep the full
+lanes with an overlapping last block, and statements that read an input twice
+or broadcast their output. Each start is in the space, and its kernel matches
+numpy on the device."""
 
 from __future__ import annotations
 
@@ -91,3 +92,24 @@ def test_a_transposed_right_operand_is_permuted_to_hold_runs_along_the_columns(
     assert first.layout("K") == permute((2, keys, 8), (0, 2, 1))
     assert first.knob("vector") == lanes
     _matches_numpy(env, scores, first, seed=3)
+
+
+def test_statements_that_read_an_input_twice_or_broadcast_their_output_run(env: Env) -> None:
+    """GELU and a sum of squares read ``X`` twice at the same point, and a
+    row's sum spread along an axis no input reads: their starts' kernels
+    match numpy (each read is one load of the one input)."""
+    workloads = [
+        Workload.define(
+            "gelu",
+            "Y[i, j] = X[i, j] * (1.0 + erf(X[i, j] * 0.7071067811865476)) * 0.5",
+            {"i": 8, "j": 40},
+            {"X": (8, 40)},
+        ),
+        Workload.define("squares", "Y[i] += X[i, j] * X[i, j]", {"i": 8, "j": 64}, {"X": (8, 64)}),
+        Workload.define("spread", "G[i, j] += X[i, k]", {"i": 8, "j": 5, "k": 16}, {"X": (8, 16)}),
+    ]
+    for seed, workload in enumerate(workloads):
+        starts = standard_candidates(SearchSpace(workload, env.info), 2)
+        assert starts
+        for start in starts:
+            _matches_numpy(env, workload, start, seed=seed)

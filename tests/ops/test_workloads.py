@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tracemalloc
 
 import numpy as np
@@ -79,7 +80,7 @@ def test_inputs_are_seeded() -> None:
         ("Y[i] = X[q]", "unknown axis 'q'"),
         ("Y[i] = __import__('os')", "unknown function"),
         ("Y[i] -= X[i, j]", "augmented assignment"),
-        ("Y[i] += X[i, j] + X[i, j]", "read twice"),
+        ("Y[i] += X[i, j] * X[i, 0]", "two different indices"),
         ("Y[i, i] = X[i, j]", "distinct axis names"),
         ("Y[i] = X[i // j]", "constant divisor"),
     ],
@@ -87,6 +88,34 @@ def test_inputs_are_seeded() -> None:
 def test_statements_outside_the_grammar_are_refused(statement: str, message: str) -> None:
     with pytest.raises(StatementError, match=message):
         Workload.define("bad", statement, {"i": 2, "j": 3}, {"X": (2, 3)})
+
+
+def test_an_input_read_twice_at_the_same_point_is_one_input() -> None:
+    """A sum of squares and GELU read ``X`` twice at the same indices: one
+    input, the same value at both reads."""
+    squares = Workload.define("sq", "Y[i] += X[i, j] * X[i, j]", {"i": 3, "j": 5}, {"X": (3, 5)})
+    gelu = Workload.define(
+        "gelu", "Y[i] = X[i] * (1.0 + erf(X[i] * 0.7071067811865476)) * 0.5", {"i": 7}, {"X": (7,)}
+    )
+    assert [b.name for b in squares.inputs] == ["X"] == [b.name for b in gelu.inputs]
+    x = squares.make_inputs(0)["X"].astype(np.float64)
+    np.testing.assert_allclose(squares.reference({"X": x})["Y"], (x * x).sum(axis=1), rtol=1e-6)
+    v = gelu.make_inputs(0)["X"].astype(np.float64)
+    erf = np.vectorize(math.erf)
+    np.testing.assert_allclose(
+        gelu.reference({"X": v})["Y"], v * (1 + erf(v / math.sqrt(2))) / 2, rtol=1e-6
+    )
+
+
+def test_an_output_axis_no_input_reads_is_a_broadcast() -> None:
+    """``G[i, j] += X[i, k]`` repeats each row's sum along ``j`` (einsum would
+    refuse an output subscript no operand has)."""
+    spread = Workload.define(
+        "spread", "G[i, j] += X[i, k]", {"i": 3, "j": 4, "k": 5}, {"X": (3, 5)}
+    )
+    x = spread.make_inputs(1)["X"]
+    expected = np.repeat(x.astype(np.float64).sum(axis=1, keepdims=True), 4, axis=1)
+    np.testing.assert_allclose(spread.reference({"X": x})["G"], expected, rtol=1e-6)
 
 
 def test_max_reduction_and_elementwise_max_are_told_apart() -> None:
