@@ -291,3 +291,21 @@ def test_a_fused_residual_is_laid_out_as_the_output_so_the_vector_starts_stay() 
     for start in vectors:
         layouts = dict(start.layouts)
         assert layouts["R"] == layouts["Y"]
+
+
+def test_a_block_of_rows_is_no_taller_than_the_rows() -> None:
+    """A classifier's one row (``Y[n, o] += X[n, k] * W[o, k]``, ``n = 1``)
+    gets the outer product's starts with blocks of one row; blocks of 8 rows
+    are no values of the space there, and it got plain starts only."""
+    classifier = Workload.define(
+        "classifier",
+        "Y[n, o] += X[n, k] * W[o, k]",
+        {"n": 1, "o": 96, "k": 32},
+        {"X": (1, 32), "W": (96, 32)},
+        weights=("W",),
+    )
+    starts = standard_candidates(SearchSpace(classifier, _cpu()), 4)
+    first = starts[0]
+    assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.n")) == ("o", 16, 1)
+    assert str(first.layout("W").index_map) == str(panel((96, 32), 0, 16).index_map)
+    assert first.layout("X").is_identity
