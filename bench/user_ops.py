@@ -31,7 +31,8 @@ every input that is not a weight and the unpack of the output), and that
 end-to-end time is set beside ONNX Runtime's session (2 threads, the model's
 weights as initializers) and numpy on the same host. Rates: GFLOP/s and the
 fraction of the peak (``bench._peak``) for the accumulations, GB/s for the
-reductions and GELU (memory-bound). The table is printed and written to ``bench/results/user_ops.md``.
+reductions and GELU (memory-bound). The table is printed and written to
+``bench/results/user_ops.md``.
 """
 
 from __future__ import annotations
