@@ -238,3 +238,23 @@ def test_a_cache_folder_that_cannot_be_made_only_costs_compiles(
     with builder:
         (built,) = builder.build([kit.scale_program("cache_blocked")])
     assert built.ok and not built.cached
+
+
+def test_what_the_compiler_writes_to_stderr_stays_out_of_the_terminal(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A compiler that writes to file descriptor 2 while it builds (Intel's
+    crash banner asks the reader to file a bug report) writes into the
+    build's own record, not over the job's progress bar; stderr is whole
+    again after the block."""
+    from laytune.runners._compile import _compiler_output, _with_output
+
+    with _compiler_output() as output:
+        os.write(2, b"PLEASE submit a bug report\n")
+    os.write(2, b"after\n")
+    assert output == ["PLEASE submit a bug report"]
+    assert capfd.readouterr().err == "after\n"
+    assert _with_output("error: no such type", output).endswith(
+        "compiler's stderr:\nPLEASE submit a bug report"
+    )
+    assert _with_output("log", [""]) == "log"
