@@ -309,3 +309,15 @@ def test_a_block_of_rows_is_no_taller_than_the_rows() -> None:
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.n")) == ("o", 16, 1)
     assert str(first.layout("W").index_map) == str(panel((96, 32), 0, 16).index_map)
     assert first.layout("X").is_identity
+
+
+@pytest.mark.parametrize(("lanes", "channels"), [(16, 4), (8, 2)])
+def test_a_depthwise_tall_start_fills_the_registers_with_channels(
+    lanes: int, channels: int
+) -> None:
+    """Columns the lanes do not divide (54) start from one full vector by 6
+    rows, and as many channels as the registers hold beside them: 4 of
+    AVX-512's 28 block registers, 2 of AVX2's 12."""
+    first = standard_candidates(SearchSpace(_depthwise(c=64, h=56), _cpu(lanes)), 1)[0]
+    assert (first.knob("vector_axis"), first.knob("vector")) == ("ow", lanes)
+    assert (first.knob("block.oh"), first.knob("block.c")) == (6, channels)
