@@ -32,8 +32,9 @@ Only candidates the space holds are kept (they are replayed through
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from laytune.device_info import DeviceInfo, block_registers
@@ -128,20 +129,23 @@ _WASTE_WEIGHT = 2.0
 _OFF_TARGET_WEIGHT = 0.25
 
 
-def _columns(width: int, target: int, most: int) -> int:
-    """Output columns per work-item for a row of ``width``: near ``target``,
-    at most ``most`` (the register budget), weighing the columns the last
-    block wastes past the row's end against the distance from the target
-    (ties: the larger block). A 7-wide row of ResNet's last stage takes 7
-    (none wasted) where 4 would compute 8 with a guarded edge; a 56-wide one
-    keeps 4."""
+def _columns(width: int, target: int, most: int, offered: Sequence[int]) -> int:
+    """Output columns per work-item for a row of ``width``: one of the
+    ``offered`` blocks (the space's values of the knob; a start with another
+    would not be in the space), near ``target``, at most ``most`` (the
+    register budget), weighing the columns the last block wastes past the
+    row's end against the distance from the target (ties: the larger block).
+    A 7-wide row of ResNet's last stage takes 7 (none wasted) where 4 would
+    compute 8 with a guarded edge; a 56-wide one keeps 4; a 30-wide one 3,
+    where 5, which no block value is, dropped the start."""
 
     def cost(c: int) -> tuple[float, int]:
         waste = -(-width // c) * c - width
         off = abs(math.log2(c / target))
         return _WASTE_WEIGHT * waste / width + _OFF_TARGET_WEIGHT * off, -c
 
-    return min(range(1, max(1, min(most, width)) + 1), key=cost)
+    fitting = [c for c in offered if 1 <= c <= max(1, min(most, width))]
+    return min(fitting or [1], key=cost)
 
 
 def _named(workload: Any, axis: int) -> str:
@@ -312,7 +316,7 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
         if not _fits(vectors * target, lanes):
             continue
         budget = block_registers(lanes) // vectors
-        columns = _columns(width, target, budget)
+        columns = _columns(width, target, budget, space.options.blocks)
         knobs: dict[str, Any] = {
             "vector_axis": along,
             "vector": vector,
@@ -396,7 +400,7 @@ def _window_columns(
     and the window stays inside). Where the device's lanes do not divide the
     output columns, the first start still takes all of them, one vector by
     a tall block of rows and as many channels as fill the registers
-    (:func:`_depth_block`), its last block of columns overlapping the one
+    (:func:`_filling`), its last block of columns overlapping the one
     before it (the space's ``vector_overlap``)."""
     workload = space.workload
     act = workload.buffer(form.activations)
@@ -422,7 +426,7 @@ def _window_columns(
             f"block.{_named(workload, windowed[-1])}": rows,
         }
         if form.depth is not None:
-            tall[f"block.{_named(workload, form.depth)}"] = _depth_block(space, form, rows)
+            tall[f"block.{_named(workload, form.depth)}"] = _filling(space, form.depth, rows)
         yield base, tall
     if vector < 2:
         return
@@ -439,20 +443,55 @@ def _window_columns(
         yield base, knobs
 
 
-def _depth_block(space: SearchSpace, form: Window, accumulators: int) -> int:
-    """Channels of a depthwise window per work-item, a power of two: as many
-    as fill the register block beside ``accumulators`` vectors per channel
-    (the tall start's 6 rows: 4 channels of AVX-512's 28 registers). More
-    independent accumulators per work-item hide the FMA latency: on the
-    depthwise 3 x 3 of ``bench.user_ops`` 6 rows took 0.044 ms with one
-    channel, 0.040 with two, 0.038 with four (interleaved, 4 rounds)."""
-    assert form.depth is not None
+def _filling(space: SearchSpace, axis: int, accumulators: int) -> int:
+    """Points of ``axis`` per work-item, a power of two: as many as fill the
+    register block beside ``accumulators`` vectors per point (AVX-512's 28
+    block registers: 4 channels of the depthwise tall start's 6 rows, 8
+    filters of two vectors of output columns). More independent
+    accumulators per work-item hide the FMA latency: on the depthwise 3 x 3
+    of ``bench.user_ops`` 6 rows took 0.044 ms with one channel, 0.040 with
+    two, 0.038 with four (interleaved, 4 rounds)."""
     budget = block_registers(simd_lanes(space.device))
-    extent = space.workload.axes[form.depth].extent
-    channels = 1
-    while accumulators * channels * 2 <= budget and channels * 2 <= extent:
-        channels *= 2
-    return channels
+    extent = space.workload.axes[axis].extent
+    points = 1
+    while accumulators * points * 2 <= budget and points * 2 <= extent:
+        points *= 2
+    return points
+
+
+def _window_runs(
+    space: SearchSpace, form: Window
+) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    """A window over channels with every layout as it is and vectors along
+    the output's rows: each step reads a run of the activations' row
+    (``t + k``) and broadcasts one filter weight per filter of the block, two
+    vectors then one by as many filters as fill the registers. Nothing is
+    converted per call, and the stores are whole vectors of the logical
+    output. The space holds it where the window reads inside the
+    activations (an unpadded window): on the 1-D convolution of
+    ``bench.user_ops`` (64 -> 64 channels, kernel 3, 1024 steps) it took
+    0.116-0.123 ms, where the blocked start's 0.11-0.13 ms kernel paid 0.048
+    ms of pack and unpack per call, and ONNX Runtime took 0.143 ms."""
+    assert form.filters is not None and form.channels is not None
+    workload = space.workload
+    lanes = simd_lanes(space.device)
+    width = workload.axes[form.columns].extent
+    if lanes < 2 or lanes > width:
+        return
+    base = dict(space.identity().layouts)
+    columns, filters = _named(workload, form.columns), _named(workload, form.filters)
+    for vectors in (2, 1):
+        if vectors * lanes > width:
+            continue
+        yield (
+            base,
+            {
+                "vector_axis": columns,
+                "vector": lanes,
+                f"block.{columns}": vectors * lanes,
+                f"block.{filters}": _filling(space, form.filters, vectors),
+            },
+        )
 
 
 def _reduced_axis(workload: Any) -> int | None:
@@ -534,7 +573,11 @@ def _derived(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, 
         if first is not None and along % first[1]["vector"]:
             yield first  # the full lanes' overlapping start first
             first = None
-        yield from _window(space, form)
+        direct = _window(space, form)
+        if form.channels is not None:  # the first start and its twin, then runs along rows
+            yield from itertools.islice(direct, 2)
+            yield from _window_runs(space, form)
+        yield from direct
         if first is not None:
             yield first
         yield from columns

@@ -48,6 +48,42 @@ def test_a_one_dimensional_convolution_gets_the_direct_convolution(env: Env) -> 
     _matches_numpy(env, conv1d, first, seed=1)
 
 
+def test_an_unpadded_window_also_starts_from_runs_along_its_rows(env: Env) -> None:
+    """After the direct convolution and its twin: every layout as it is,
+    vectors along the output's rows (the activations read as runs from any
+    start, the last block overlapping), as many filters as fill the
+    registers; nothing is converted per call. A padded window's runs would
+    read outside the activations, so its space does not hold them."""
+    lanes = simd_lanes(env.info)
+    conv1d = Workload.define(
+        "conv1d",
+        "Y[n, f, t] += X[n, c, t + k] * W[f, c, k]",
+        {"n": 1, "f": 16, "t": 2 * lanes + 3, "c": 8, "k": 3},
+        {"X": (1, 8, 2 * lanes + 5), "W": (16, 8, 3)},
+        weights=("W",),
+    )
+    runs = [
+        start
+        for start in standard_candidates(SearchSpace(conv1d, env.info), 8)
+        if start.knob("vector_axis") == "t"
+        and all(layout.is_identity for _, layout in start.layouts)
+    ]
+    assert [start.knob("block.t") for start in runs[:2]] == [2 * lanes, lanes]
+    for seed, start in enumerate(runs[:2]):
+        _matches_numpy(env, conv1d, start, seed=seed)
+    padded = Workload.define(
+        "padded",
+        "Y[n, f, t] += X[n, c, t + k - 1] * W[f, c, k]",
+        {"n": 1, "f": 16, "t": 2 * lanes + 5, "c": 8, "k": 3},
+        {"X": (1, 8, 2 * lanes + 5), "W": (16, 8, 3)},
+        weights=("W",),
+    )
+    assert not any(
+        start.knob("vector_axis") == "t"
+        for start in standard_candidates(SearchSpace(padded, env.info), 8)
+    )
+
+
 def _odd(lanes: int) -> int:
     return 2 * lanes + 5  # no power of two from 2 up divides it
 

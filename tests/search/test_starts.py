@@ -137,14 +137,16 @@ def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
 
 
 @pytest.mark.parametrize(
-    ("height", "stride", "columns"), [(56, 1, 4), (14, 2, 7), (14, 1, 7), (13, 1, 7), (28, 1, 4)]
+    ("height", "stride", "columns"),
+    [(56, 1, 4), (14, 2, 7), (14, 1, 7), (13, 1, 7), (28, 1, 4), (30, 1, 3)],
 )
 def test_a_windows_column_block_follows_the_output_width(
     height: int, stride: int, columns: int
 ) -> None:
     """Two vectors of filters by about four columns, as wide as the row
     allows without a guarded block past its end: a 7-wide row (ResNet's last
-    stage) takes all 7 columns, where 4 would compute 8."""
+    stage) takes all 7 columns, where 4 would compute 8; a 30-wide row takes
+    3, a value of the block knob (5, which is none, dropped the start)."""
     conv = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=1)
     space = SearchSpace(conv, _cpu())
     first = standard_candidates(space, 1)[0]
