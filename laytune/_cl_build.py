@@ -10,15 +10,75 @@ builds of source go through :func:`build_source`, which asks the driver
 directly (drivers keep caches of their own) by touching the program before
 building it, as the builder's workers (``runners/_compile.py``) do, which
 need its build log after a failure.
+
+Every build here and in the runners runs inside :func:`compiler_output`, so
+what a compiler writes to the process's stderr (Intel's CPU compiler prints
+a crash banner that asks the reader to file a bug report) stays out of the
+user's terminal, and a failed build carries it in its error.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["build_source"]
+__all__ = ["build_binary", "build_source", "compiler_output", "with_output"]
+
+
+@contextlib.contextmanager
+def compiler_output() -> Iterator[list[str]]:
+    """What the compiler writes to this process's stderr (file descriptor 2)
+    inside the block, kept out of the user's terminal and handed back as the
+    one item of the yielded list when the block ends. The file it is caught
+    in has no name, so a process that dies in the block leaves nothing."""
+    got: list[str] = []
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield got
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            got.append(sink.read().decode(errors="replace").strip())
+
+
+def with_output(text: str, output: list[str]) -> str:
+    """``text`` followed by the compiler's stderr, where it wrote any."""
+    written = output[0] if output else ""
+    if not written:
+        return text
+    return f"{text}\n\ncompiler's stderr:\n{written}".strip()
+
+
+def _built(program: Any, options: Sequence[str], devices: Sequence[Any] | None) -> Any:
+    with compiler_output() as output:
+        try:
+            return program.build(options=list(options), devices=devices)
+        except Exception as exc:
+            failed = exc
+    if output[0]:
+        failed.add_note(with_output("", output))
+    raise failed
+
+
+def build_binary(context: Any, device: Any, binary: bytes, options: Sequence[str] = ()) -> Any:
+    """``cl.Program(context, [device], [binary]).build(options)`` (a CPU
+    runtime compiles the binary's intermediate code here); raises what
+    ``build`` raises."""
+    import pyopencl as cl
+
+    program = cl.Program(context, [device], [binary])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        return _built(program, options, None)
 
 
 def build_source(
@@ -36,4 +96,4 @@ def build_source(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pyopencl warns of the touch itself
         program.get_info(cl.program_info.REFERENCE_COUNT)
-    return program.build(options=list(options), devices=devices)
+    return _built(program, options, devices)

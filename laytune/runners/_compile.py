@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
-import tempfile
 import time
 import warnings
-from collections.abc import Iterator
 
 import pyopencl as cl
 
+from laytune._cl_build import compiler_output, with_output
 from laytune.codegen import KernelProgram
 from laytune.runners._devices import Device
 from laytune.runners._results import BuildResult, ErrorKind
@@ -53,35 +50,6 @@ def _build_log(program: cl.Program, device: cl.Device) -> str:
         return ""
 
 
-@contextlib.contextmanager
-def _compiler_output() -> Iterator[list[str]]:
-    """What the compiler writes to this process's stderr (file descriptor 2)
-    inside the block, kept out of the user's terminal and handed back as the
-    one item of the yielded list when the block ends: a driver's diagnostics,
-    or the banner of a compiler that crashed (Intel's asks the reader to file
-    a bug report, mid-way through a progress bar). The file has no name, so a
-    worker that dies in the block leaves nothing behind."""
-    got: list[str] = []
-    sys.stderr.flush()
-    with tempfile.TemporaryFile() as sink:
-        saved = os.dup(2)
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield got
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            got.append(sink.read().decode(errors="replace").strip())
-
-
-def _with_output(log: str, output: list[str]) -> str:
-    text = output[0] if output else ""
-    if not text:
-        return log
-    return f"{log}\n\ncompiler's stderr:\n{text}".strip()
-
-
 def compile_program(device: Device, program: KernelProgram) -> BuildResult:
     """Compile ``program`` for ``device`` and return its binary or its build log."""
     started_at = time.time()
@@ -109,7 +77,7 @@ def compile_program(device: Device, program: KernelProgram) -> BuildResult:
         warnings.simplefilter("ignore")
         cl_program.get_info(cl.program_info.REFERENCE_COUNT)
         failed: cl.Error | None = None
-        with _compiler_output() as output:
+        with compiler_output() as output:
             try:
                 cl_program.build(options=list(program.build_options), devices=[cl_device])
             except cl.Error as exc:
@@ -123,7 +91,7 @@ def compile_program(device: Device, program: KernelProgram) -> BuildResult:
                     f"{cl.status_code.to_string(failed.code)} ({failed.code}); "
                     f"options {' '.join(program.build_options) or '(none)'}"
                 ),
-                build_log=_with_output(_build_log(cl_program, cl_device), output),
+                build_log=with_output(_build_log(cl_program, cl_device), output),
                 cl_error_code=failed.code,
             )
     binaries = cl_program.get_info(cl.program_info.BINARIES)

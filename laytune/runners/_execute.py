@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from laytune._cl_build import build_source
+from laytune._cl_build import build_binary, build_source
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.exceptions import ExecutionError
 from laytune.space import IMAGE_DTYPES
@@ -81,8 +81,7 @@ class ProgramExecutor:
                     return build_source(
                         self.context, self.program.source, self.program.build_options
                     )
-                built = cl.Program(self.context, [self.device], [binary])
-                return built.build(options=list(self.program.build_options))
+                return build_binary(self.context, self.device, binary, self.program.build_options)
         except cl.Error as err:
             raise ExecutionError(
                 f"program {self.program.name!r} does not build on {self.device.name.strip()}: "

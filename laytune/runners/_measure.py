@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from laytune._cl_build import build_binary
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.runners._config import MeasureConfig, Tolerance
 from laytune.runners._devices import Device
@@ -743,10 +743,7 @@ def measure_candidate(
 
 def _load_binary(session: DeviceSession, program: KernelProgram, binary: bytes) -> cl.Program:
     try:
-        cl_program = cl.Program(session.context, [session.cl_device], [binary])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", cl.CompilerWarning)
-            cl_program.build(options=list(program.build_options))
+        cl_program = build_binary(session.context, session.cl_device, binary, program.build_options)
     except cl.Error as exc:
         raise _cl_failure(ErrorKind.BUILD, "creating the program from its binary", exc) from exc
     return cl_program

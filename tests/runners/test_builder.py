@@ -247,14 +247,32 @@ def test_what_the_compiler_writes_to_stderr_stays_out_of_the_terminal(
     crash banner asks the reader to file a bug report) writes into the
     build's own record, not over the job's progress bar; stderr is whole
     again after the block."""
-    from laytune.runners._compile import _compiler_output, _with_output
+    from laytune._cl_build import compiler_output, with_output
 
-    with _compiler_output() as output:
+    with compiler_output() as output:
         os.write(2, b"PLEASE submit a bug report\n")
     os.write(2, b"after\n")
     assert output == ["PLEASE submit a bug report"]
     assert capfd.readouterr().err == "after\n"
-    assert _with_output("error: no such type", output).endswith(
+    assert with_output("error: no such type", output).endswith(
         "compiler's stderr:\nPLEASE submit a bug report"
     )
-    assert _with_output("log", [""]) == "log"
+    assert with_output("log", [""]) == "log"
+
+
+def test_a_failed_build_carries_what_the_compiler_wrote_to_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Every build of source or binary (the builder's, the runner's, the
+    plan's) raises the driver's error with the compiler's stderr as a note."""
+    from laytune._cl_build import _built
+
+    class Loud:
+        def build(self, options: list[str], devices: object) -> None:
+            os.write(2, b"PLEASE submit a bug report\n")
+            raise RuntimeError("clBuildProgram failed")
+
+    with pytest.raises(RuntimeError, match="clBuildProgram failed") as info:
+        _built(Loud(), ["-w"], None)
+    assert "PLEASE submit a bug report" in "".join(info.value.__notes__)
+    assert capfd.readouterr().err == ""
