@@ -8,7 +8,7 @@ import warnings
 
 import pyopencl as cl
 
-from laytune._cl_build import compiler_output, with_output
+from laytune._cl_build import build_source, compiler_output, with_output
 from laytune.codegen import KernelProgram
 from laytune.runners._devices import Device
 from laytune.runners._results import BuildResult, ErrorKind
@@ -36,9 +36,7 @@ def warm_worker(device: Device, hold_s: float) -> int:
     context, cl_device = _context(device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cl_program = cl.Program(context, _PROBE)
-        cl_program.get_info(cl.program_info.REFERENCE_COUNT)  # the driver builds, not a cache
-        cl_program.build(devices=[cl_device])
+        build_source(context, _PROBE, (), [cl_device])  # the driver builds, not a cache
     time.sleep(hold_s)
     return os.getpid()
 
