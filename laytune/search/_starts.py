@@ -13,6 +13,11 @@ for them:
   (one or two vectors of them per work-item), a block of output columns per
   work-item, and the input channels blocked
   around the kernel window (``c // x, kh, kw, c % x``), as oneDNN and MLAS do.
+  Where the lanes do not divide the output's columns, a contraction keeps
+  full vectors with an overlapping last block over operands that hold runs
+  from any start; a window that reads inside its activations also runs
+  vectors along the output's rows over every layout as it is; blocks fill
+  the device's vector registers (:func:`_filling`).
 * **plain layouts with common knobs**: identity, each 2-D operand
   transposed, NHWC and NCHW4c, each with a few register blocks and vectors
   along the innermost axis, and square blocks whose inputs that are not
