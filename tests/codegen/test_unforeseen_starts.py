@@ -29,16 +29,22 @@ def _matches_numpy(env: Env, workload: Workload, candidate: object, seed: int) -
     )
 
 
+def _conv1d(filters: int, channels: int, steps: int, padding: int) -> Workload:
+    """``Y[n, f, t] += X[n, c, t + k - padding] * W[f, c, k]``, kernel 3."""
+    shift = f" - {padding}" if padding else ""
+    return Workload.define(
+        "conv1d",
+        f"Y[n, f, t] += X[n, c, t + k{shift}] * W[f, c, k]",
+        {"n": 1, "f": filters, "t": steps - 2 + 2 * padding, "c": channels, "k": 3},
+        {"X": (1, channels, steps), "W": (filters, channels, 3)},
+        weights=("W",),
+    )
+
+
 def test_a_one_dimensional_convolution_gets_the_direct_convolution(env: Env) -> None:
     lanes = simd_lanes(env.info)
     channels = 2 * lanes
-    conv1d = Workload.define(
-        "conv1d",
-        "Y[n, f, t] += X[n, c, t + k] * W[f, c, k]",
-        {"n": 1, "f": channels, "t": 30, "c": channels, "k": 3},
-        {"X": (1, channels, 32), "W": (channels, channels, 3)},
-        weights=("W",),
-    )
+    conv1d = _conv1d(channels, channels, 32, padding=0)
     space = SearchSpace(conv1d, env.info)
     first = standard_candidates(space, 1)[0]
     assert first.knob("vector_axis") == "f"
@@ -55,13 +61,7 @@ def test_an_unpadded_window_also_starts_from_runs_along_its_rows(env: Env) -> No
     registers; nothing is converted per call. A padded window's runs would
     read outside the activations, so its space does not hold them."""
     lanes = simd_lanes(env.info)
-    conv1d = Workload.define(
-        "conv1d",
-        "Y[n, f, t] += X[n, c, t + k] * W[f, c, k]",
-        {"n": 1, "f": 16, "t": 2 * lanes + 3, "c": 8, "k": 3},
-        {"X": (1, 8, 2 * lanes + 5), "W": (16, 8, 3)},
-        weights=("W",),
-    )
+    conv1d = _conv1d(16, 8, 2 * lanes + 5, padding=0)
     runs = [
         start
         for start in standard_candidates(SearchSpace(conv1d, env.info), 8)
@@ -71,13 +71,7 @@ def test_an_unpadded_window_also_starts_from_runs_along_its_rows(env: Env) -> No
     assert [start.knob("block.t") for start in runs[:2]] == [2 * lanes, lanes]
     for seed, start in enumerate(runs[:2]):
         _matches_numpy(env, conv1d, start, seed=seed)
-    padded = Workload.define(
-        "padded",
-        "Y[n, f, t] += X[n, c, t + k - 1] * W[f, c, k]",
-        {"n": 1, "f": 16, "t": 2 * lanes + 5, "c": 8, "k": 3},
-        {"X": (1, 8, 2 * lanes + 5), "W": (16, 8, 3)},
-        weights=("W",),
-    )
+    padded = _conv1d(16, 8, 2 * lanes + 5, padding=1)
     assert not any(
         start.knob("vector_axis") == "t"
         for start in standard_candidates(SearchSpace(padded, env.info), 8)
