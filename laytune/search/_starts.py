@@ -207,7 +207,9 @@ def _contraction(
         }
         if extent % vector == 0:
             yield packed, knobs
-            yield base, knobs
+            # as they are; a right operand that holds no runs along the
+            # columns (attention's K[b, j, k]) packed alone
+            yield {**base, **_runs(workload, form, packed[form.right])}, knobs
         elif not overlap:  # narrower overlapping vectors than the full ones above
             yield base, knobs
 
@@ -222,17 +224,17 @@ def _blocks(space: SearchSpace, form: Contraction, mr: int, nr: int, vector: int
     return knobs
 
 
-def _runs(workload: Any, form: Contraction) -> dict[str, Layout]:
+def _runs(workload: Any, form: Contraction, instead: Layout | None = None) -> dict[str, Layout]:
     """``right`` with its columns innermost, where they are not (``K[b, j,
-    k]`` read at ``j``: permuted to ``[b, k, j]``), so that it holds runs
-    along them from any start."""
+    k]`` read at ``j``: ``instead``, or by default permuted to ``[b, k,
+    j]``), so that it holds runs along them from any start."""
     right = workload.buffer(form.right)
     dim = _dim(right, form.columns)
     rank = len(right.shape)
     if dim == rank - 1:
         return {}
     order = (*(d for d in range(rank) if d != dim), dim)
-    return {form.right: permute(right.shape, order)}
+    return {form.right: instead or permute(right.shape, order)}
 
 
 def _panel_group(space: SearchSpace, form: Contraction, mr: int, nr: int) -> dict[str, int]:

@@ -323,3 +323,21 @@ def test_a_depthwise_tall_start_fills_the_registers_with_channels(
     first = standard_candidates(SearchSpace(_depthwise(c=64, h=56), _cpu(lanes)), 1)[0]
     assert (first.knob("vector_axis"), first.knob("vector")) == ("ow", lanes)
     assert (first.knob("block.oh"), first.knob("block.c")) == (6, channels)
+
+
+def test_a_right_operand_without_runs_is_packed_alone_in_the_twin() -> None:
+    """The twin of a packed contraction start reads its operands as they
+    are, but attention's ``K[b, j, k]`` holds no runs along the columns
+    ``j``: the twin packs it alone, as the start does, and reads ``Q`` as it
+    comes (one pack per call where the start has two)."""
+    scores = Workload.define(
+        "scores",
+        "S[b, i, j] += Q[b, i, k] * K[b, j, k]",
+        {"b": 2, "i": 16, "j": 32, "k": 8},
+        {"Q": (2, 16, 8), "K": (2, 32, 8)},
+    )
+    space = SearchSpace(scores, _cpu())
+    first, twin = standard_candidates(space, 2)
+    assert not first.layout("Q").is_identity and not first.layout("K").is_identity
+    assert twin.layout("Q").is_identity and twin.layout("K") == first.layout("K")
+    assert twin.knob_map == first.knob_map
