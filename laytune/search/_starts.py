@@ -176,9 +176,10 @@ def _contraction(
     each block first runs at full width with its last block overlapping the
     one before it (the space's ``vector_overlap``), ``left`` packed, then as
     it is (no pack per call), and ``right`` read as unaligned runs along its
-    rows (a panel holds no such runs): narrowing the vectors to a width that divides, down to 4 that
-    does not, made a 127 x 257 x 509 matmul 7x slower (1.2 against 0.17 ms).
-    A block of rows is at most as tall as the rows there are."""
+    rows (a panel holds no such runs): narrowing the vectors to a width
+    that divides, down to 4 that does not, made a 127 x 257 x 509 matmul 7x
+    slower (1.2 against 0.17 ms). A block of rows is at most as tall as the
+    rows there are."""
     workload = space.workload
     base = dict(space.identity().layouts)
     left, right = workload.buffer(form.left), workload.buffer(form.right)
