@@ -320,8 +320,9 @@ class Workload:
         product of loads, each index one axis variable over the buffer's whole
         extent, no axis twice in one load, and every reduce axis read by some
         load (matmul, a sum over axes); None otherwise (windows, offsets,
-        literals, max, an output axis no load reads). einsum hands such products to BLAS, where the general
-        path below makes one pass over the output per reduce point."""
+        literals, max, an output axis no load reads). einsum hands such
+        products to BLAS, where the general path below makes one pass over
+        the output per reduce point."""
         if self.reduction != "sum" or len(self.axes) > len(string.ascii_letters):
             return None
         factors: list[Load] = []
