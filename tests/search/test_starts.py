@@ -341,3 +341,24 @@ def test_a_right_operand_without_runs_is_packed_alone_in_the_twin() -> None:
     assert not first.layout("Q").is_identity and not first.layout("K").is_identity
     assert twin.layout("Q").is_identity and twin.layout("K") == first.layout("K")
     assert twin.knob_map == first.knob_map
+
+
+@pytest.mark.parametrize(("lanes", "rows"), [(16, 16), (8, 8)])
+def test_an_elementwise_statement_starts_from_full_vectors_in_rows(lanes: int, rows: int) -> None:
+    """GELU: the device's full vectors along the innermost axis, as many rows
+    of them per work-item as fill the block registers (AVX-512's 28: 16;
+    AVX2's 12: 8), every layout as it is."""
+    gelu = Workload.define(
+        "gelu",
+        "Y[i, j] = X[i, j] * (1.0 + erf(X[i, j] * 0.7071067811865476)) * 0.5",
+        {"i": 64, "j": 128},
+        {"X": (64, 128)},
+    )
+    first = standard_candidates(SearchSpace(gelu, _cpu(lanes)), 1)[0]
+    assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.j")) == (
+        "j",
+        lanes,
+        lanes,
+    )
+    assert first.knob("block.i") == rows
+    assert all(layout.is_identity for _, layout in first.layouts)
