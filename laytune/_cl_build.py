@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["build_binary", "build_source", "compiler_output", "with_output"]
+__all__ = ["build_binary", "build_program", "build_source", "compiler_output", "with_output"]
 
 
 @contextlib.contextmanager
@@ -58,7 +58,10 @@ def with_output(text: str, output: list[str]) -> str:
     return f"{text}\n\ncompiler's stderr:\n{written}".strip()
 
 
-def _built(program: Any, options: Sequence[str], devices: Sequence[Any] | None) -> Any:
+def build_program(program: Any, options: Sequence[str], devices: Sequence[Any] | None) -> Any:
+    """``program.build(options, devices)`` inside :func:`compiler_output`;
+    a failure is raised as ``build`` raised it, with what the compiler wrote
+    to stderr as a note (``with_output``'s text)."""
     with compiler_output() as output:
         try:
             return program.build(options=list(options), devices=devices)
@@ -78,7 +81,7 @@ def build_binary(context: Any, device: Any, binary: bytes, options: Sequence[str
     program = cl.Program(context, [device], [binary])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cl.CompilerWarning)
-        return _built(program, options, None)
+        return build_program(program, options, None)
 
 
 def build_source(
@@ -96,4 +99,4 @@ def build_source(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pyopencl warns of the touch itself
         program.get_info(cl.program_info.REFERENCE_COUNT)
-    return _built(program, options, devices)
+    return build_program(program, options, devices)

@@ -8,7 +8,7 @@ import warnings
 
 import pyopencl as cl
 
-from laytune._cl_build import build_source, compiler_output, with_output
+from laytune._cl_build import build_program, build_source
 from laytune.codegen import KernelProgram
 from laytune.runners._devices import Device
 from laytune.runners._results import BuildResult, ErrorKind
@@ -74,23 +74,20 @@ def compile_program(device: Device, program: KernelProgram) -> BuildResult:
         # a failure.
         warnings.simplefilter("ignore")
         cl_program.get_info(cl.program_info.REFERENCE_COUNT)
-        failed: cl.Error | None = None
-        with compiler_output() as output:
-            try:
-                cl_program.build(options=list(program.build_options), devices=[cl_device])
-            except cl.Error as exc:
-                failed = exc
-        if failed is not None:
+        try:
+            build_program(cl_program, program.build_options, [cl_device])
+        except cl.Error as exc:
+            notes = getattr(exc, "__notes__", [])  # the compiler's stderr, where it wrote any
             return result(
                 binary=None,
                 error_kind=ErrorKind.BUILD,
                 error_message=(
                     f"clBuildProgram failed for {program.name!r}: "
-                    f"{cl.status_code.to_string(failed.code)} ({failed.code}); "
+                    f"{cl.status_code.to_string(exc.code)} ({exc.code}); "
                     f"options {' '.join(program.build_options) or '(none)'}"
                 ),
-                build_log=with_output(_build_log(cl_program, cl_device), output),
-                cl_error_code=failed.code,
+                build_log="\n\n".join([_build_log(cl_program, cl_device), *notes]).strip(),
+                cl_error_code=exc.code,
             )
     binaries = cl_program.get_info(cl.program_info.BINARIES)
     return result(binary=bytes(binaries[0]), build_log=_build_log(cl_program, cl_device))

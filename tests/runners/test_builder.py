@@ -265,7 +265,7 @@ def test_a_failed_build_carries_what_the_compiler_wrote_to_stderr(
 ) -> None:
     """Every build of source or binary (the builder's, the runner's, the
     plan's) raises the driver's error with the compiler's stderr as a note."""
-    from laytune._cl_build import _built
+    from laytune._cl_build import build_program
 
     class Loud:
         def build(self, options: list[str], devices: object) -> None:
@@ -273,6 +273,6 @@ def test_a_failed_build_carries_what_the_compiler_wrote_to_stderr(
             raise RuntimeError("clBuildProgram failed")
 
     with pytest.raises(RuntimeError, match="clBuildProgram failed") as info:
-        _built(Loud(), ["-w"], None)
+        build_program(Loud(), ["-w"], None)
     assert "PLEASE submit a bug report" in "".join(info.value.__notes__)
     assert capfd.readouterr().err == ""
