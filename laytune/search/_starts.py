@@ -190,6 +190,7 @@ def _contraction(
     lanes = _dividing(full, extent)
     overlap = extent % full != 0 and full <= extent
     height = workload.axes[form.rows].extent
+    runs = _runs(workload, form)
     for most, nr_lanes, vector_lanes in _CONTRACTION_BLOCKS:
         mr = min(most, height)  # a classifier's one row: blocks of 8 would pad it to 8
         packed_left = block(left.shape, _dim(left, form.rows), mr) if mr > 1 else base[form.left]
@@ -197,8 +198,8 @@ def _contraction(
             nr, vector = _lanes(nr_lanes, full), _lanes(vector_lanes, full)
             if _fits(mr * nr // vector, full):
                 knobs = _blocks(space, form, mr, nr, vector)
-                yield {**base, form.left: packed_left, **_runs(workload, form)}, knobs
-                yield {**base, **_runs(workload, form)}, knobs  # no pack per call
+                yield {**base, form.left: packed_left, **runs}, knobs
+                yield {**base, **runs}, knobs  # no pack per call
         nr, vector = _lanes(nr_lanes, lanes), _lanes(vector_lanes, lanes)
         if not _fits(mr * nr // vector, lanes):
             continue
