@@ -38,6 +38,8 @@ class DeviceInfo:
     device's ``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE``, or on a CPU device the
     host's largest cache when that is larger (CPU runtimes report one core's:
     Intel's 1 MiB on a host with a 32 MiB L3); 0 when unknown.
+    ``cacheline_size``: bytes of one line of the global memory cache
+    (``CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE``); 0 when unknown.
 
     ``key`` is stable: the same platform, device, vendor, driver and OpenCL
     version give the same key in every process and run, and nothing else
@@ -65,6 +67,7 @@ class DeviceInfo:
     compute_capability: tuple[int, int] | None = None
     builtins: tuple[str, ...] = ()
     last_level_cache_size: int = 0
+    cacheline_size: int = 0
 
     # -- identity -----------------------------------------------------------
     @property
@@ -167,6 +170,7 @@ class DeviceInfo:
                 int(device.global_mem_cache_size),
                 _host_cache_size() if device.type & cl.device_type.CPU else 0,
             ),
+            cacheline_size=int(device.global_mem_cacheline_size),
         )
 
     def has_builtin(self, name: str) -> bool:

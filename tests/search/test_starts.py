@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -362,3 +363,47 @@ def test_an_elementwise_statement_starts_from_full_vectors_in_rows(lanes: int, r
     )
     assert first.knob("block.i") == rows
     assert all(layout.is_identity for _, layout in first.layouts)
+
+
+@pytest.mark.parametrize(
+    ("shape", "perm", "group"),
+    [((256, 512), None, {"group.j": 4, "group.i": 32}), ((2, 32, 64, 48), (0, 2, 3, 1), None)],
+)
+def test_a_transpose_starts_from_register_tiles_with_streaming_stores(
+    shape: tuple[int, ...], perm: tuple[int, ...] | None, group: dict[str, int] | None
+) -> None:
+    """A statement whose input runs along another axis than its output: full
+    square tiles read along the input's contiguous axis and transposed in
+    registers, every layout as it is, first with nontemporal stores where the
+    compiler has them, in work-groups whose stores are runs of 4 cache lines
+    (4 tiles of 16 floats) and which hold 128 tiles; the plain-store twin next."""
+    device = replace(_cpu(16), builtins=("nontemporal_store",), cacheline_size=64)
+    workload = ops.transpose(shape, perm)
+    first, twin = standard_candidates(SearchSpace(workload, device), 2)
+    out = workload.output
+    inner = workload.axes[out.indices[-1].index].name
+    across = workload.axes[workload.inputs[0].indices[-1].index].name
+    assert all(layout.is_identity for _, layout in first.layouts)
+    assert (first.knob("vector_axis"), first.knob("vector_transpose")) == (inner, across)
+    assert first.knob(f"block.{inner}") == first.knob(f"block.{across}") == first.knob("vector")
+    assert first.knob("vector") == 16
+    assert first.knob("store") == "nontemporal"
+    if group is not None:
+        assert {k: first.knob(k) for k in group} == group
+    assert twin.knob("store") == "plain"
+    assert {k: v for k, v in twin.knobs if k != "store"} == {
+        k: v for k, v in first.knobs if k != "store"
+    }
+
+
+def test_a_transpose_without_streaming_stores_keeps_the_register_tile() -> None:
+    """Where the compiler has no nontemporal store, or the device does not
+    say its cache line, the tile stays the first start, plainly stored, the
+    work-group left to the driver when no line size is known."""
+    first = standard_candidates(SearchSpace(ops.transpose((256, 512)), _cpu(8)), 1)[0]
+    assert (first.knob("vector_transpose"), first.knob("vector"), first.knob("store")) == (
+        "i",
+        8,
+        "plain",
+    )
+    assert first.knob("group.j") == first.knob("group.i") == 0
