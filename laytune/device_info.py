@@ -40,6 +40,9 @@ class DeviceInfo:
     Intel's 1 MiB on a host with a 32 MiB L3); 0 when unknown.
     ``cacheline_size``: bytes of one line of the global memory cache
     (``CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE``); 0 when unknown.
+    ``cache_size``: bytes of the global memory cache as the device itself
+    reports it (``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE``: one core's L2 on
+    Intel's CPU runtime, the last level on PoCL's); 0 when unknown.
 
     ``key`` is stable: the same platform, device, vendor, driver and OpenCL
     version give the same key in every process and run, and nothing else
@@ -68,6 +71,7 @@ class DeviceInfo:
     builtins: tuple[str, ...] = ()
     last_level_cache_size: int = 0
     cacheline_size: int = 0
+    cache_size: int = 0
 
     # -- identity -----------------------------------------------------------
     @property
@@ -171,6 +175,7 @@ class DeviceInfo:
                 _host_cache_size() if device.type & cl.device_type.CPU else 0,
             ),
             cacheline_size=int(device.global_mem_cacheline_size),
+            cache_size=int(device.global_mem_cache_size),
         )
 
     def has_builtin(self, name: str) -> bool:

@@ -19,7 +19,10 @@ for them:
   vectors along the output's rows over every layout as it is; blocks fill
   the device's vector registers (:func:`_filling`). An element-wise
   statement runs full vectors along its innermost axis, rows of them per
-  work-item.
+  work-item; one whose input runs along another axis (a transpose) reads
+  square tiles of full vectors, transposes them in registers and stores
+  them with nontemporal stores, in work-groups sized by the cache line
+  (:func:`_stream_group`).
 * **plain layouts with common knobs**: identity, each 2-D operand
   transposed, NHWC and NCHW4c, each with a few register blocks and vectors
   along the innermost axis, and square blocks whose inputs that are not
@@ -62,13 +65,26 @@ from laytune.space import (
 __all__ = ["conversion_starts", "standard_candidates"]
 
 # Register blocks in units of the device's float lanes L (:func:`simd_lanes`).
-# A contraction's (rows MR, columns NR, vector): 8 x L first: over packed
+# A contraction's (rows MR, columns NR, vector): 8 x 2L first, where the
+# registers hold its 16 accumulators: per step of k it loads 8 broadcasts and
+# 2 vectors for 16 FMAs, where 8 x L loads 9 for 8, and the loads bound it on
+# 2 Xeon cores with two AVX-512 FMA units each: 323 against 255 GFLOP/s at
+# 2048^3, 483-501 against 694 ms at 4096^3 (Intel's CPU runtime, packed
+# panels, work-groups of :func:`_panel_group`'s shape). Then 8 x L: over packed
 # panels it was the fastest start at every size measured on the AVX-512 host
 # (L = 16, Intel's CPU runtime), end to end with its packing, where 6 x L
 # (BLIS's AVX2 shape) took 1.1-1.4x longer: 0.71 against 0.97 ms at 512^3,
 # 5.6 against 7.6 ms at 1024^3, 2.05 against 2.36 ms at 64 x 4096 x 1024; and
 # jobs of 24 trials try only the first six starts
-_CONTRACTION_BLOCKS = ((8, 1, 1), (6, 1, 1), (4, 1, 1), (8, 0.5, 0.5), (6, 1, 0.5), (4, 0.5, 0.5))
+_CONTRACTION_BLOCKS = (
+    (8, 2, 1),
+    (8, 1, 1),
+    (6, 1, 1),
+    (4, 1, 1),
+    (8, 0.5, 0.5),
+    (6, 1, 0.5),
+    (4, 0.5, 0.5),
+)
 # A window's (channel block, filters per work-item, output columns per
 # work-item, vector), channel blocks, filters and vectors in lanes: first two
 # vectors of filters by 4 columns (8 accumulators, the AVX-512 direct
@@ -242,51 +258,47 @@ def _runs(workload: Any, form: Contraction, instead: Layout | None = None) -> di
 
 
 def _panel_group(space: SearchSpace, form: Contraction, mr: int, nr: int) -> dict[str, int]:
-    """Work-group extents for MR x NR blocks whose operand panels stay cached.
+    """Work-group extents for MR x NR blocks whose left panels stay cached.
 
-    The items of one work-group along the rows share their ``right`` panels
-    and those along the columns their ``left`` ones, so a group of ``gr x gc``
-    items streams ``(gr * MR + gc * NR) * K`` elements. Grown from 1 x 1, the
-    columns (NDRange dimension 0) first, by powers of two that divide the
-    blocks along the axis, while those panels of every compute unit's group
-    together fit in half the device's last-level cache, and while the grid
-    still holds two groups per compute unit. Left to the driver
-    (``{}``) where the device does not say its cache. The driver's own choice
-    may make a group of a whole row of blocks, whose panels outgrow the
-    cache at large K: matmul 4096^3 ran at 131 GFLOP/s so, against 212-218
-    GFLOP/s with any group this rule allows (Intel's CPU runtime, 2 Zen 4 cores)."""
+    A work-group walks down the rows under one block of columns (one item
+    along NDRange dimension 0), so its items share one ``right`` panel; it
+    takes as many blocks of rows as keep their ``left`` panels (``gr * MR *
+    K`` elements) within the cache the device reports
+    (``DeviceInfo.cache_size``: one core's L2 on Intel's CPU runtime; half
+    the last level per compute unit where it reports none), where the next
+    group, the next block of columns, finds them again. Powers of two that
+    divide the blocks of rows, within the work-group limit, while the grid
+    still holds two groups per compute unit. Left to the driver (``{}``)
+    where the device says no cache. On matmul 4096^3 (2 Xeon cores with
+    AVX-512, 2 MiB of L2 each) 8 x 32 blocks took 483-501 ms in groups of
+    16 to 64 blocks of rows, 573 ms in groups of 8 and 784 ms in groups of
+    16 x 16 (the previous rule's, which grew the columns first within half
+    the last-level cache); the driver's own choice may make a group of a
+    whole row of blocks that streams ``right`` from memory (131 GFLOP/s
+    against 212-218 on 2 Zen 4 cores)."""
     device, workload = space.device, space.workload
-    if not device.last_level_cache_size:
+    units = max(1, device.compute_units)
+    budget = device.cache_size or device.last_level_cache_size // (2 * units)
+    if not budget:
         return {}
     reduced = 1
     for axis in form.reduce:
         reduced *= workload.axes[axis].extent
     element = dtype_bytes(workload.buffer(form.left).dtype)
-    units = max(1, device.compute_units)
-    budget = device.last_level_cache_size // (2 * units)
     limit = min(device.max_work_group_size, _GROUP_LIMIT)
-    blocks = {
-        form.rows: -(-workload.axes[form.rows].extent // mr),
-        form.columns: -(-workload.axes[form.columns].extent // nr),
-    }
-    group = {form.rows: 1, form.columns: 1}
-    grown = True
-    while grown:
-        grown = False
-        for axis in (form.columns, form.rows):
-            wider = {**group, axis: group[axis] * 2}
-            panels = (wider[form.rows] * mr + wider[form.columns] * nr) * reduced * element
-            items = wider[form.rows] * wider[form.columns]
-            if (
-                blocks[axis] % wider[axis] == 0
-                and items <= limit
-                and panels <= budget
-                and blocks[form.rows] * blocks[form.columns] // items >= 2 * units
-            ):
-                group, grown = wider, True
+    rows = -(-workload.axes[form.rows].extent // mr)
+    columns = -(-workload.axes[form.columns].extent // nr)
+    group = 1
+    while (
+        rows % (group * 2) == 0
+        and group * 2 <= limit
+        and group * 2 * mr * reduced * element <= budget
+        and rows // (group * 2) * columns >= 2 * units
+    ):
+        group *= 2
     knobs = {group_knob(workload, dim): 1 for dim in range(len(grid_dims(workload)))}
-    for axis, extent in group.items():
-        knobs[f"group.{_named(workload, axis)}"] = extent
+    knobs[f"group.{_named(workload, form.rows)}"] = group
+    knobs[f"group.{_named(workload, form.columns)}"] = 1
     # rows and columns name NDRange dimensions only as the output's last two axes
     return knobs if len(knobs) == len(grid_dims(workload)) else {}
 

@@ -103,19 +103,26 @@ def test_no_operator_name_appears_in_the_starts() -> None:
 
 
 @pytest.mark.parametrize(
-    ("device", "lanes", "points"), [(_cpu(16), 16, 448), (_cpu(8), 8, 96), (_gpu(), 4, 128)]
+    ("device", "lanes", "points", "columns"),
+    [(_cpu(16), 16, 448, 32), (_cpu(8), 8, 96, 8), (_gpu(), 4, 128, 4)],
 )
 def test_register_blocks_follow_the_device_lanes(
-    device: DeviceInfo, lanes: int, points: int
+    device: DeviceInfo, lanes: int, points: int, columns: int
 ) -> None:
+    """8 rows by two vectors of columns where the block registers hold their
+    16 accumulators (AVX-512's 28), else by one vector (AVX's and a GPU's 12)."""
     assert simd_lanes(device) == lanes
     # the space's register budget: 28 zmm (AVX-512) or 12 ymm (AVX) of accumulators
     assert device.register_block_points() == points
     space = SearchSpace(ops.matmul(64, 64, 32), device)
     first = standard_candidates(space, 1)[0]
-    assert (first.knob("block.i"), first.knob("block.j"), first.knob("vector")) == (8, lanes, lanes)
+    assert (first.knob("block.i"), first.knob("block.j"), first.knob("vector")) == (
+        8,
+        columns,
+        lanes,
+    )
     assert first.layout("A") == block((64, 32), 0, 8)
-    assert first.layout("B") == panel((32, 64), 1, lanes)
+    assert first.layout("B") == panel((32, 64), 1, columns)
 
 
 def test_a_user_defined_batched_matmul_starts_from_packed_panels() -> None:
@@ -124,8 +131,8 @@ def test_a_user_defined_batched_matmul_starts_from_packed_panels() -> None:
     assert all(params_of(space, c) is not None for c in starts)
     first = starts[0]
     assert first.layout("A") == block((4, 32, 16), 1, 8)
-    assert first.layout("B") == panel((4, 16, 64), 2, 16)
-    assert (first.knob("vector_axis"), first.knob("block.i"), first.knob("block.j")) == ("j", 8, 16)
+    assert first.layout("B") == panel((4, 16, 64), 2, 32)
+    assert (first.knob("vector_axis"), first.knob("block.i"), first.knob("block.j")) == ("j", 8, 32)
 
 
 def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
@@ -197,7 +204,7 @@ def test_a_pointwise_convolution_gets_the_blocked_outer_product() -> None:
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("split")) == ("f", 16, 16)
 
 
-def _cached_cpu(cache: int) -> DeviceInfo:
+def _cached_cpu(cache: int, own: int = 0) -> DeviceInfo:
     return DeviceInfo(
         platform_name="Hand",
         device_name="Written CPU with a cache",
@@ -207,26 +214,31 @@ def _cached_cpu(cache: int) -> DeviceInfo:
         max_work_item_sizes=(8192, 8192, 8192),
         preferred_vector_widths=(("float", 16),),
         last_level_cache_size=cache,
+        cache_size=own,
     )
 
 
 # workloads made in the test, not at collection: a defined workload held for
 # the session would answer the CLI's lookups of its name in other tests
 @pytest.mark.parametrize(
-    ("make", "cache"),
+    ("make", "cache", "own"),
     [
-        (lambda: ops.matmul(4096, 4096, 4096), 32 << 20),
-        (lambda: ops.matmul(4096, 4096, 4096), 2 << 20),
-        (lambda: ops.matmul(1024, 1024, 1024), 32 << 20),
-        (lambda: ops.matmul(1000, 1000, 1000), 32 << 20),
-        (lambda: _bmm(4, 256, 256, 512), 8 << 20),
+        (lambda: ops.matmul(4096, 4096, 4096), 32 << 20, 0),
+        (lambda: ops.matmul(4096, 4096, 4096), 32 << 20, 2 << 20),
+        (lambda: ops.matmul(4096, 4096, 4096), 2 << 20, 0),
+        (lambda: ops.matmul(1024, 1024, 1024), 32 << 20, 1 << 20),
+        (lambda: ops.matmul(1000, 1000, 1000), 32 << 20, 0),
+        (lambda: _bmm(4, 256, 256, 512), 8 << 20, 0),
     ],
 )
-def test_contraction_starts_take_work_groups_whose_panels_fit_the_cache(
-    make: Callable[[], Workload], cache: int
+def test_contraction_starts_take_work_groups_whose_left_panels_fit_the_cache(
+    make: Callable[[], Workload], cache: int, own: int
 ) -> None:
+    """A group takes one block of columns and as many blocks of rows as keep
+    their left panels in the cache the device reports (half the last level
+    per compute unit where it reports none), two groups per compute unit."""
     workload = make()
-    space = SearchSpace(workload, _cached_cpu(cache))
+    space = SearchSpace(workload, _cached_cpu(cache, own))
     form = classify(workload)
     assert isinstance(form, Contraction)
     reduced = workload.axes[form.reduce[0]].extent
@@ -235,6 +247,7 @@ def test_contraction_starts_take_work_groups_whose_panels_fit_the_cache(
         c for c in standard_candidates(space, 6) if dict(c.knobs).get("vector_axis") == columns
     ]
     assert starts
+    budget = own or cache // 4
     for start in starts:
         knobs = dict(start.knobs)
         mr, nr = knobs[f"block.{rows}"], knobs[f"block.{columns}"]
@@ -242,26 +255,23 @@ def test_contraction_starts_take_work_groups_whose_panels_fit_the_cache(
             -(-workload.axes[form.rows].extent // mr),
             -(-workload.axes[form.columns].extent // nr),
         )
-        group = (knobs[f"group.{rows}"], knobs[f"group.{columns}"])
-        fits = functools.partial(_group_fits, block=(mr, nr), blocks=blocks, k=reduced, cache=cache)
-        assert fits(group)
-        assert not fits((2 * group[0], group[1])) and not fits((group[0], 2 * group[1]))
+        group = knobs[f"group.{rows}"]
+        assert knobs[f"group.{columns}"] == 1
+        fits = functools.partial(_group_fits, mr=mr, blocks=blocks, k=reduced, budget=budget)
+        assert fits(group) and not fits(2 * group)
         others = [v for k, v in knobs.items() if k.startswith("group.")][:-2]
         assert all(v == 1 for v in others)
 
 
-def _group_fits(
-    group: tuple[int, int], block: tuple[int, int], blocks: tuple[int, int], k: int, cache: int
-) -> bool:
-    """Both compute units' groups' float32 panels in half the cache, the
-    blocks divided by the group, two groups per compute unit, 256 items at most."""
-    (gr, gc), (mr, nr), (br, bc) = group, block, blocks
+def _group_fits(group: int, mr: int, blocks: tuple[int, int], k: int, budget: int) -> bool:
+    """The group's float32 left panels within the budget, the blocks of rows
+    divided by the group, two groups per compute unit, 256 items at most."""
+    rows, columns = blocks
     return (
-        2 * (gr * mr + gc * nr) * k * 4 <= cache // 2
-        and br % gr == 0
-        and bc % gc == 0
-        and br * bc // (gr * gc) >= 4
-        and gr * gc <= 256
+        group * mr * k * 4 <= budget
+        and rows % group == 0
+        and rows // group * columns >= 4
+        and group <= 256
     )
 
 
@@ -310,7 +320,8 @@ def test_a_block_of_rows_is_no_taller_than_the_rows() -> None:
     starts = standard_candidates(SearchSpace(classifier, _cpu()), 4)
     first = starts[0]
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.n")) == ("o", 16, 1)
-    assert str(first.layout("W").index_map) == str(panel((96, 32), 0, 16).index_map)
+    assert first.knob("block.o") == 32  # one row: two vectors of columns
+    assert str(first.layout("W").index_map) == str(panel((96, 32), 0, 32).index_map)
     assert first.layout("X").is_identity
 
 
