@@ -6,9 +6,10 @@ for them:
 
 * **register-blocked classics**: matmul with packed panels (A as
   ``[i // MR, k, i % MR]``, B as ``[j // NR, k, j % NR]``) and an MR x NR
-  block of C per work-item with ``floatNR`` accumulators (BLIS's micro-kernel
-  shape), in work-groups whose operand panels fit in the device's
-  last-level cache (:func:`_panel_group`), also on row-major operands; a direct conv2d on NCHW[x]c
+  block of C per work-item with ``floatN`` accumulators (BLIS's micro-kernel
+  shape, two vectors wide where the registers hold them), in work-groups that
+  share one B panel and keep their A panels in the device's cache
+  (:func:`_panel_group`), also on row-major operands; a direct conv2d on NCHW[x]c
   activations and OIHW[x]i[x]o weights, vectors along the output channels
   (one or two vectors of them per work-item), a block of output columns per
   work-item, and the input channels blocked
