@@ -197,11 +197,11 @@ class Database(RecordStore):
             parent = Path(parsed.database or "").expanduser().resolve().parent
             if not parent.is_dir():
                 raise DatabaseError(f"cannot open {self.safe_url}: folder {parent} does not exist")
-            kwargs["connect_args"] = {"timeout": 60}
+            kwargs["connect_args"] = {"timeout": _SQLITE_WAIT_S}
             if self.read_only:  # SQLite itself refuses every write, the journal's included
                 uri = _read_only_uri(parsed.database)
                 kwargs["creator"] = lambda: sqlite3.connect(
-                    uri, uri=True, timeout=60, check_same_thread=False
+                    uri, uri=True, timeout=_SQLITE_WAIT_S, check_same_thread=False
                 )
         else:
             kwargs["pool_pre_ping"] = True
@@ -359,7 +359,7 @@ class Database(RecordStore):
                 return self._optuna_storage
             engine_kwargs: dict[str, Any] = {}
             if self.is_sqlite:
-                engine_kwargs["connect_args"] = {"timeout": 60}
+                engine_kwargs["connect_args"] = {"timeout": _SQLITE_WAIT_S}
             else:
                 engine_kwargs["pool_pre_ping"] = True
             try:
@@ -476,19 +476,38 @@ class Database(RecordStore):
         return True
 
     def release(
-        self, workload_key: str, device_key: str, candidate_key: str, owner: str | None = None
+        self,
+        workload_key: str,
+        device_key: str,
+        candidate_key: str,
+        owner: str | None = None,
+        *,
+        wait_s: float | None = None,
     ) -> None:
-        """Drop a claim without a record (the candidate was not measured)."""
+        """Drop a claim without a record (the candidate was not measured).
+
+        ``wait_s`` bounds how long a SQLite database locked by another writer
+        is waited for (the connection's 60 s otherwise); past it the release
+        fails with a DatabaseError. A clean-up after Ctrl-C passes a short
+        one: a claim it cannot drop dies with its process, and the next job
+        takes it over."""
         owner = owner or process_owner()
+        bounded = wait_s is not None and self.is_sqlite and not self.in_memory
         with self._failing("releasing a claim in"), self._engine.begin() as conn:
-            conn.execute(
-                _claims.delete().where(
-                    _claims.c.workload_key == workload_key,
-                    _claims.c.device_key == device_key,
-                    _claims.c.candidate_key == candidate_key,
-                    _claims.c.owner == owner,
+            if bounded:
+                conn.exec_driver_sql(f"PRAGMA busy_timeout = {max(0, int(wait_s * 1000))}")
+            try:
+                conn.execute(
+                    _claims.delete().where(
+                        _claims.c.workload_key == workload_key,
+                        _claims.c.device_key == device_key,
+                        _claims.c.candidate_key == candidate_key,
+                        _claims.c.owner == owner,
+                    )
                 )
-            )
+            finally:
+                if bounded:
+                    conn.exec_driver_sql(f"PRAGMA busy_timeout = {_SQLITE_WAIT_S * 1000}")
 
     def claims(self) -> list[dict[str, Any]]:
         with self._failing("reading"), self._engine.connect() as conn:
@@ -744,6 +763,10 @@ class _TakeTurns(sa.pool.StaticPool):
     def _do_return_conn(self, record: Any) -> None:
         self._holder = None
         self._turn.release()
+
+
+#: Seconds a SQLite connection waits for another writer's lock.
+_SQLITE_WAIT_S = 60
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

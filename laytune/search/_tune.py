@@ -75,6 +75,8 @@ __all__ = [
 #: Proposals in a row that are already measured (or held by another worker)
 #: after which a sampler is taken to have exhausted what it will propose.
 _MISS_LIMIT = 64
+#: Seconds a clean-up after a stop waits for a database another writer holds.
+_CLEAN_UP_WAIT_S = 1.0
 
 
 def study_name_for(
@@ -254,11 +256,18 @@ class _Proposer:
         import optuna
 
         job = self.job
-        # A database that fails now (a full disk) keeps the claim, or the
-        # trial; they die with this process and the next job takes them over.
+        # A database that fails now (a full disk), or that another writer
+        # keeps locked past a second, keeps the claim, or the trial; they die
+        # with this process and the next job takes them over. A stop must not
+        # wait out the connection's minute on a lock: the rest is skipped.
         for key in sorted(self.held):
-            with contextlib.suppress(DatabaseError):
-                job.database.release(job.workload.key, job.device.key, key, self.owner)
+            try:
+                job.database.release(
+                    job.workload.key, job.device.key, key, self.owner, wait_s=_CLEAN_UP_WAIT_S
+                )
+            except DatabaseError:
+                self.held.clear()
+                return
         self.held.clear()
         try:
             running = job.study.get_trials(

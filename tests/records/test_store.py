@@ -212,3 +212,35 @@ def test_a_study_lives_beside_the_records(store: RecordStore) -> None:
     study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
     again = optuna.load_study(study_name="beside", storage=store.optuna_storage())
     assert len(again.trials) == 2
+
+
+def test_a_bounded_release_gives_up_on_a_locked_database_and_waits_again_after(
+    tmp_path: Path,
+) -> None:
+    """A clean-up after Ctrl-C releases its claims with a short wait: while
+    another writer holds the file's lock, the release fails within about
+    that wait (not the connection's minute) with a DatabaseError, and the
+    connection waits its full time again afterwards."""
+    import sqlite3
+    import time
+
+    from laytune.exceptions import DatabaseError
+
+    path = tmp_path / "locked.db"
+    key = candidate("pad").key
+    with open_database(f"sqlite:///{path}") as database:
+        assert database.claim(WORKLOAD.key, DEVICE, key, "hostA:1")
+        other = sqlite3.connect(path, timeout=0.1)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another writer's lock
+            started = time.monotonic()
+            with pytest.raises(DatabaseError, match="releasing a claim"):
+                database.release(WORKLOAD.key, DEVICE, key, "hostA:1", wait_s=0.2)
+            assert time.monotonic() - started < 5
+        finally:
+            other.rollback()
+            other.close()
+        database.release(WORKLOAD.key, DEVICE, key, "hostA:1", wait_s=0.2)  # unlocked: done
+        assert database.claim(WORKLOAD.key, DEVICE, key, "other-host:2")
+        with database._engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 60_000
