@@ -346,6 +346,16 @@ class Database(RecordStore):
             raise DatabaseError(f"{doing} {self.safe_url}: {reason}") from None
 
     # -- optuna ---------------------------------------------------------------------
+    def end_optuna_session(self) -> None:
+        """End this thread's session of optuna's storage, rolling back what
+        it holds: a write of the study that an interrupt cut short may have
+        left a transaction open there, whose lock every other writer of a
+        SQLite file would wait on. Nothing where the storage is not open."""
+        remove = getattr(self._optuna_storage, "remove_session", None)
+        if remove is not None:
+            with contextlib.suppress(Exception):
+                remove()
+
     def optuna_storage(self) -> Any:
         """Optuna's RDB storage on this same database (created once, shared);
         for an in-memory database, optuna's in-memory storage."""

@@ -260,6 +260,7 @@ class _Proposer:
         # keeps locked past a second, keeps the claim, or the trial; they die
         # with this process and the next job takes them over. A stop must not
         # wait out the connection's minute on a lock: the rest is skipped.
+        job.database.end_optuna_session()
         for key in sorted(self.held):
             try:
                 job.database.release(

@@ -244,3 +244,23 @@ def test_a_bounded_release_gives_up_on_a_locked_database_and_waits_again_after(
         assert database.claim(WORKLOAD.key, DEVICE, key, "other-host:2")
         with database._engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 60_000
+
+
+def test_ending_optunas_session_lets_go_of_a_write_it_left_open(tmp_path: Path) -> None:
+    """A write of the study cut short inside optuna's session holds the
+    file's lock; ending the session (what a stop's clean-up does first)
+    rolls it back, so the clean-up's own writes go through."""
+    from laytune.exceptions import DatabaseError
+
+    key = candidate("pad").key
+    with open_database(f"sqlite:///{tmp_path / 'open.db'}") as database:
+        storage = database.optuna_storage()
+        storage.create_new_study([], "held")
+        assert database.claim(WORKLOAD.key, DEVICE, key, "hostA:1")
+        session = storage.scoped_session()
+        session.execute(sa.text("UPDATE studies SET study_name = 'held' WHERE study_name = 'held'"))
+        with pytest.raises(DatabaseError):  # the open write holds the lock
+            database.release(WORKLOAD.key, DEVICE, key, "hostA:1", wait_s=0.1)
+        database.end_optuna_session()
+        database.release(WORKLOAD.key, DEVICE, key, "hostA:1", wait_s=0.1)
+        assert database.claim(WORKLOAD.key, DEVICE, key, "other-host:2")
