@@ -258,6 +258,15 @@ def _runs(workload: Any, form: Contraction, instead: Layout | None = None) -> di
     return {form.right: instead or permute(right.shape, order)}
 
 
+def _widest(most: int, count: int) -> int:
+    """The largest power of two at most ``most`` (1 at least) that divides
+    ``count``: a work-group extent that tiles its NDRange dimension."""
+    extent = 1
+    while extent * 2 <= most and count % (extent * 2) == 0:
+        extent *= 2
+    return extent
+
+
 def _panel_group(space: SearchSpace, form: Contraction, mr: int, nr: int) -> dict[str, int]:
     """Work-group extents for MR x NR blocks whose left panels stay cached.
 
@@ -289,14 +298,8 @@ def _panel_group(space: SearchSpace, form: Contraction, mr: int, nr: int) -> dic
     limit = min(device.max_work_group_size, _GROUP_LIMIT)
     rows = -(-workload.axes[form.rows].extent // mr)
     columns = -(-workload.axes[form.columns].extent // nr)
-    group = 1
-    while (
-        rows % (group * 2) == 0
-        and group * 2 <= limit
-        and group * 2 * mr * reduced * element <= budget
-        and rows // (group * 2) * columns >= 2 * units
-    ):
-        group *= 2
+    cached = budget // (mr * reduced * element)
+    group = _widest(min(limit, cached, rows * columns // (2 * units)), rows)
     knobs = {group_knob(workload, dim): 1 for dim in range(len(grid_dims(workload)))}
     knobs[f"group.{_named(workload, form.rows)}"] = group
     knobs[f"group.{_named(workload, form.columns)}"] = 1
@@ -679,18 +682,10 @@ def _stream_group(space: SearchSpace, inner: int, across: int, lanes: int) -> di
     vector_bytes = lanes * dtype_bytes(workload.output.dtype)
     tiles = {k: workload.axes[k].extent // lanes for k in (inner, across)}
     rest = math.prod(workload.axes[k].extent for k in (dims[2] if len(dims) > 2 else ()))
-
-    def widest(most: int, count: int) -> int:
-        g = 1
-        while g * 2 <= most and count % (g * 2) == 0:
-            g *= 2
-        return g
-
     items = min(device.max_work_group_size, _GROUP_LIMIT) // 2
-    gv = widest(max(1, _RUN_LINES * device.cacheline_size // vector_bytes), tiles[inner])
-    gu = widest(max(1, items // gv), tiles[across])
-    while gu > 1 and tiles[inner] // gv * (tiles[across] // gu) * rest < 2 * device.compute_units:
-        gu //= 2
+    gv = _widest(_RUN_LINES * device.cacheline_size // vector_bytes, tiles[inner])
+    groups = tiles[inner] // gv * tiles[across] * rest // (2 * device.compute_units)
+    gu = _widest(min(items // gv, groups), tiles[across])
     knobs = {group_knob(workload, dim): 1 for dim in range(len(dims))}
     knobs[group_knob(workload, 0)] = gv
     knobs[group_knob(workload, 1)] = gu
