@@ -98,6 +98,18 @@ def no_process_left_behind() -> Iterator[None]:
             pytest.fail("the tests left child processes alive:\n" + "\n".join(described))
 
 
+@pytest.fixture(autouse=True)
+def no_stop_signals_left_installed() -> Iterator[None]:
+    """Fails the test that leaves the program's stop handlers installed: with
+    a signal noted, every later search in the same worker would stop at its
+    first checkpoint, and a fixture's job would record nothing."""
+    from laytune import _stop
+
+    yield
+    left, _stop._INSTALLED = _stop._INSTALLED, None
+    assert left is None, "a test left laytune's stop signals installed (call cancel())"
+
+
 @pytest.fixture(scope="session")
 def laytune_device() -> Device:
     return default_device()

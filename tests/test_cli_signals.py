@@ -121,6 +121,7 @@ def test_an_interrupt_that_a_finalizer_swallows_is_delivered_again() -> None:
                 pass
         assert signals.first == signal.SIGINT and not signals.lost
     finally:
+        signals.cancel()  # installed, it would stop every later search in this process
         signals.restore_database_logs()
         sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
