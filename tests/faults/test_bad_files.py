@@ -28,7 +28,9 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tuned")
     db = folder / "good.db"
     options = laytune.TuneOptions(trials=3, batch=3, space=worker.OPTIONS, warm_start=0)
-    result = laytune.tune(worker.WORKLOAD, options=options, database=f"sqlite:///{db}", progress=False)
+    result = laytune.tune(
+        worker.WORKLOAD, options=options, database=f"sqlite:///{db}", progress=False
+    )
     assert result.measured == 3, result.stop_reason  # the tests below need its records
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
