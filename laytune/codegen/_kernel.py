@@ -36,8 +36,8 @@ from laytune.codegen._program import ArgRef, Launch
 from laytune.codegen._shuffle import transpose_lines
 from laytune.codegen._source import indent
 from laytune.codegen._stage import local_accesses, staged_loops
-from laytune.layout import Const, Expr, Var
-from laytune.ops import BinaryOp, loads, reduction
+from laytune.layout import Const, Expr, Var, variables
+from laytune.ops import BinaryOp, Load, Value, loads, reduction
 from laytune.space import affine_terms
 
 __all__ = ["compute_kernel"]
@@ -171,6 +171,92 @@ def _interior(w: Writer, tests: Sequence[IndexTest], loop_vars: Sequence[Var]) -
     return " && ".join(out) if out else None
 
 
+def _factors(value: Value) -> list[Load]:
+    """The loads a product's value is a multiple of: its direct factors."""
+    if isinstance(value, Load):
+        return [value]
+    if isinstance(value, BinaryOp) and value.op == "*":
+        return _factors(value.lhs) + _factors(value.rhs)
+    return []
+
+
+#: The most steps of a reduce loop unrolled whole because its loads test its
+#: variable (a window's columns): unrolled, every copy's tests are constants.
+_UNROLL_TESTED = 8
+
+#: Bounds of one reduce loop: C texts its variable is at least, and below.
+LoopBounds = dict[int, tuple[list[str], list[str]]]
+
+
+def _window_bounds(
+    w: Writer, loops: Sequence[ReduceLoop], loop_vars: Sequence[Var], values: Mapping[int, Expr]
+) -> tuple[LoopBounds, frozenset[IndexTest]]:
+    """Bounds of the reduce loops that a window's edge cuts short, and the
+    tests they make hold.
+
+    In a sum of products, a step at which one factor of every point of the
+    block reads zero (outside the buffer) adds nothing. A test that guards a
+    factor at every point, affine in one reduce variable with coefficient
+    +-1 and otherwise in the work-item's own variables (a convolution's
+    ``oh + kh - 1 >= 0`` under a block one row high), is then the bound of
+    that variable's loop: those steps are not run, and the loads inside
+    need not test it. A guarded load would select and broadcast in
+    registers, where an untested one broadcasts from memory."""
+    nest = w.nest
+    combine = reduction(nest.workload.reduction)
+    if (
+        combine is None
+        or combine.name != "sum"
+        or nest.tile.reduce_axis is not None
+        or nest.staging is not None
+    ):
+        return {}, frozenset()
+    factors = [
+        f for f in _factors(nest.workload.statement.value) if f.buffer not in nest.tile.transposed
+    ]
+    shared: set[IndexTest] | None = None
+    for offsets in nest.tile.offsets():
+        at = point_values(w, offsets, values)
+        tests: set[IndexTest] = set()
+        for factor in factors:
+            tests.update(load_text(w, factor.buffer, at, offsets)[1])
+        shared = tests if shared is None else shared & tests
+    loop_of = {
+        var.index: lp
+        for lp, var in zip(loops, loop_vars, strict=True)
+        if lp.unroll == 1 and not lp.guard and not lp.overcompute
+    }
+    reduce_ids = {var.index for var in loop_vars}
+    scope = w.scope
+    bounds: LoopBounds = {}
+    proven: set[IndexTest] = set()
+    for test in sorted(shared or (), key=lambda t: t.c(scope)):
+        terms = affine_terms(test.expr)
+        if terms is None:
+            continue
+        coeffs, const = terms
+        moving = [k for k in coeffs if k in reduce_ids]
+        if len(moving) != 1 or moving[0] not in loop_of or abs(coeffs[moving[0]]) != 1:
+            continue
+        r, c = moving[0], coeffs[moving[0]]
+        rest: Expr = Const(const)
+        for k, ck in coeffs.items():
+            if k != r:
+                rest = rest + ck * Var(k)
+        # c * r + rest >= 0, or < bound, solved for r
+        if test.lower:
+            lower, below = (Const(0) - rest, None) if c > 0 else (None, rest + 1)
+        else:
+            lower, below = (None, test.bound - rest) if c > 0 else (rest - test.bound + 1, None)
+        lows, highs = bounds.setdefault(r, ([], []))
+        if lower is not None:
+            lows.append(scope.c(scope.simplify(lower)))
+        if below is not None:
+            highs.append(scope.c(scope.simplify(below)))
+        proven.add(test)
+    return bounds, frozenset(proven)
+
+
 def _parts(
     w: Writer,
     values: Mapping[int, Expr],
@@ -246,9 +332,26 @@ def _epilogue(
     return ["{  /* epilogue */", *indent([*lines, store]), "}"]
 
 
-def _loop(name: str, trips: int, body: list[str], note: str, unroll: int) -> list[str]:
+def _loop(
+    name: str,
+    trips: int,
+    body: list[str],
+    note: str,
+    unroll: int,
+    bounds: tuple[list[str], list[str]] = ([], []),
+    whole: bool = False,
+) -> list[str]:
     if unroll == 1:
-        return [f"for (int {name} = 0; {name} < {trips}; ++{name}) {{{note}", *indent(body), "}"]
+        start, stop = "0", str(trips)
+        for low in bounds[0]:
+            start = f"max({start}, {low})"
+        for high in bounds[1]:
+            stop = f"min({stop}, {high})"
+        if bounds[0] or bounds[1]:
+            note = "  /* only the steps inside the window's edges */"
+        head = f"for (int {name} = {start}; {name} < {stop}; ++{name}) {{{note}"
+        # unrolled whole, each copy's index tests are constants
+        return ["#pragma unroll", head, *indent(body), "}"] if whole else [head, *indent(body), "}"]
     outer = f"{name}{unroll}"
     out = [f"for (int {outer} = 0; {outer} < {trips}; {outer} += {unroll}) {{{note}"]
     for u in range(unroll):
@@ -278,8 +381,15 @@ def _loop_vars(w: Writer, loops: Sequence[ReduceLoop]) -> tuple[list[Var], dict[
 
 
 def _wrap_loops(
-    w: Writer, loops: Sequence[ReduceLoop], loop_vars: Sequence[Var], body: list[str]
+    w: Writer,
+    loops: Sequence[ReduceLoop],
+    loop_vars: Sequence[Var],
+    body: list[str],
+    bounds: LoopBounds | None = None,
+    tested: frozenset[int] = frozenset(),
 ) -> list[str]:
+    """``body`` in the reduce loops, with ``bounds``; a short loop whose
+    variable the body's loads still test (``tested``) is unrolled whole."""
     lines = body
     for lp, var in zip(reversed(loops), reversed(loop_vars), strict=True):
         name = w.scope.name(var)
@@ -289,7 +399,9 @@ def _wrap_loops(
         elif lp.guard:
             note = f"  /* padded extent {lp.trips}, guarded */"
             lines = [f"if ({name} < {lp.guard}) {{", *indent(lines), "}"]
-        lines = _loop(name, lp.trips, lines, note, lp.unroll)
+        edges = (bounds or {}).get(var.index, ([], []))
+        whole = lp.trips <= _UNROLL_TESTED and var.index in tested
+        lines = _loop(name, lp.trips, lines, note, lp.unroll, edges, whole)
     return lines
 
 
@@ -357,7 +469,11 @@ def compute_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
     def loops() -> list[str]:
         loop_vars, values = _loop_vars(w, nest.loops)
         tests: list[IndexTest] = []
-        guarded = _wrap_loops(w, nest.loops, loop_vars, _parts(w, values, True, tests))
+        bounds, w.proven = _window_bounds(w, nest.loops, loop_vars, values)
+        body = _parts(w, values, True, tests)
+        tested = frozenset(k for t in tests if t not in w.proven for k in variables(t.expr))
+        guarded = _wrap_loops(w, nest.loops, loop_vars, body, bounds, tested)
+        w.proven = frozenset()
         interior = _interior(w, tests, loop_vars) if nest.knobs.get("peel") else None
         if interior is None:
             return guarded

@@ -50,6 +50,8 @@ class Writer:
     tiles: dict[str, BufferAccess]
     grid: GridCode
     lane: Var | None = None  # the sub-group lane of block reads (``subgroup``)
+    # tests the reduce loops' bounds already hold (see _kernel._window_bounds)
+    proven: frozenset[IndexTest] = frozenset()
 
     @property
     def ctype(self) -> str:
@@ -159,6 +161,7 @@ def load_text(
 
 
 def guarded_load(w: Writer, text: str, tests: Sequence[IndexTest], width: int, dtype: str) -> str:
+    tests = [t for t in tests if t not in w.proven]
     if not tests:
         return text
     zero = c_float(0.0, dtype)

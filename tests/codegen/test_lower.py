@@ -27,7 +27,55 @@ def test_identity_layouts_give_the_indexing_a_person_writes() -> None:
     conv = ops.conv2d(1, 3, 10, 10, 6, 3, stride=1, padding=1)
     text = lower(conv, identity(conv)).source
     assert "W[f * 27 + c * 9 + kh * 3 + kw]" in text
-    assert "((oh + kh - 1) >= 0 && (oh + kh - 1) < 10" in text  # the convolution's zero padding
+    # the convolution's zero padding: a one-point block reads no step outside it
+    assert "for (int kh = max(0, 1 - oh); kh < min(3, 11 - oh); ++kh)" in text
+    assert "for (int kw = max(0, 1 - ow); kw < min(3, 11 - ow); ++kw)" in text
+    assert "? X[" not in text
+
+
+def test_a_window_edge_that_every_point_shares_bounds_the_loop_and_the_rest_unroll() -> None:
+    """A block of 5 columns: the rows' edge is the same for every point, so it
+    bounds the kh loop; each column has its own edge, so the kw loop keeps
+    its tests and is unrolled whole, where the compiler makes them constants."""
+    conv = ops.conv2d(1, 3, 10, 10, 6, 3, stride=1, padding=1)
+    text = lower(conv, identity(conv, **{"block.ow": 5})).source
+    assert "for (int kh = max(0, 1 - oh); kh < min(3, 11 - oh); ++kh)" in text
+    assert "#pragma unroll\n" in text and "for (int kw = 0; kw < 3; ++kw)" in text
+    assert "(oh + kh - 1) >= 0" not in text  # the loads test only their columns
+    assert "((ow_blk * 5 + kw - 1) >= 0) ? X[" in text
+
+
+#: Windows (statement, output extent) over an 8 x 8 input with zero padding.
+WINDOWS = {
+    "padded": ("Y[n, f, oh, ow] += X[n, c, oh + kh - 1, ow + kw - 1] * W[f, c, kh, kw]", 8),
+    "strided": (
+        "Y[n, f, oh, ow] += X[n, c, oh * 2 + kh - 2, ow * 2 + kw - 2] * W[f, c, kh, kw]",
+        4,
+    ),
+    "dilated": (
+        "Y[n, f, oh, ow] += X[n, c, oh + kh * 2 - 2, ow + kw * 2 - 2] * W[f, c, kh, kw]",
+        8,
+    ),
+    "flipped": ("Y[n, f, oh, ow] += X[n, c, oh - kh + 1, ow - kw + 1] * W[f, c, kh, kw]", 8),
+}
+
+
+@pytest.mark.parametrize("window", list(WINDOWS))
+@pytest.mark.parametrize("blocks", [{}, {"block.ow": 4}, {"block.oh": 2, "block.f": 2}])
+def test_windows_bounded_by_their_edges_compute_what_numpy_does(
+    env: Env, window: str, blocks: dict[str, int]
+) -> None:
+    statement, out = WINDOWS[window]
+    workload = ops.Workload.define(
+        f"window_{window}",
+        statement,
+        {"n": 1, "f": 4, "oh": out, "ow": out, "c": 3, "kh": 3, "kw": 3},
+        {"X": (1, 3, 8, 8), "W": (4, 3, 3, 3)},
+    )
+    program = lower(workload, identity(workload, **blocks), env.info)
+    inputs = workload.make_inputs(0)
+    outputs, _ = run(env, program, inputs)
+    np.testing.assert_allclose(outputs["Y"], workload.reference(inputs)["Y"], rtol=1e-5, atol=1e-5)
 
 
 def test_layouts_and_knobs_are_written_as_comments() -> None:
