@@ -1,6 +1,6 @@
 """Operators users define themselves, tuned with the default job, beside ONNX Runtime and numpy.
 
-    python -m bench.user_ops [--quick] [--trials N] [--timeout S] [--repeats N]
+    python -m bench.user_ops [--quick] [--trials N] [--timeout S] [--repeats N] [--rounds N]
                              [--match TEXT] [--out FILE]
 
 Each workload is written here with ``Workload.define`` (no constructor of
@@ -29,7 +29,11 @@ from the statement's structure (``laytune.search.classify``) and the search:
 The best record is measured again with its conversions (the per-call pack of
 every input that is not a weight and the unpack of the output), and that
 end-to-end time is set beside ONNX Runtime's session (2 threads, the model's
-weights as initializers) and numpy on the same host. Rates: GFLOP/s and the
+weights as initializers) and numpy on the same host: ``--rounds`` (5)
+interleaved rounds, each implementation after 0.3 s of idle (both runtimes'
+threads spin for a while after a run and slowed whichever ran next), each
+keeping its median round, so that a burst of load on the shared host does
+not fall on one alone. Rates: GFLOP/s and the
 fraction of the peak (``bench._peak``) for the accumulations, GB/s for the
 reductions and GELU (memory-bound). The table is printed and written to
 ``bench/results/user_ops.md``.
@@ -38,6 +42,7 @@ reductions and GELU (memory-bound). The table is printed and written to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -58,16 +63,15 @@ from bench.peers import (
     Timing,
     measure,
     relative_error,
-    remeasure,
     tune_case,
 )
 from laytune.ops import Workload
-from laytune.runners import default_device
+from laytune.runners import Builder, MeasureConfig, RunInput, Runner, default_device
 from laytune.search import classify
 
 RESULT_NAME = "user_ops.md"
-TRIALS, TIMEOUT_S, REPEATS = 32, 240.0, 20
-QUICK_TRIALS, QUICK_TIMEOUT_S, QUICK_REPEATS = 8, 60.0, 10
+TRIALS, TIMEOUT_S, REPEATS, ROUNDS = 32, 240.0, 20, 5
+QUICK_TRIALS, QUICK_TIMEOUT_S, QUICK_REPEATS, QUICK_ROUNDS = 8, 60.0, 10, 2
 _OPSET, _IR_VERSION = 17, 8
 
 
@@ -343,50 +347,85 @@ def _row(op: UserOp, name: str, timing: Timing | None, peak: Peak, note: str = "
     return Row(op.case.label, name, timing, rate, fraction, note)
 
 
-def bench_op(op: UserOp, device: Any, budget: Budget, repeats: int, peak: Peak) -> list[Any]:
-    """Tune, re-measure, and time the peers of one op: its rows, the ratio
+def _median_round(rounds: Sequence[Any], wall: Callable[[Any], float]) -> Any:
+    """The round whose wall time is the median of the rounds' (the lower middle)."""
+    return sorted(rounds, key=wall)[(len(rounds) - 1) // 2]
+
+
+def bench_op(
+    op: UserOp, device: Any, budget: Budget, repeats: int, peak: Peak, rounds: int = ROUNDS
+) -> list[Any]:
+    """Tune, then time laytune's best end to end, ONNX Runtime and numpy in
+    ``rounds`` interleaved rounds (each after :data:`_report.SETTLE_S` of
+    idle, so that neither runtime's spinning threads nor the host's load
+    fall on one alone); each keeps its median round. Its rows, the ratio
     line and the search."""
     workload = op.case.workload
     with tempfile.TemporaryDirectory() as folder:
         search: Search = tune_case(op.case, device, budget, f"sqlite:///{folder}/records.db")
-    rows: list[Row] = []
-    ours: float | None = None
-    if search.program is None:
-        rows.append(_row(op, "laytune", None, peak, "no verified candidate"))
-    else:
-        run = remeasure(device, workload, search.program, repeats)
-        if run.ok:
-            split = EndToEnd.of(run, frozenset(workload.weights))
-            ours = split.total.wall_s
-            rows.append(_row(op, "laytune end-to-end", split.total, peak, split.note()))
-        else:
-            rows.append(_row(op, "laytune", None, peak, f"re-measure failed: {run.error_kind}"))
     inputs = workload.make_inputs(0)
     reference = workload.reference(inputs)[workload.output.name].astype(np.float64)
-    peers: dict[str, float] = {}
+    peers: dict[str, Callable[[], Timing]] = {}
+    notes: dict[str, str] = {}
+    missing: list[Row] = []
     try:
         run_onnx = onnx_session(op, inputs)
     except ImportError as err:
-        rows.append(_row(op, "ONNX Runtime", None, peak, f"not installed: {err}"))
+        missing.append(_row(op, "ONNX Runtime", None, peak, f"not installed: {err}"))
     else:
         got = np.asarray(run_onnx()).reshape(reference.shape)
-        time.sleep(_report.SETTLE_S)  # the OpenCL runtime's workers idle first
-        timing = measure(run_onnx, None, warmup=5, repeats=repeats * 5, events=False)
-        error = relative_error(got, reference)
-        rows.append(_row(op, "ONNX Runtime (2 threads)", timing, peak, f"rel. error {error:.1e}"))
-        peers["ONNX Runtime"] = timing.wall_s
+        notes["ONNX Runtime"] = f"rel. error {relative_error(got, reference):.1e}"
+        peers["ONNX Runtime"] = lambda: measure(
+            run_onnx, None, warmup=5, repeats=repeats * 5, events=False
+        )
     if op.numpy is None:
-        rows.append(_row(op, "numpy", None, peak, "no such function in numpy"))
+        missing.append(_row(op, "numpy", None, peak, "no such function in numpy"))
     else:
         run_numpy = op.numpy
         got = run_numpy(inputs).reshape(reference.shape)
-        time.sleep(_report.SETTLE_S)
-        timing = measure(lambda: run_numpy(inputs), None, warmup=2, repeats=repeats, events=False)
-        error = f"rel. error {relative_error(got, reference):.1e}"
-        rows.append(_row(op, "numpy", timing, peak, error))
-        peers["numpy"] = timing.wall_s
+        notes["numpy"] = f"rel. error {relative_error(got, reference):.1e}"
+        peers["numpy"] = lambda: measure(
+            lambda: run_numpy(inputs), None, warmup=2, repeats=repeats, events=False
+        )
+    rows: list[Row] = []
+    ours: float | None = None
+    timed: dict[str, list[Timing]] = {name: [] for name in peers}
+    runs: list[EndToEnd] = []
+    failed = "no verified candidate" if search.program is None else ""
+    with contextlib.ExitStack() as stack:
+        if search.program is not None:
+            builder = stack.enter_context(Builder(device))
+            (built,) = builder.build([search.program])
+            config = MeasureConfig(
+                warmup=2, repeats=repeats, measure_conversions=True, time_limit_s=300
+            )
+            runner = stack.enter_context(Runner(device, config))
+        for _ in range(rounds):
+            if search.program is not None and not failed:
+                time.sleep(_report.SETTLE_S)  # the other runtimes' threads idle first
+                (run,) = runner.run([RunInput(built, workload)])
+                if run.ok:
+                    runs.append(EndToEnd.of(run, frozenset(workload.weights)))
+                else:
+                    failed = f"re-measure failed: {run.error_kind}"
+            for name, timing in peers.items():
+                time.sleep(_report.SETTLE_S)
+                timed[name].append(timing())
+    if runs and not failed:
+        split = _median_round(runs, lambda e: e.total.wall_s)
+        ours = split.total.wall_s
+        rows.append(_row(op, "laytune end-to-end", split.total, peak, split.note()))
+    else:
+        rows.append(_row(op, "laytune", None, peak, failed))
+    for name, timings in timed.items():
+        timing = _median_round(timings, lambda t: t.wall_s)
+        label = "ONNX Runtime (2 threads)" if name == "ONNX Runtime" else name
+        rows.append(_row(op, label, timing, peak, notes[name]))
+    rows += missing
+    peers_s = {name: _median_round(t, lambda t: t.wall_s).wall_s for name, t in timed.items()}
     ratios = [
-        f"{name} {seconds / ours:.2f}x" if ours else f"{name} -" for name, seconds in peers.items()
+        f"{name} {seconds / ours:.2f}x" if ours else f"{name} -"
+        for name, seconds in peers_s.items()
     ]
     form = type(classify(workload, windows_of_one=True)).__name__.lower()
     if form == "nonetype":
@@ -414,6 +453,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, help=f"trials per workload ({TRIALS})")
     parser.add_argument("--timeout", type=float, help=f"tuning seconds per workload ({TIMEOUT_S})")
     parser.add_argument("--repeats", type=int, help=f"timed repeats ({REPEATS})")
+    parser.add_argument(
+        "--rounds", type=int, help=f"interleaved rounds of every implementation ({ROUNDS})"
+    )
     parser.add_argument("--match", help="only the workloads whose label holds this text")
     parser.add_argument("--out", type=Path, help=f"markdown file (bench/results/{RESULT_NAME})")
     args = parser.parse_args(argv)
@@ -422,6 +464,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.timeout or (QUICK_TIMEOUT_S if args.quick else TIMEOUT_S),
     )
     repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
+    rounds = args.rounds or (QUICK_ROUNDS if args.quick else ROUNDS)
     device = default_device()
     peak = read_peak(device.open())
     ops = [op for op in user_ops() if args.match is None or args.match in op.case.label]
@@ -430,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     for op in ops:
         print(f"{op.case.label} ...", flush=True)
-        op_rows, summary = bench_op(op, device, budget, repeats, peak)
+        op_rows, summary = bench_op(op, device, budget, repeats, peak, rounds)
         rows += op_rows
         summaries.append(summary)
         print("  " + " | ".join(summary), flush=True)
