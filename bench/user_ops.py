@@ -485,6 +485,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"- peak: {peak.formula()}",
             f"- budget per workload: {budget.text()}, default strategy, empty database; "
             f"{time.perf_counter() - started:.0f} s in all",
+            f"- timing: {rounds} interleaved rounds of laytune's best end to end, ONNX Runtime "
+            f"and numpy, each after {_report.SETTLE_S:g} s of idle; each keeps its median round",
             "",
             "A peer's wall time over laytune's end to end (above 1: laytune is faster); "
             "`start / best`: the best derived start's kernel time over the best kernel time "
