@@ -4,7 +4,9 @@ The kernel, top to bottom::
 
     prologue        work-item ids -> first point of the register block (._grid)
     accumulators    one per point of the block (a floatN per vector)
-    reduce loops    ._nest.ReduceLoop, outermost first (staged: ._stage)
+    reduce loops    ._nest.ReduceLoop, outermost first (staged: ._stage);
+                    a window's edge shared by the whole block bounds its loop
+                    (_window_bounds), a short loop still tested is unrolled
       body          every operand element the block reads, loaded once
                     (vloadN along the vector axis, a scalar broadcast
                     otherwise), then one fma/combine per point
