@@ -66,12 +66,13 @@ the first conv2d only, small budgets, few repeats.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -478,14 +479,28 @@ def tune_case(case: Case, device: Device, budget: Budget, database: str) -> Sear
     )
 
 
-def remeasure(device: Device, workload: Any, program: KernelProgram, repeats: int) -> RunResult:
-    """``program`` measured again, conversions included."""
+@contextlib.contextmanager
+def remeasuring(
+    device: Device, workload: Any, program: KernelProgram, repeats: int
+) -> Iterator[Callable[[], RunResult]]:
+    """``program`` built once, and a call that measures it again, conversions
+    included, as often as asked (one runner for all of them)."""
     config = MeasureConfig(warmup=2, repeats=repeats, measure_conversions=True, time_limit_s=300)
     with Builder(device) as builder:
         (build,) = builder.build([program])
     with Runner(device, config) as runner:
-        (run,) = runner.run([RunInput(build, workload)])
-    return run
+
+        def again() -> RunResult:
+            (run,) = runner.run([RunInput(build, workload)])
+            return run
+
+        yield again
+
+
+def remeasure(device: Device, workload: Any, program: KernelProgram, repeats: int) -> RunResult:
+    """``program`` measured again, conversions included."""
+    with remeasuring(device, workload, program, repeats) as again:
+        return again()
 
 
 def _median_wall(timing: ConversionTiming) -> float:

@@ -63,10 +63,11 @@ from bench.peers import (
     Timing,
     measure,
     relative_error,
+    remeasuring,
     tune_case,
 )
 from laytune.ops import Workload
-from laytune.runners import Builder, MeasureConfig, RunInput, Runner, default_device
+from laytune.runners import default_device
 from laytune.search import classify
 
 RESULT_NAME = "user_ops.md"
@@ -365,8 +366,8 @@ def bench_op(
         search: Search = tune_case(op.case, device, budget, f"sqlite:///{folder}/records.db")
     inputs = workload.make_inputs(0)
     reference = workload.reference(inputs)[workload.output.name].astype(np.float64)
-    peers: dict[str, Callable[[], Timing]] = {}
-    notes: dict[str, str] = {}
+    # each peer: its row's label, its accuracy note, and one timed block
+    peers: dict[str, tuple[str, str, Callable[[], Timing]]] = {}
     missing: list[Row] = []
     try:
         run_onnx = onnx_session(op, inputs)
@@ -374,55 +375,57 @@ def bench_op(
         missing.append(_row(op, "ONNX Runtime", None, peak, f"not installed: {err}"))
     else:
         got = np.asarray(run_onnx()).reshape(reference.shape)
-        notes["ONNX Runtime"] = f"rel. error {relative_error(got, reference):.1e}"
-        peers["ONNX Runtime"] = lambda: measure(
-            run_onnx, None, warmup=5, repeats=repeats * 5, events=False
+        peers["ONNX Runtime"] = (
+            "ONNX Runtime (2 threads)",
+            f"rel. error {relative_error(got, reference):.1e}",
+            lambda: measure(run_onnx, None, warmup=5, repeats=repeats * 5, events=False),
         )
     if op.numpy is None:
         missing.append(_row(op, "numpy", None, peak, "no such function in numpy"))
     else:
         run_numpy = op.numpy
         got = run_numpy(inputs).reshape(reference.shape)
-        notes["numpy"] = f"rel. error {relative_error(got, reference):.1e}"
-        peers["numpy"] = lambda: measure(
-            lambda: run_numpy(inputs), None, warmup=2, repeats=repeats, events=False
+        peers["numpy"] = (
+            "numpy",
+            f"rel. error {relative_error(got, reference):.1e}",
+            lambda: measure(
+                lambda: run_numpy(inputs), None, warmup=2, repeats=repeats, events=False
+            ),
         )
-    rows: list[Row] = []
-    ours: float | None = None
     timed: dict[str, list[Timing]] = {name: [] for name in peers}
     runs: list[EndToEnd] = []
     failed = "no verified candidate" if search.program is None else ""
     with contextlib.ExitStack() as stack:
-        if search.program is not None:
-            builder = stack.enter_context(Builder(device))
-            (built,) = builder.build([search.program])
-            config = MeasureConfig(
-                warmup=2, repeats=repeats, measure_conversions=True, time_limit_s=300
-            )
-            runner = stack.enter_context(Runner(device, config))
+        again = (
+            None
+            if search.program is None
+            else stack.enter_context(remeasuring(device, workload, search.program, repeats))
+        )
         for _ in range(rounds):
-            if search.program is not None and not failed:
+            if again is not None and not failed:
                 time.sleep(_report.SETTLE_S)  # the other runtimes' threads idle first
-                (run,) = runner.run([RunInput(built, workload)])
+                run = again()
                 if run.ok:
                     runs.append(EndToEnd.of(run, frozenset(workload.weights)))
                 else:
                     failed = f"re-measure failed: {run.error_kind}"
-            for name, timing in peers.items():
+            for name, (_, _, block) in peers.items():
                 time.sleep(_report.SETTLE_S)
-                timed[name].append(timing())
+                timed[name].append(block())
+    rows: list[Row] = []
+    ours: float | None = None
     if runs and not failed:
         split = _median_round(runs, lambda e: e.total.wall_s)
         ours = split.total.wall_s
         rows.append(_row(op, "laytune end-to-end", split.total, peak, split.note()))
     else:
         rows.append(_row(op, "laytune", None, peak, failed))
-    for name, timings in timed.items():
-        timing = _median_round(timings, lambda t: t.wall_s)
-        label = "ONNX Runtime (2 threads)" if name == "ONNX Runtime" else name
-        rows.append(_row(op, label, timing, peak, notes[name]))
+    peers_s: dict[str, float] = {}
+    for name, (label, note, _) in peers.items():
+        timing = _median_round(timed[name], lambda t: t.wall_s)
+        rows.append(_row(op, label, timing, peak, note))
+        peers_s[name] = timing.wall_s
     rows += missing
-    peers_s = {name: _median_round(t, lambda t: t.wall_s).wall_s for name, t in timed.items()}
     ratios = [
         f"{name} {seconds / ours:.2f}x" if ours else f"{name} -"
         for name, seconds in peers_s.items()
