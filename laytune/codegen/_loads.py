@@ -42,7 +42,8 @@ __all__ = [
 @dataclass
 class Writer:
     """What the walk shares: the nest, the kernel's variables, the buffer
-    accesses, the prologue's values. Only ``scope`` grows during the walk."""
+    accesses, the prologue's values. Only ``scope`` grows during the walk;
+    ``proven`` is set while the guarded reduce loops are written."""
 
     nest: Nest
     scope: Scope
