@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of
-from laytune.codegen._grid import emit_grid
+from laytune.codegen._grid import emit_grid, may_overlap
 from laytune.codegen._loads import (
     ACCUMULATOR,
     IndexTest,
@@ -453,13 +453,26 @@ def _attributes(nest: Nest, ctype: str) -> str:
 
 
 def compute_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
-    """The compute kernel's source and its launch."""
+    """The compute kernel's source and its launch.
+
+    Written once with overshooting last blocks; where that tested a load
+    (a row-major operand's rows past the end of a block of 8), written again
+    with those axes' last blocks overlapping the ones before them
+    (:func:`~laytune.codegen._grid.may_overlap`)."""
+    source, launch, overshot = _compute_kernel(nest, name, frozenset())
+    overlap = frozenset(k for k in overshot if may_overlap(nest, k))
+    if overlap:
+        source, launch, _ = _compute_kernel(nest, name, overlap)
+    return source, launch
+
+
+def _compute_kernel(nest: Nest, name: str, overlap: frozenset[int]) -> tuple[str, Launch, set[int]]:
     workload = nest.workload
     scope = Scope()
     for axis in workload.axes:  # the workload's axis variables first: Var(k) is axis k
         scope.var(axis.name, 0, axis.extent - 1)
     staged = nest.staging is not None
-    grid = emit_grid(scope, nest)
+    grid = emit_grid(scope, nest, overlap)
     w = Writer(nest, scope, buffer_accesses(nest), local_accesses(nest) if staged else {}, grid)
     if nest.block_reads:
         w.lane = scope.var("lane", 0, nest.subgroup - 1)
@@ -516,4 +529,4 @@ def compute_kernel(nest: Nest, name: str) -> tuple[str, Launch]:
     lines += indent(body)
     lines.append("}")
     args = tuple(ArgRef(d.name, "physical") for d in workload.buffers)
-    return "\n".join(lines), Launch(name, args, nest.global_size, nest.local_size)
+    return "\n".join(lines), Launch(name, args, nest.global_size, nest.local_size), w.overshot

@@ -12,14 +12,14 @@ reduce step: ``vloadN`` along the vector axis, a scalar broadcast otherwise.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from laytune.codegen._copy import block_read
 from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of, paren
 from laytune.codegen._grid import GridCode
 from laytune.codegen._nest import Nest, access_width
 from laytune.codegen._stage import tile_index
-from laytune.layout import Expr, Var, bounds, substitute
+from laytune.layout import Expr, Var, bounds, substitute, variables
 from laytune.ops import VALUE_OPS, Accumulator, BinaryOp, Function, Literal, Load, Negate, Value
 from laytune.space import VectorAccess, stores_lane_by_lane, vector_dim
 
@@ -53,6 +53,8 @@ class Writer:
     lane: Var | None = None  # the sub-group lane of block reads (``subgroup``)
     # tests the reduce loops' bounds already hold (see _kernel._window_bounds)
     proven: frozenset[IndexTest] = frozenset()
+    # spatial axes whose overshooting last block made a load tested
+    overshot: set[int] = field(default_factory=set)
 
     @property
     def ctype(self) -> str:
@@ -140,16 +142,19 @@ def load_text(
     ranges = nest.workload.ranges
     tests: list[IndexTest] = []
     overshoot: list[IndexTest] = []
+    overshooting: set[int] = set()
     for d, (e, logical, extent) in enumerate(zip(idx, decl.indices, decl.shape, strict=True)):
         if d in grown:
             continue  # runs into padding on purpose
         logical_lo, logical_hi = bounds(logical, ranges)
         if logical_lo < 0 or logical_hi > extent - 1:
             tests += index_tests(scope, e, extent)  # the statement reads zero there
-        else:
-            overshoot += index_tests(scope, e, extent)  # an overshooting block's points
+        elif found := index_tests(scope, e, extent):  # an overshooting block's points
+            overshoot += found
+            overshooting |= variables(logical)
     if overshoot and not inside(access, idx, scope):
         tests += overshoot  # their reads would leave the buffer's memory
+        w.overshot |= overshooting
     if name in nest.block_reads and not across:
         # one block read per sub-group from lane 0's element; the tests (an
         # overshooting block of another axis) are the same for every lane

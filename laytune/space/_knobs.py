@@ -19,7 +19,10 @@ The loop nest the knobs describe
   along that axis; a work-item loads each operand element once per reduce
   step and reuses it across the block (an outer product in registers). A
   block that does not divide its axis leaves a tail: the last block's
-  points outside the output are computed on guarded loads and never stored.
+  points outside the output are computed and never stored, their loads
+  reading a padded layout's padding untested; where some load would leave
+  its buffer's memory, the last block starts at ``extent - block`` instead,
+  overlapping the one before it (``laytune.codegen``), so nothing is tested.
 * ``vector_axis`` / ``vector``: the spatial axis along which accumulators,
   loads and stores are ``floatN`` vectors (``""`` and 1: scalar). Every
   buffer indexed by that axis must hold runs of N consecutive elements there
@@ -188,7 +191,7 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         "block",
         "axis",
         1,
-        (1, 2, 3, 4, 6, 7, 8, 12, 14, 16, 24, 32),
+        (1, 2, 3, 4, 6, 7, 8, 12, 14, 16, 24, 32, 48),
         "register block extent along one spatial axis",
     ),
     KnobSpec(

@@ -65,12 +65,14 @@ def test_packed_panels_give_the_micro_kernel(env: Env) -> None:
     assert program.compute[0].local_size is None
 
 
-def test_a_tail_is_guarded_only_where_memory_ends(env: Env) -> None:
+def test_a_tail_is_read_in_padding_or_overlaps_the_block_before_it(env: Env) -> None:
     workload, candidate = _packed_matmul(100, 48, 8)  # 100 rows: 17 blocks of 6, 2 rows over
     source = _check(env, workload, candidate)
     body = _loop_body(source)
-    # the packed A holds the two padding rows: reading them needs no test
+    # the packed A holds the two padding rows: reading them needs no test,
+    # and the blocks keep their panel-aligned starts
     assert "?" not in body
+    assert "A[i_blk * 48 + k * 6 + 5]" in body
     # the stores of the two rows past the end are tested
     assert "if ((i_blk * 6 + 4) < 100) vstore16(acc4" in source
     assert "if ((i_blk * 6 + 5) < 100) vstore16(acc5" in source
@@ -79,8 +81,41 @@ def test_a_tail_is_guarded_only_where_memory_ends(env: Env) -> None:
         workload, {}, {"vector_axis": "j", "vector": 16, "block.i": 6, "block.j": 16}
     )
     source = _check(env, workload, row_major)
-    # row-major A ends at row 99: the rows past it are read under a test
-    assert "((i_blk * 6 + 4) < 100) ? A[" in _loop_body(source)
+    # row-major A ends at row 99, where an overshooting block would test its
+    # loads of the rows past it at every step of k: the last block starts at
+    # row 94 instead, overlapping the one before it, and nothing is tested
+    assert "const int i0 = min(i_blk * 6, 94);" in source
+    assert "?" not in _loop_body(source)
+    assert " < 100)" not in source
+
+
+def test_overlapping_tails_compute_the_reference(env: Env) -> None:
+    """Blocks that do not divide their axes, over operands that end there:
+    every tail overlaps the block before it, and the outputs are exact."""
+    matmul = ops.matmul(29, 40, 19)
+    window = ops.conv2d(1, 5, 9, 11, 6, 3, stride=1, padding=0)  # 7 x 9 outputs
+    cases = [
+        (matmul, {"vector_axis": "j", "vector": 8, "block.i": 8, "block.j": 24}),
+        (
+            matmul,
+            {
+                "vector_axis": "j",
+                "vector": 4,
+                "block.i": 3,
+                "block.j": 12,
+                "group.i": 2,
+                "group.j": 1,
+            },
+        ),
+        (window, {"vector_axis": "ow", "vector": 4, "block.ow": 8, "block.oh": 3, "block.f": 4}),
+        (window, {"block.oh": 2, "block.ow": 4, "block.f": 4}),
+    ]
+    for workload, knobs in cases:
+        source = _check(env, workload, _candidate(workload, {}, knobs))
+        kernel = source[source.index("_compute(") :]
+        assert "?" not in kernel, knobs
+        overlapping = re.findall(r"const int (\w+)0 = min\(", kernel)
+        assert overlapping, knobs
 
 
 def _nchw16c(workload: ops.Workload, **knobs: object) -> Candidate:
