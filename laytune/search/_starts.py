@@ -66,18 +66,24 @@ from laytune.space import (
 __all__ = ["conversion_starts", "standard_candidates"]
 
 # Register blocks in units of the device's float lanes L (:func:`simd_lanes`).
-# A contraction's (rows MR, columns NR, vector): 8 x 2L first, where the
-# registers hold its 16 accumulators: per step of k it loads 8 broadcasts and
-# 2 vectors for 16 FMAs, where 8 x L loads 9 for 8, and the loads bound it on
-# 2 Xeon cores with two AVX-512 FMA units each: 323 against 255 GFLOP/s at
-# 2048^3, 483-501 against 694 ms at 4096^3 (Intel's CPU runtime, packed
-# panels, work-groups of :func:`_panel_group`'s shape). Then 8 x L: over packed
-# panels it was the fastest start at every size measured on the AVX-512 host
-# (L = 16, Intel's CPU runtime), end to end with its packing, where 6 x L
-# (BLIS's AVX2 shape) took 1.1-1.4x longer: 0.71 against 0.97 ms at 512^3,
-# 5.6 against 7.6 ms at 1024^3, 2.05 against 2.36 ms at 64 x 4096 x 1024; and
-# jobs of 24 trials try only the first six starts
+# A contraction's (rows MR, columns NR, vector): first the tallest block of
+# 8 rows whose accumulators the registers hold, 8 x 3L (24 of AVX-512's 28
+# block registers): per step of k it loads 8 broadcasts and 3 vectors for 24
+# FMAs, where 8 x 2L loads 10 for 16. On 2 Xeon cores (AVX-512, two FMA units
+# each, Intel's CPU runtime) 8 x 3L beat 8 x 2L at every size measured: over
+# packed panels 327-332 against 307-321 GFLOP/s at 768^3 and 1536^3; on the
+# operands as they are 281 against 245 at 1000^3 and 271 against 231 on
+# 127 x 257 x 509, whose rows of 257 leave every vector of B straddling two
+# cache lines (6 x 4L and 7 x 4L, fuller still, were slower there: 218 and
+# 192). A device whose registers do not hold 24 vectors skips it, and an
+# output whose width it would overshoot by much tries it later
+# (:func:`_contraction_order`). Then
+# 8 x 2L (16 accumulators: 323 against 255 GFLOP/s for 8 x L at 2048^3,
+# packed), then 8 x L: over packed panels faster than 6 x L (BLIS's AVX2
+# shape), which took 1.1-1.4x longer (0.71 against 0.97 ms at 512^3, 5.6
+# against 7.6 ms at 1024^3); jobs of 24 trials try only the first six starts
 _CONTRACTION_BLOCKS = (
+    (8, 3, 1),
     (8, 2, 1),
     (8, 1, 1),
     (6, 1, 1),
@@ -208,7 +214,7 @@ def _contraction(
     overlap = extent % full != 0 and full <= extent
     height = workload.axes[form.rows].extent
     runs = _runs(workload, form)
-    for most, nr_lanes, vector_lanes in _CONTRACTION_BLOCKS:
+    for most, nr_lanes, vector_lanes in _contraction_order(extent, full):
         mr = min(most, height)  # a classifier's one row: blocks of 8 would pad it to 8
         packed_left = block(left.shape, _dim(left, form.rows), mr) if mr > 1 else base[form.left]
         if overlap:
@@ -233,6 +239,25 @@ def _contraction(
             yield {**base, **_runs(workload, form, packed[form.right])}, knobs
         elif not overlap:  # narrower overlapping vectors than the full ones above
             yield base, knobs
+
+
+def _contraction_order(columns: int, lanes: int) -> list[tuple[int, float, float]]:
+    """:data:`_CONTRACTION_BLOCKS` for an output ``columns`` wide: the blocks
+    of full vectors by the loads each FMA takes (``(MR + NR / L) / (MR * NR
+    / L)``: 0.46 for 8 x 3L, 0.63 for 8 x 2L) times the columns computed
+    per column stored (a last block overshooting or overlapping the width),
+    ties in the table's order; then the narrower ones as they are. On 64
+    columns 8 x 3L computes 96 and comes after 8 x 2L; on 257 or 1000 it
+    leads."""
+
+    def cost(entry: tuple[int, float, float]) -> float:
+        mr, nr_lanes, _ = entry
+        nr = int(nr_lanes * lanes)
+        computed = -(-columns // nr) * nr / columns
+        return computed * (mr + nr_lanes) / (mr * nr_lanes)
+
+    full = [entry for entry in _CONTRACTION_BLOCKS if entry[2] == 1]
+    return sorted(full, key=cost) + [entry for entry in _CONTRACTION_BLOCKS if entry[2] != 1]
 
 
 def _blocks(space: SearchSpace, form: Contraction, mr: int, nr: int, vector: int) -> dict[str, Any]:

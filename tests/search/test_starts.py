@@ -125,6 +125,28 @@ def test_register_blocks_follow_the_device_lanes(
     assert first.layout("B") == panel((32, 64), 1, columns)
 
 
+@pytest.mark.parametrize(
+    ("device", "columns", "block"),
+    [
+        (_cpu(16), 257, 48),
+        (_cpu(16), 1000, 48),
+        (_cpu(16), 768, 48),
+        (_cpu(16), 64, 32),
+        (_cpu(8), 1000, 8),
+    ],
+)
+def test_three_vectors_of_columns_lead_where_they_fit(
+    device: DeviceInfo, columns: int, block: int
+) -> None:
+    """8 x 3L (24 accumulators) first where the registers hold it and the
+    width wastes little of it; 64 columns would compute 96 so (8 x 2L
+    first), and AVX's 12 block registers hold neither 3L nor 2L."""
+    space = SearchSpace(ops.matmul(40, columns, 24), device)
+    first = standard_candidates(space, 1)[0]
+    assert (first.knob("block.i"), first.knob("block.j")) == (8, block)
+    assert params_of(space, first) is not None
+
+
 def test_a_user_defined_batched_matmul_starts_from_packed_panels() -> None:
     space = SearchSpace(_bmm(), _cpu())
     starts = standard_candidates(space, 8)
