@@ -90,7 +90,7 @@ class SpaceOptions:
     padding_budget: float = 0.25
     constraints: tuple[tuple[str, tuple[Constraint, ...]], ...] = ()
     max_layouts_per_buffer: int | None = None
-    block_factors: tuple[int, ...] = (2, 3, 4, 6, 8, 16, 32)
+    block_factors: tuple[int, ...] = (2, 3, 4, 6, 8, 16, 32, 48)
     block2_factors: tuple[int, ...] = (4, 8, 16)
     pad_amounts: tuple[int, ...] = (1, 4, 8)
     pad_every_rows: tuple[int, ...] = (2, 8)

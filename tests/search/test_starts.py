@@ -342,8 +342,8 @@ def test_a_block_of_rows_is_no_taller_than_the_rows() -> None:
     starts = standard_candidates(SearchSpace(classifier, _cpu()), 4)
     first = starts[0]
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.n")) == ("o", 16, 1)
-    assert first.knob("block.o") == 32  # one row: two vectors of columns
-    assert str(first.layout("W").index_map) == str(panel((96, 32), 0, 32).index_map)
+    assert first.knob("block.o") == 48  # one row: three vectors of columns, 96 = 2 x 48
+    assert str(first.layout("W").index_map) == str(panel((96, 32), 0, 48).index_map)
     assert first.layout("X").is_identity
 
 
