@@ -20,8 +20,10 @@ padding, else an unpack into a scratch buffer followed by a pack.
 
 An operator that copies its one input element for element in row-major
 order (a reshape or flatten, :func:`row_major_view`) launches nothing where
-it reads and writes logical layouts: its result is its input's buffer, a
-view (``CompiledPlan.views`` names them). Every buffer is written once per
+its input's and output's layouts put every element at the same place
+(:func:`same_order`: logical layouts, or a blocked tensor and the rows of a
+MatMul blocked alike): its result is its input's buffer, a view
+(``CompiledPlan.views`` names them). Every buffer is written once per
 run, by its producer, so the two names never disagree.
 """
 
@@ -95,6 +97,25 @@ class PlanTiming:
 
 def _memory(layout: Layout) -> str:
     return "image2d" if layout.image_rank == 2 else "global"
+
+
+def same_order(src: Layout, dst: Layout) -> bool:
+    """Whether a row-major view (a reshape: element ``n`` of ``dst``'s tensor
+    in row-major order is element ``n`` of ``src``'s) finds every element at
+    the same place of one buffer: both layouts identity, or both without
+    padding, in buffers of one flat shape, with the same physical offset for
+    each element in row-major order. A 3-D ``[1, 128, 768]`` as ``[i, j //
+    8, k, j % 8]`` is so the rows ``[128, 768]`` as ``[j // 8, k, j % 8]``
+    that BERT's MatMul reads: its reshape launches nothing."""
+    if is_identity_layout(src) and is_identity_layout(dst):
+        return True
+    if src.has_padding or dst.has_padding or src.flat_shape != dst.flat_shape:
+        return False
+    if _memory(src) != "global" or _memory(dst) != "global":
+        return False
+    ours = src.index_map.flat_offsets(src.shape).reshape(-1)
+    theirs = dst.index_map.flat_offsets(dst.shape).reshape(-1)
+    return bool(np.array_equal(ours, theirs))
 
 
 def _direct_layout(rewrite: Rewrite) -> Layout | None:
@@ -271,8 +292,8 @@ class _Lowering:
         out = self.written[op.output]
         if len(op.inputs) == 1:
             read = plan.read_index(name, op.inputs[0][0])
-            layouts = (plan.versions[read].layout, plan.versions[out].layout)
-            if all(is_identity_layout(x) for x in layouts) and row_major_view(op.workload):
+            src, dst = plan.versions[read].layout, plan.versions[out].layout
+            if row_major_view(op.workload) and same_order(src, dst):
                 self.slot[out] = self.slot[read]
                 self.views.append(name)
                 return

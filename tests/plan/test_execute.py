@@ -15,7 +15,8 @@ from laytune import ops
 from laytune.exceptions import ConfigError
 from laytune.ops import Workload
 from laytune.plan import Graph, Plan, plan_layouts
-from laytune.plan._execute import row_major_view
+from laytune.plan._execute import row_major_view, same_order
+from laytune.space import Candidate
 from tests.plan.graphs import (
     conv_candidate,
     padded_graph,
@@ -166,3 +167,41 @@ def test_a_row_major_copy_is_a_view_and_a_transpose_is_not() -> None:
     assert not row_major_view(ops.relu((3, 5)))
     shifted = Workload.define("shift", "Y[i] = X[i + 1]", {"i": 6}, {"X": (6,)})
     assert not row_major_view(shifted)
+
+
+def test_a_reshape_between_layouts_that_agree_is_a_view() -> None:
+    """A [1, 16, 12] tensor blocked as [i, j // 8, k, j % 8] holds the rows of
+    [16, 12] blocked as [j // 8, k, j % 8] element for element; other pairs
+    do not, nor padded ones."""
+    rows = L.block((16, 12), 0, 8)
+    assert same_order(L.block((1, 16, 12), 1, 8), rows)
+    assert same_order(L.identity((2, 3, 4)), L.identity((6, 4)))
+    assert not same_order(L.identity((1, 16, 12)), rows)
+    assert not same_order(L.block((1, 16, 12), 1, 4), rows)
+    assert not same_order(L.block((1, 12, 16), 1, 8), L.block((12, 16), 0, 8))  # 12 rows pad to 16
+
+
+def test_a_matmul_reads_its_blocked_rows_through_a_reshape_view(cl_context: cl.Context) -> None:
+    """x [1, 16, 12] -> reshape [16, 12] -> matmul with its A blocked by 8
+    rows: the block flows back to x, and the reshape between launches
+    nothing."""
+    matmul = ops.matmul(16, 32, 12)
+    candidate = Candidate.make(
+        {"A": L.block((16, 12), 0, 8), "B": L.panel((12, 32), 1, 16), "C": L.identity((16, 32))},
+        {"vector_axis": "j", "vector": 16, "block.i": 8, "block.j": 16},
+    )
+    g = Graph("rows")
+    x = g.input("x", (1, 16, 12))
+    rows = Workload.define(
+        "rows", "Y[d0, d1] = X[0, d0, d1]", {"d0": 16, "d1": 12}, {"X": (1, 16, 12)}
+    )
+    y = g.apply(rows, "rows", X=x)  # as the ONNX import writes a stacked MatMul's rows
+    y = g.apply(matmul, "matmul", A=y, B=g.constant("w", weights((12, 32), 3)))
+    g.output(y)
+    plan = plan_layouts(g, {matmul.key: candidate})
+    assert str(plan.versions[plan.read_index("rows", "X")].layout.index_map) == str(
+        L.block((1, 16, 12), 1, 8).index_map
+    )
+    steps = _check(plan, cl_context)
+    assert [kind for _, kind in steps] == ["rewrite", "compute"]  # x blocked, the matmul
+    assert ("matmul", "compute") in steps
