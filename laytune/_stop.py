@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "STOP_GRACE_S",
     "StopSignals",
     "checkpoint",
+    "deferred_stops",
     "exit_now",
     "native_threads",
 ]
@@ -68,6 +70,7 @@ class StopSignals:
         # threading's own locks, where starting a thread would deadlock.
         self.signalled = threading.Event()
         self.cancelled = False
+        self.deferred = False  # a first signal held by deferred_stops
         if grace_s is not None:
             threading.Thread(target=self._watch, name="laytune-stop-watch", daemon=True).start()
 
@@ -91,6 +94,9 @@ class StopSignals:
                 self.signalled.set()
             if not self.finishing:
                 self.quiet_database_logs()
+                if _DEFERRING:  # raised when the block ends (deferred_stops)
+                    self.deferred = True
+                    return
                 raise KeyboardInterrupt
         elif not self.finishing:
             exit_now(self.status(EXIT_INTERRUPTED))
@@ -166,6 +172,39 @@ class StopSignals:
 
 #: The program's signals, once installed (see :func:`checkpoint`).
 _INSTALLED: StopSignals | None = None
+
+
+#: How deep the main thread is in :func:`deferred_stops` blocks.
+_DEFERRING = 0
+
+
+@contextlib.contextmanager
+def deferred_stops() -> Iterator[None]:
+    """Hold the KeyboardInterrupt of the program's first stop signal while
+    the block runs in the main thread, and raise it when the block ends.
+
+    Blocking SIGINT and SIGTERM in a thread (``pthread_sigmask``) does not
+    keep Python's handler out of it: another thread takes the signal, and
+    the handler runs in the main thread at its next bytecode. Inside
+    ``multiprocessing``'s start of a worker that is between the child's
+    spawn and the write of what the child reads first; the owner then
+    exited, and the child, which ignores both signals, printed an EOFError
+    traceback. Elsewhere, and without the program's handlers, it does
+    nothing."""
+    global _DEFERRING
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _DEFERRING += 1
+    try:
+        yield
+    finally:
+        _DEFERRING -= 1
+    signals = _INSTALLED
+    if not _DEFERRING and signals is not None and signals.deferred:
+        signals.deferred = False
+        if signals.pending():
+            raise KeyboardInterrupt
 
 
 def checkpoint() -> None:

@@ -231,3 +231,32 @@ def test_an_error_without_a_stop_still_escapes(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(cli, "_run", broken)
     with pytest.raises(ImportError, match="a real import error"):
         cli.main(["records"])
+
+
+def test_a_stop_during_a_worker_start_is_raised_when_the_start_ends() -> None:
+    """Python runs the program's handler in the main thread even where the
+    signal is blocked there: another thread takes it, and the handler runs
+    at the main thread's next bytecode, as called here. Halfway through a
+    worker's start that left the child reading an empty pipe (an EOFError
+    traceback); the handler now holds its KeyboardInterrupt until the start
+    is over."""
+    from laytune import cli
+    from laytune.runners._lifeline import spawning
+
+    signals = cli._StopSignals()
+    previous = signals.install()
+    reached: list[str] = []
+    try:
+        with pytest.raises(KeyboardInterrupt), spawning():
+            signals.handle(signal.SIGTERM, None)
+            reached.append("the start went on")
+        assert reached == ["the start went on"]
+        assert signals.first == signal.SIGTERM and not signals.deferred
+        with pytest.raises(KeyboardInterrupt):  # outside a start it raises at once
+            signals.lost = True  # (as for a first signal that a finalizer swallowed)
+            signals.handle(signal.SIGTERM, None)
+    finally:
+        signals.cancel()
+        signals.restore_database_logs()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

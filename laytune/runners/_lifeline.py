@@ -41,6 +41,8 @@ import time
 from collections.abc import Iterator
 from multiprocessing import resource_tracker
 
+from laytune._stop import deferred_stops
+
 __all__ = ["POLL_S", "STOP_SIGNALS", "follow_owner", "spawning"]
 
 #: The signals that stop a job: its owner handles them, workers ignore them.
@@ -57,7 +59,10 @@ def spawning() -> Iterator[None]:
     """Block SIGINT and SIGTERM in this thread while worker processes start.
 
     A signal that arrives meanwhile waits until the block ends (or goes to
-    another thread), so the owner loses nothing.
+    another thread), so the owner loses nothing; the program's handler,
+    which Python runs in the main thread whichever thread took the signal,
+    raises its KeyboardInterrupt when the block ends
+    (:func:`laytune._stop.deferred_stops`), not halfway through a start.
     """
     if not hasattr(signal, "pthread_sigmask"):  # Windows: no masks, no groups to signal
         yield
@@ -66,11 +71,14 @@ def spawning() -> Iterator[None]:
     # SIGTERM in the calling thread when it starts (its ensure_running ends
     # with SIG_UNBLOCK): start it, or check that it runs, before blocking.
     resource_tracker.ensure_running()
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    # the mask keeps the signals from this thread, not the program's Python
+    # handler: another thread takes them and the handler runs here all the same
+    with deferred_stops():
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def follow_owner(owner_pid: int) -> None:
