@@ -62,8 +62,8 @@ def _axis_value(
 ) -> Expr:
     """Declare ``value`` as the axis's block index (when the axis is blocked)
     or the axis variable itself; return the axis's first point (the last
-    block's overlapping the one before it along the ``overlap`` axes and
-    where :func:`overlaps`)."""
+    block's overlapping the one before it along the ``overlap`` axes, which
+    the caller took from :func:`may_overlap`, and where :func:`overlaps`)."""
     w = nest.workload
     block = nest.tile.blocks[k]
     if w.axes[k].extent == 1:
@@ -76,7 +76,7 @@ def _axis_value(
     blk = scope.var(f"{w.axes[k].name}_blk", lo, hi)
     lines.append(f"const int {scope.name(blk)} = {scope.c(value)};")
     extent = w.axes[k].extent
-    if overlaps(nest, k) or (k in overlap and may_overlap(nest, k)):
+    if overlaps(nest, k) or k in overlap:
         # overlapping last block: it starts at extent - block, every point inside
         first = scope.var(f"{w.axes[k].name}0", 0, extent - block)
         lines.append(
@@ -236,8 +236,8 @@ def _physical(scope: Scope, nest: Nest) -> GridCode:
 
 def emit_grid(scope: Scope, nest: Nest, overlap: frozenset[int] = frozenset()) -> GridCode:
     """The prologue of ``nest``'s compute kernel (see the module docstring);
-    a logical grid's last blocks along the ``overlap`` axes overlap the ones
-    before them where :func:`may_overlap`."""
+    a logical grid's last blocks along the ``overlap`` axes (each one that
+    :func:`may_overlap` allows) overlap the ones before them."""
     if nest.staging is not None:
         return _staged(scope, nest)
     if nest.order != "logical":

@@ -77,11 +77,11 @@ __all__ = ["conversion_starts", "standard_candidates"]
 # cache lines (6 x 4L and 7 x 4L, fuller still, were slower there: 218 and
 # 192). A device whose registers do not hold 24 vectors skips it, and an
 # output whose width it would overshoot by much tries it later
-# (:func:`_contraction_order`). Then
-# 8 x 2L (16 accumulators: 323 against 255 GFLOP/s for 8 x L at 2048^3,
-# packed), then 8 x L: over packed panels faster than 6 x L (BLIS's AVX2
-# shape), which took 1.1-1.4x longer (0.71 against 0.97 ms at 512^3, 5.6
-# against 7.6 ms at 1024^3); jobs of 24 trials try only the first six starts
+# (:func:`_contraction_order`). Then 8 x 2L (16 accumulators: 323 against
+# 255 GFLOP/s for 8 x L at 2048^3, packed), then 8 x L: over packed panels
+# faster than 6 x L (BLIS's AVX2 shape), which took 1.1-1.4x longer (0.71
+# against 0.97 ms at 512^3, 5.6 against 7.6 ms at 1024^3); jobs of 24 trials
+# try only the first six starts
 _CONTRACTION_BLOCKS = (
     (8, 3, 1),
     (8, 2, 1),
