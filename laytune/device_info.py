@@ -43,6 +43,11 @@ class DeviceInfo:
     ``cache_size``: bytes of the global memory cache as the device itself
     reports it (``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE``: one core's L2 on
     Intel's CPU runtime, the last level on PoCL's); 0 when unknown.
+    ``lockstep_width``: the work-items that one instruction runs together as
+    its lanes, where the device reports it (NVIDIA's warp,
+    ``CL_DEVICE_WARP_SIZE_NV``; AMD's wavefront,
+    ``CL_DEVICE_WAVEFRONT_WIDTH_AMD``); 0 when it reports none
+    (:meth:`lockstep_items` then infers it).
 
     ``key`` is stable: the same platform, device, vendor, driver and OpenCL
     version give the same key in every process and run, and nothing else
@@ -72,6 +77,7 @@ class DeviceInfo:
     last_level_cache_size: int = 0
     cacheline_size: int = 0
     cache_size: int = 0
+    lockstep_width: int = 0
 
     # -- identity -----------------------------------------------------------
     @property
@@ -176,6 +182,7 @@ class DeviceInfo:
             ),
             cacheline_size=int(device.global_mem_cacheline_size),
             cache_size=int(device.global_mem_cache_size),
+            lockstep_width=_lockstep_width(device),
         )
 
     def has_builtin(self, name: str) -> bool:
@@ -190,7 +197,7 @@ class DeviceInfo:
         preferred = self.preferred_vector_width("float")
         if preferred > 1:
             return min(max(preferred, 4), 16)
-        if "CPU" not in self.device_type:
+        if not self.is_cpu:
             return 4
         try:
             from numpy._core._multiarray_umath import __cpu_features__ as features
@@ -206,13 +213,31 @@ class DeviceInfo:
         128-bit SIMD: 16) less 4 that hold the operands."""
         return block_registers(self.float_lanes())
 
+    @property
+    def is_cpu(self) -> bool:
+        return "CPU" in self.device_type
+
+    def lockstep_items(self) -> int:
+        """Consecutive work-items (along NDRange dimension 0) that run each
+        instruction together as its lanes, so that their loads and stores
+        are one access when their addresses are adjacent (coalesced) or
+        equal (broadcast): 1 on a CPU device (its work-items are iterations
+        of a loop, and a kernel's own vectors are its lanes); the width the
+        device reports (:attr:`lockstep_width`), else its largest sub-group,
+        else 32 (a warp) on other devices."""
+        if self.is_cpu:
+            return 1
+        if self.lockstep_width > 0:
+            return self.lockstep_width
+        return max(self.sub_group_sizes, default=LOCKSTEP_ITEMS)
+
     def register_block_points(self) -> int:
         """Outputs one work-item's register block may hold: on a CPU,
         :meth:`block_registers` vectors of :meth:`float_lanes` (AVX-512:
         28 x 16 = 448, AVX: 12 x 8 = 96); on other devices, whose work-items
         hold scalars, 128: half the 255 registers an NVIDIA thread may use,
         the rest for addresses and operands."""
-        if "CPU" not in self.device_type:
+        if not self.is_cpu:
             return GPU_BLOCK_POINTS
         return self.block_registers() * self.float_lanes()
 
@@ -251,6 +276,24 @@ class DeviceInfo:
         return json.dumps(self.to_json(), sort_keys=True)
 
 
+def _lockstep_width(device: Any) -> int:
+    """The warp (NVIDIA) or wavefront (AMD) width a ``pyopencl.Device``
+    reports through its vendor's query extension; 0 where it reports none."""
+    import pyopencl as cl
+
+    extensions = device.extensions.split()
+    for extension, name in (
+        ("cl_nv_device_attribute_query", "warp_size_nv"),
+        ("cl_amd_device_attribute_query", "wavefront_width_amd"),
+    ):
+        if extension in extensions:
+            try:
+                return int(getattr(device, name))
+            except (cl.Error, AttributeError):  # a pyopencl or driver without the query
+                continue
+    return 0
+
+
 def _host_cache_size() -> int:
     """Bytes of this host's largest CPU cache (Linux sysfs; 0 elsewhere)."""
     sizes = [0]
@@ -279,6 +322,11 @@ def block_registers(lanes: int) -> int:
 
 #: Outputs a register block of a non-CPU device's work-item may hold.
 GPU_BLOCK_POINTS = 128
+
+#: Work-items per instruction on a non-CPU device that reports no width
+#: (:meth:`DeviceInfo.lockstep_items`): a warp of NVIDIA's, the wave of AMD's
+#: RDNA in its default mode, an Intel GPU's largest sub-group.
+LOCKSTEP_ITEMS = 32
 
 PROBED_BUILTINS: dict[str, str] = {
     "nontemporal_store": (
@@ -365,8 +413,9 @@ def _build_error(device: Any, source: str, options: tuple[str, ...]) -> str | No
             warnings.simplefilter("ignore")
             build_source(context, source, options)
     except cl.Error as exc:
-        lines = [line for line in str(exc).splitlines() if "error" in line.lower()]
-        return (lines[-1] if lines else str(exc).splitlines()[0]).strip()
+        text = "\n".join([str(exc), *getattr(exc, "__notes__", ())])
+        lines = [line for line in text.splitlines() if "error" in line.lower()]
+        return (lines[-1] if lines else text.splitlines()[0]).strip()
     return None
 
 

@@ -241,6 +241,115 @@ def _contraction(
             yield base, knobs
 
 
+def _lockstep_blocks(points: int, vector: int) -> list[tuple[int, int]]:
+    """Register blocks (rows MR, columns NR) of one lockstep work-item, in
+    powers of two with NR a multiple of ``vector``, by area: a quarter of
+    the ``points`` the device's registers hold (8 x 4 of 128), a half, all
+    of them; at each area the block with twice as many rows as columns
+    first (a row costs the lockstep group one broadcast load, a column a
+    share of a vector load), ties to the wider. The first block of each
+    area comes before the second of any. On an H100 (matmul 2048^3, best
+    work-group each): 8 x 4 0.87 ms, 8 x 8 1.00, 16 x 8 1.12, 4 x 8 1.21,
+    4 x 4 1.26, 8 x 16 1.40."""
+    ranked: list[list[tuple[int, int]]] = []
+    for area in (points // 4, points // 2, points):
+        pairs = [
+            (area // nr, nr)
+            for nr in (1 << e for e in range(area.bit_length()))
+            if nr >= vector and area % nr == 0 and nr % vector == 0
+        ]
+        pairs.sort(key=lambda b: (abs(math.log2(b[0] / b[1]) - 1), -b[1]))
+        ranked.append(pairs[:2])
+    found: list[tuple[int, int]] = []
+    for rank in range(2):
+        found += [pairs[rank] for pairs in ranked if len(pairs) > rank]
+    return list(dict.fromkeys(found))
+
+
+def _lockstep_contraction(
+    space: SearchSpace, form: Contraction
+) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
+    """The contraction on a device whose consecutive work-items run each
+    instruction together (a GPU's warp, :meth:`DeviceInfo.lockstep_items`):
+    an MR x NR register block per work-item (:func:`_lockstep_blocks`),
+    ``floatN`` along the columns, the work-items of one lockstep group
+    consecutive along the columns (NDRange dimension 0): their loads of
+    ``right`` are adjacent vectors (coalesced), their loads of ``left`` one
+    address (a broadcast), their stores adjacent; the operands as they are
+    (nothing to pack per call: ``left`` blocked by MR measured no faster,
+    1.28 against 1.28 ms for 8 x 8 blocks, 1.60 against 1.36 for 16 x 8).
+    The CPU's form, a work-group down the rows under one column panel, made
+    each of a warp's loads and stores a separate access: on an H100
+    (NVIDIA's OpenCL, matmul 2048^3) its 8 x 4 blocks took 8.8-12.6 ms where
+    the naive kernel took 4.1 and this form's first start 0.87."""
+    workload = space.workload
+    device = space.device
+    base = dict(space.identity().layouts)
+    columns = workload.axes[form.columns].extent
+    height = workload.axes[form.rows].extent
+    vector = _dividing(device.float_lanes(), columns) if columns % 4 == 0 else 1
+    runs = _runs(workload, form)
+    for mr, nr in _lockstep_blocks(device.register_block_points(), vector):
+        mr = min(mr, height)
+        if nr > columns:
+            continue
+        knobs: dict[str, Any] = {
+            f"block.{_named(workload, form.rows)}": mr,
+            f"block.{_named(workload, form.columns)}": nr,
+        }
+        if vector > 1:
+            knobs.update({"vector_axis": _named(workload, form.columns), "vector": vector})
+        knobs.update(_lockstep_group(space, form, mr, nr, vector))
+        yield {**base, **runs}, knobs
+
+
+# Work-items of a lockstep contraction's work-group: four warps. On an H100
+# (matmul 2048^3, 8 x 4 blocks) groups of 128 took 0.87-0.93 ms, of 256
+# 0.93-0.98 (squarest tiles each).
+_LOCKSTEP_GROUP = 128
+
+
+def _lockstep_group(
+    space: SearchSpace, form: Contraction, mr: int, nr: int, vector: int
+) -> dict[str, int]:
+    """Work-group extents for :func:`_lockstep_contraction`:
+    :data:`_LOCKSTEP_GROUP` items (within the device's limit), at least as
+    many along the columns as load one cache line of vectors per row
+    (``cacheline_size / (vector x element)``, 8 float4 on 128-byte lines),
+    the split whose output tile (``group_rows x MR`` by ``group_columns x
+    NR``) is squarest (ties: wider), powers of two that divide their NDRange
+    dimensions. On an H100, 8 x 4 blocks in 8 x 16 groups (a 64 x 64 tile)
+    took 0.87 ms, in 16 x 16 0.97, in 2 x 64 0.93, in 8 x 32 0.98 and in
+    64 x 1 (the CPU's form) 11.6. ``{}`` (the driver's choice) where the
+    columns and rows are not the output's last two axes."""
+    device, workload = space.device, space.workload
+    items = min(device.max_work_group_size, _LOCKSTEP_GROUP)
+    rows = -(-workload.axes[form.rows].extent // mr)
+    columns = -(-workload.axes[form.columns].extent // nr)
+    element = dtype_bytes(workload.buffer(form.right).dtype)
+    line = max(1, device.cacheline_size // (vector * element))
+    splits = []
+    across = 1
+    while across <= items:
+        if columns % across == 0 and rows % (items // across) == 0:
+            splits.append((items // across, across))
+        across *= 2
+    if not splits:
+        across = _widest(items, columns)
+        splits = [(_widest(items // across, rows), across)]
+    wide = [split for split in splits if split[1] >= line] or splits
+
+    def skew(split: tuple[int, int]) -> tuple[float, int]:
+        down, along = split
+        return abs(math.log2(down * mr / (along * nr))), -along
+
+    down, across = min(wide, key=skew)
+    knobs = {group_knob(workload, dim): 1 for dim in range(len(grid_dims(workload)))}
+    knobs[f"group.{_named(workload, form.rows)}"] = down
+    knobs[f"group.{_named(workload, form.columns)}"] = across
+    return knobs if len(knobs) == len(grid_dims(workload)) else {}
+
+
 def _contraction_order(columns: int, lanes: int) -> list[tuple[int, float, float]]:
     """:data:`_CONTRACTION_BLOCKS` for an output ``columns`` wide: the blocks
     of full vectors by the loads each FMA takes (``(MR + NR / L) / (MR * NR
@@ -728,7 +837,9 @@ def _derived(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, 
     all where the device's full lanes do not divide them (overlapping last
     blocks, the hand kernel's shape), else after the direct convolution's."""
     form = classify(space.workload, windows_of_one=True)
-    if isinstance(form, Contraction):
+    if isinstance(form, Contraction) and space.device.lockstep_items() > 1:
+        yield from _lockstep_contraction(space, form)
+    elif isinstance(form, Contraction):
         yield from _contraction(space, form)
     elif isinstance(form, Window):
         columns = _window_columns(space, form) if form.channels is None else iter(())
