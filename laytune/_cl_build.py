@@ -67,9 +67,26 @@ def build_program(program: Any, options: Sequence[str], devices: Sequence[Any] |
             return program.build(options=list(options), devices=devices)
         except Exception as exc:
             failed = exc
+    log = _build_logs(program, devices)
+    if log and log not in str(failed):
+        failed.add_note(f"build log:\n{log}")
     if output[0]:
         failed.add_note(with_output("", output))
     raise failed
+
+
+def _build_logs(program: Any, devices: Sequence[Any] | None) -> str:
+    """The build logs of ``program`` on ``devices`` (default: the
+    program's), joined; pyopencl puts them in the error it raises on some
+    drivers, not on others (NVIDIA's: ``BUILD_PROGRAM_FAILURE`` alone)."""
+    import pyopencl as cl
+
+    try:
+        targets = list(devices) if devices else list(program.get_info(cl.program_info.DEVICES))
+        logs = [str(program.get_build_info(d, cl.program_build_info.LOG)).strip() for d in targets]
+    except (cl.Error, AttributeError, TypeError):
+        return ""
+    return "\n".join(log for log in logs if log)
 
 
 def build_binary(context: Any, device: Any, binary: bytes, options: Sequence[str] = ()) -> Any:

@@ -276,3 +276,47 @@ def test_a_failed_build_carries_what_the_compiler_wrote_to_stderr(
         build_program(Loud(), ["-w"], None)
     assert "PLEASE submit a bug report" in "".join(info.value.__notes__)
     assert capfd.readouterr().err == ""
+
+
+class _Silent:
+    """A program whose failed build raises the bare error code, as pyopencl
+    does over NVIDIA's OpenCL, while its build log names the problem."""
+
+    LOG = "<kernel>:1:42: error: use of undeclared identifier 'no_such_function'"
+
+    def build(self, options: list[str], devices: object) -> None:
+        import pyopencl as cl
+
+        raise cl.RuntimeError("clBuildProgram failed: BUILD_PROGRAM_FAILURE")
+
+    def get_info(self, param: object) -> list[str]:
+        return ["the device"]
+
+    def get_build_info(self, device: object, param: object) -> str:
+        return self.LOG
+
+
+def test_a_failed_build_whose_error_lacks_the_log_carries_the_log() -> None:
+    import pyopencl as cl
+
+    from laytune._cl_build import build_program
+
+    with pytest.raises(cl.RuntimeError, match="BUILD_PROGRAM_FAILURE") as info:
+        build_program(_Silent(), [], None)
+    assert _Silent.LOG in "".join(info.value.__notes__)
+
+
+def test_a_probe_build_names_the_error_from_the_log_where_the_driver_does_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from laytune import device_info
+    from laytune._cl_build import build_program
+    from laytune.runners import default_device
+
+    monkeypatch.setenv("LAYTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(device_info, "_PROBED", {})
+    monkeypatch.setattr(
+        device_info, "build_source", lambda ctx, src, opts=(): build_program(_Silent(), opts, None)
+    )
+    error = device_info.probe_build(default_device().open(), "__kernel void k() {}")
+    assert error == _Silent.LOG
