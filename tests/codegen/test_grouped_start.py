@@ -11,6 +11,7 @@ from laytune.codegen import KernelProgram, lower
 from laytune.layout import block, compose, pack
 from laytune.ops import Workload
 from laytune.search import standard_candidates
+from laytune.search._starts import simd_lanes
 from laytune.space import SearchSpace
 from tests.codegen.harness import Env, build, run
 
@@ -40,8 +41,9 @@ def test_a_grouped_convolution_starts_from_the_direct_convolution(env: Env) -> N
     workload = _grouped()
     first = standard_candidates(SearchSpace(workload, env.info), 4)[0]
     assert first.knob("vector_axis") == "f"
-    inner = block((2, 16, 16, 3, 3), 2, 16)  # GOIHW16i16o
-    twice = compose(block(inner.physical_shape, 1, 16), inner)
+    lanes = simd_lanes(env.info)  # 16 on AVX-512, 4 on a GPU's float4
+    inner = block((2, 16, 16, 3, 3), 2, lanes)  # GOIHW16i16o on AVX-512
+    twice = compose(block(inner.physical_shape, 1, lanes), inner)
     held = first.layout("W")
     probe = np.arange(np.prod(held.shape), dtype=np.float32).reshape(held.shape)
     np.testing.assert_array_equal(
