@@ -414,9 +414,22 @@ def _build_error(device: Any, source: str, options: tuple[str, ...]) -> str | No
             build_source(context, source, options)
     except cl.Error as exc:
         text = "\n".join([str(exc), *getattr(exc, "__notes__", ())])
-        lines = [line for line in text.splitlines() if "error" in line.lower()]
-        return (lines[-1] if lines else text.splitlines()[0]).strip()
+        return _named_failure(text)
     return None
+
+
+def _named_failure(text: str) -> str:
+    """The line of a failed build's message and log that names the problem:
+    the last that says ``error``, else the last that says ``fatal`` (NVIDIA's
+    OpenCL warns of an unknown function and fails in ``ptxas``: ``fatal :
+    Unresolved extern function 'f'``), else the last line (the end of
+    the log, where there is one)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for word in ("error", "fatal"):
+        named = [line for line in lines if word in line.lower()]
+        if named:
+            return named[-1]
+    return lines[-1] if lines else "the build failed and its driver said nothing"
 
 
 def _keep(path: Path, data: dict[str, Any]) -> None:
