@@ -69,7 +69,8 @@ class Peak:
             return text + unit
 
         peak = self.flops
-        total = "unknown (pass --clock-ghz)" if peak is None else f"{peak / 1e9:.1f} GFLOP/s"
+        missing = "--clock-ghz" if self.clock_ghz.value is None else "--simd-lanes"
+        total = f"unknown (pass {missing})" if peak is None else f"{peak / 1e9:.1f} GFLOP/s"
         product = (
             f"{number(self.compute_units)} compute units x {number(self.lanes)} SIMD lanes "
             f"x 2 (FMA) x {number(self.fma_units)} FMA units per core "
@@ -85,6 +86,41 @@ class Peak:
             )
         )
         return f"{product} ({sources})"
+
+
+#: Float32 lanes per multiprocessor of NVIDIA's GPUs by compute capability
+#: (CUDA's programming guide, arithmetic instructions' throughput): OpenCL
+#: reports a GPU's compute units, not the lanes each one holds.
+NVIDIA_FP32_LANES = {
+    (6, 0): 64,
+    (6, 1): 128,
+    (7, 0): 64,
+    (7, 5): 64,
+    (8, 0): 64,
+    (8, 6): 128,
+    (8, 7): 128,
+    (8, 9): 128,
+    (9, 0): 128,
+}
+
+
+def _gpu_lanes(cl_device: Any) -> Factor:
+    """A GPU's float32 lanes per compute unit: NVIDIA's by compute
+    capability (``cl_nv_device_attribute_query``); unknown elsewhere."""
+    try:
+        capability = (
+            int(cl_device.compute_capability_major_nv),
+            int(cl_device.compute_capability_minor_nv),
+        )
+    except Exception:  # no NVIDIA query: another vendor, or a pyopencl without it
+        capability = None
+    lanes = NVIDIA_FP32_LANES.get(capability) if capability else None
+    if lanes is None and capability is not None and capability >= (10, 0):
+        lanes = 128  # Blackwell's multiprocessors keep Hopper's 128
+    if lanes is None:
+        return Factor(None, "the GPU reports no float lanes per compute unit (pass --simd-lanes)")
+    major, minor = capability  # type: ignore[misc]
+    return Factor(lanes, f"float32 lanes per multiprocessor of compute capability {major}.{minor}")
 
 
 def host_clock_ghz(cpuinfo: Path = _CPUINFO) -> float | None:
@@ -128,8 +164,11 @@ def read_peak(
     else:
         units = Factor(int(cl_device.max_compute_units), "the device's max_compute_units")
 
+    cpu = bool(cl_device.type & cl.device_type.CPU)
     if lanes is not None:
         width = Factor(lanes, "--simd-lanes")
+    elif not cpu:
+        width = _gpu_lanes(cl_device)
     else:
         preferred = int(cl_device.preferred_vector_width_float)
         native = int(cl_device.native_vector_width_float)
@@ -141,6 +180,8 @@ def read_peak(
 
     if fma_units is not None:
         fma = Factor(fma_units, "--fma-units")
+    elif not cpu:
+        fma = Factor(1, "one FMA per lane per clock (a GPU's float lanes)")
     else:
         fma = Factor(DEFAULT_FMA_UNITS, f"--fma-units default {DEFAULT_FMA_UNITS} (AVX2 cores)")
 
