@@ -65,6 +65,7 @@ from laytune.layout._reduce import (
     reduced_box,
     row_major_offsets,
     same_offsets,
+    same_offsets_reshaped,
     translations,
 )
 
@@ -115,6 +116,7 @@ __all__ = [
     "row_major_offsets",
     "row_xor",
     "same_offsets",
+    "same_offsets_reshaped",
     "simplify",
     "substitute",
     "swizzle",

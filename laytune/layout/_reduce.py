@@ -185,6 +185,31 @@ def same_offsets(a: IndexMap, b: IndexMap, shape: Sequence[int]) -> bool:
     return vanishes(flat_offset_expr(a, shape) - flat_offset_expr(b, shape), shape)
 
 
+def same_offsets_reshaped(
+    a: IndexMap, a_shape: Sequence[int], b: IndexMap, b_shape: Sequence[int]
+) -> bool:
+    """Whether a reshape from ``a_shape`` to ``b_shape`` (element ``n`` in
+    row-major order of one is element ``n`` of the other) finds every
+    element at the same flat offset under ``a`` and under ``b``. Decided on
+    the flat offset of ``b`` rewritten in ``a``'s indices (``b``'s index of an
+    element is its row-major rank divided and wrapped by ``b``'s extents),
+    without a pass over the tensor."""
+    a_shape, b_shape = tuple(int(s) for s in a_shape), tuple(int(s) for s in b_shape)
+    if _prod(a_shape) != _prod(b_shape):
+        return False
+    rank: Expr = Const(0)
+    for k, extent in enumerate(a_shape):
+        rank = rank * extent + Var(k)
+    at: list[Expr] = []
+    stride = _prod(b_shape)
+    for extent in b_shape:
+        stride //= extent
+        at.append((rank // stride) % extent)
+    ranges = [(0, s - 1) for s in a_shape]
+    moved = ex.simplify(ex.substitute(flat_offset_expr(b, b_shape), at), ranges)
+    return vanishes(ex.simplify(flat_offset_expr(a, a_shape) - moved, ranges), a_shape)
+
+
 def row_major_offsets(index_map: IndexMap, shape: Sequence[int]) -> bool:
     """Whether the flat offset of every logical index is its row-major rank."""
     shape = tuple(int(s) for s in shape)

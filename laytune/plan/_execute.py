@@ -43,7 +43,7 @@ from laytune._cl_build import build_source
 from laytune.codegen import KernelProgram, Launch, lower, lower_conversion
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import ConfigError, LaytuneError, PlanError
-from laytune.layout import Layout, custom, identity, pack
+from laytune.layout import Layout, custom, identity, pack, same_offsets_reshaped
 from laytune.plan._rewrite import Rewrite, is_identity_layout
 from laytune.plan._sink import row_major_view
 from laytune.runners import image_format
@@ -113,9 +113,7 @@ def same_order(src: Layout, dst: Layout) -> bool:
         return False
     if _memory(src) != "global" or _memory(dst) != "global":
         return False
-    ours = src.index_map.flat_offsets(src.shape).reshape(-1)
-    theirs = dst.index_map.flat_offsets(dst.shape).reshape(-1)
-    return bool(np.array_equal(ours, theirs))
+    return same_offsets_reshaped(src.index_map, src.shape, dst.index_map, dst.shape)
 
 
 def _direct_layout(rewrite: Rewrite) -> Layout | None:

@@ -62,6 +62,24 @@ def test_a_device_without_a_clock_has_no_fraction_of_peak() -> None:
     assert "unknown (pass --clock-ghz)" in peak.formula()
 
 
+def test_a_gpus_lanes_come_from_its_compute_capability() -> None:
+    """OpenCL reports an H100's 132 multiprocessors and a float vector width
+    of 1; its peak is 132 x 128 lanes x 2 x 1 FMA x 1.98 GHz."""
+    h100 = _device(
+        type=cl.device_type.GPU,
+        max_compute_units=132,
+        native_vector_width_float=1,
+        max_clock_frequency=1980,
+        compute_capability_major_nv=9,
+        compute_capability_minor_nv=0,
+    )
+    peak = read_peak(h100)
+    assert peak.flops == pytest.approx(132 * 128 * 2 * 1 * 1.98e9)
+    assert "compute capability 9.0" in peak.formula()
+    other = read_peak(_device(type=cl.device_type.GPU, max_clock_frequency=2000))
+    assert other.flops is None and "unknown (pass --simd-lanes)" in other.formula()
+
+
 def test_host_clock_is_the_largest_listed(tmp_path: Path) -> None:
     listing = tmp_path / "cpuinfo"
     listing.write_text(

@@ -31,6 +31,7 @@ from laytune.layout import (
     row_major_offsets,
     row_xor,
     same_offsets,
+    same_offsets_reshaped,
     swizzle,
     tile,
     translations,
@@ -273,6 +274,54 @@ def test_same_offsets_agrees_with_full_pass(layout: Layout, data: st.DataObject)
         )
     row_major = np.array_equal(a, np.arange(a.size))
     assert row_major_offsets(layout.index_map, layout.shape) == row_major
+
+
+@st.composite
+def _reshaped(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with two neighbouring axes merged, one axis split by a
+    divisor of its extent, or a unit axis put in front."""
+    moves = ["front"] + (["merge"] if len(shape) > 1 else [])
+    moves += ["split"] if any(e > 1 for e in shape) else []
+    move = draw(st.sampled_from(moves))
+    if move == "front":
+        return (1, *shape)
+    if move == "merge":
+        k = draw(st.integers(0, len(shape) - 2))
+        return (*shape[:k], shape[k] * shape[k + 1], *shape[k + 2 :])
+    k = draw(st.sampled_from([k for k, e in enumerate(shape) if e > 1]))
+    d = draw(st.sampled_from([d for d in range(1, shape[k] + 1) if shape[k] % d == 0]))
+    return (*shape[:k], d, shape[k] // d, *shape[k + 1 :])
+
+
+@PROPERTY
+@given(every_family_layouts(max_extent=24), st.data())
+def test_same_offsets_across_a_reshape_agrees_with_full_pass(
+    layout: Layout, data: st.DataObject
+) -> None:
+    """A reshape keeps every element's place exactly when the flat offsets
+    of both layouts, listed in each tensor's row-major order, are equal."""
+    target = data.draw(_reshaped(layout.shape))
+    other = data.draw(one_of_every_family(target))
+    a, _ = brute_offsets(layout.index_map, layout.shape)
+    b, _ = brute_offsets(other.index_map, other.shape)
+    got = same_offsets_reshaped(layout.index_map, layout.shape, other.index_map, target)
+    assert got == np.array_equal(a, b)
+
+
+def test_same_offsets_across_a_reshape_holds_for_rows_blocked_alike() -> None:
+    """BERT's 3-D activation blocked by 8 rows is its 2-D rows blocked by 8,
+    on any extents, decided without a pass (8192^2 elements here)."""
+    held = IndexMap.parse("lambda i, j, k: [i, j // 8, k, j % 8]")
+    rows = IndexMap.parse("lambda j, k: [j // 8, k, j % 8]")
+    plain = IndexMap.parse("lambda j, k: [j, k]")
+    for batch, height, width in ((1, 128, 768), (2, 64, 768), (1, 8192, 8192)):
+        shape = (batch, height, width)
+        flat = (batch * height, width)
+        assert same_offsets_reshaped(held, shape, rows, flat)
+        assert not same_offsets_reshaped(held, shape, plain, flat)
+    # 64 rows of 768 become 48 of 1024: a block of 8 rows is no longer one
+    assert not same_offsets_reshaped(rows, (64, 768), rows, (48, 1024))
+    assert not same_offsets_reshaped(rows, (64, 768), rows, (64, 769))  # not a reshape
 
 
 def test_same_offsets_tells_apart_maps_that_differ_past_the_probe() -> None:
