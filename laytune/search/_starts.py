@@ -320,8 +320,7 @@ def _lockstep_group(
     NR``) is squarest (ties: wider), powers of two that divide their NDRange
     dimensions. On an H100, 8 x 4 blocks in 8 x 16 groups (a 64 x 64 tile)
     took 0.87 ms, in 16 x 16 0.97, in 2 x 64 0.93, in 8 x 32 0.98 and in
-    64 x 1 (the CPU's form) 11.6. ``{}`` (the driver's choice) where the
-    columns and rows are not the output's last two axes."""
+    64 x 1 (the CPU's form) 11.6 (:func:`_group_knobs`)."""
     device, workload = space.device, space.workload
     items = min(device.max_work_group_size, _LOCKSTEP_GROUP)
     rows = -(-workload.axes[form.rows].extent // mr)
@@ -344,10 +343,7 @@ def _lockstep_group(
         return abs(math.log2(down * mr / (along * nr))), -along
 
     down, across = min(wide, key=skew)
-    knobs = {group_knob(workload, dim): 1 for dim in range(len(grid_dims(workload)))}
-    knobs[f"group.{_named(workload, form.rows)}"] = down
-    knobs[f"group.{_named(workload, form.columns)}"] = across
-    return knobs if len(knobs) == len(grid_dims(workload)) else {}
+    return _group_knobs(workload, form, down, across)
 
 
 def _contraction_order(columns: int, lanes: int) -> list[tuple[int, float, float]]:
@@ -434,10 +430,17 @@ def _panel_group(space: SearchSpace, form: Contraction, mr: int, nr: int) -> dic
     columns = -(-workload.axes[form.columns].extent // nr)
     cached = budget // (mr * reduced * element)
     group = _widest(min(limit, cached, rows * columns // (2 * units)), rows)
+    return _group_knobs(workload, form, group, 1)
+
+
+def _group_knobs(workload: Any, form: Contraction, down: int, across: int) -> dict[str, int]:
+    """Work-group knobs of ``down`` items along the rows and ``across`` along
+    the columns, 1 along the other NDRange dimensions; ``{}`` (the driver's
+    choice) where the rows and columns do not name NDRange dimensions of
+    their own (only the output's last two axes do)."""
     knobs = {group_knob(workload, dim): 1 for dim in range(len(grid_dims(workload)))}
-    knobs[f"group.{_named(workload, form.rows)}"] = group
-    knobs[f"group.{_named(workload, form.columns)}"] = 1
-    # rows and columns name NDRange dimensions only as the output's last two axes
+    knobs[f"group.{_named(workload, form.rows)}"] = down
+    knobs[f"group.{_named(workload, form.columns)}"] = across
     return knobs if len(knobs) == len(grid_dims(workload)) else {}
 
 
