@@ -45,8 +45,10 @@ def _h100() -> DeviceInfo:
 
 
 def _bmm(b: int, m: int, n: int, k: int) -> Workload:
+    # its own name: a defined workload stays listed by name while alive, and
+    # the CLI's tests expect no "bmm" but their own
     return Workload.define(
-        "bmm",
+        "lockstep_bmm",
         "C[b, i, j] += A[b, i, k] * B[b, k, j]",
         {"b": b, "i": m, "j": n, "k": k},
         {"A": (b, m, k), "B": (b, k, n)},
