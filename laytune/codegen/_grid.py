@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from laytune.codegen._emit import Scope, c_float
-from laytune.codegen._nest import Nest
+from laytune.codegen._nest import GridDim, Nest
 from laytune.codegen._source import decompose, split_index
 from laytune.layout import Condition, Const, Expr, Var, substitute
 
@@ -118,15 +118,25 @@ def may_overlap(nest: Nest, k: int) -> bool:
     return not nest.knobs.get("vector_transpose") and not nest.knobs.get("subgroup")
 
 
+def _rounded(d: int, dim: GridDim) -> list[str]:
+    """The early return of the items a rounded NDRange dimension holds past
+    the ones that compute (none where the work-groups divide them)."""
+    if dim.global_size == dim.count:
+        return []
+    return [f"if (get_global_id({d}) >= {dim.count}) return;  /* past the last block */"]
+
+
 def _logical(scope: Scope, nest: Nest, overlap: frozenset[int]) -> GridCode:
     lines: list[str] = []
     base: dict[int, Expr] = {}
     for d, dim in enumerate(nest.grid):
+        lines += _rounded(d, dim)
+    for d, dim in enumerate(nest.grid):
         if len(dim.axes) == 1:
-            gid = scope.builtin(f"get_global_id({d})", 0, dim.global_size - 1)
+            gid = scope.builtin(f"get_global_id({d})", 0, dim.count - 1)
             base[dim.axes[0]] = _axis_value(scope, nest, dim.axes[0], gid, lines, overlap)
             continue
-        gid = scope.var(f"g{d}", 0, dim.global_size - 1)
+        gid = scope.var(f"g{d}", 0, dim.count - 1)
         lines.append(f"const int {scope.name(gid)} = get_global_id({d});")
         digits = split_index(gid, list(dim.items), [1] * len(dim.items))
         for k, digit in zip(dim.axes, digits, strict=True):
@@ -210,6 +220,7 @@ def _physical(scope: Scope, nest: Nest) -> GridCode:
     pshape = layout.physical_shape
     gid = scope.var("gid", 0, layout.physical_size - 1)
     lines = [
+        *_rounded(0, nest.grid[0]),
         f"const int {scope.name(gid)} = get_global_id(0);",
         f"/* work-items walk the physical positions of {decl.name} */",
     ]

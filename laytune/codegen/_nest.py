@@ -52,15 +52,25 @@ __all__ = ["GridDim", "Nest", "ReduceLoop", "Tile", "memory_of", "plan_nest"]
 class GridDim:
     """One NDRange dimension: the spatial ``axes`` it spans (outer first;
     empty for a walk over a buffer's physical positions), the work-items
-    along each (``items``), and the work-group extent (0: the driver's)."""
+    along each (``items``), and the work-group extent (0: the driver's).
+
+    ``count`` work-items compute; the NDRange (``global_size``) rounds them
+    up to whole work-groups, and the items past ``count`` return at once
+    (:mod:`._grid`), so a work-group need not divide the blocks: 125 blocks
+    of rows in groups of 16 launch 128 items."""
 
     axes: tuple[int, ...]
     items: tuple[int, ...]
     local: int
 
     @property
-    def global_size(self) -> int:
+    def count(self) -> int:
         return math.prod(self.items)
+
+    @property
+    def global_size(self) -> int:
+        count = self.count
+        return -(-count // self.local) * self.local if self.local else count
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,9 @@ is scalar, one point per work-item. ``order_duplicates_logical``: following
 a buffer whose layout keeps the logical order is not offered.
 ``register_budget``: the register block holds at most the options'
 ``max_block_points`` outputs. ``work_group_divides``: a work-group extent
-divides its NDRange dimension. ``work_group_device_limit``: the device's
+divides its NDRange dimension in a kernel of sub-group block reads
+(elsewhere the NDRange rounds up to whole work-groups and the items past the
+last block return at once). ``work_group_device_limit``: the device's
 ``max_work_item_sizes`` and ``max_work_group_size``. ``split_divides``,
 ``unroll_divides``: reduce loops have no tails. ``reduce_vector``: vectors
 along the innermost reduce loop need every input indexed by it to serve them
@@ -655,14 +657,18 @@ class GroupStep(Step):
                         f"covers the staging block, got {value}",
                     )
                 )
-        elif value:
+        elif value and size:
+            # elsewhere the NDRange rounds up to whole work-groups and the
+            # items past the last block return at once; a sub-group's block
+            # reads need every item of it
             items = self.items(state)
             if items % value:
                 out.append(
                     (
                         "work_group_divides",
                         f"{self.name} {value} does not divide the {items} work-items of "
-                        f"NDRange dimension {self.dim}",
+                        f"NDRange dimension {self.dim} (subgroup {size}: a partial "
+                        f"sub-group's block reads are undefined)",
                     )
                 )
         device = self.s.device

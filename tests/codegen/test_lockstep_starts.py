@@ -123,3 +123,16 @@ def test_the_gpu_contraction_starts_match_numpy(env: Env, workload: Workload) ->
         program = lower(workload, start, gpu)
         outputs, _ = run(env, program, inputs, build(env, program))
         np.testing.assert_allclose(outputs["C"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_an_odd_gpu_contraction_keeps_its_warps_along_the_columns() -> None:
+    """257 columns make 65 blocks (no power of two above 1 divides them);
+    the NDRange rounds up to whole work-groups, so the lockstep group still
+    runs along the columns, a cache line of them per row."""
+    gpu = _h100()
+    starts = standard_candidates(SearchSpace(matmul(127, 257, 509), gpu), 6)
+    assert len(starts) == 6
+    for start in starts:
+        columns, vector = start.knob("group.j"), start.knob("vector")
+        assert columns * vector * 4 >= gpu.cacheline_size
+        assert start.knob("group.i") * columns == 128

@@ -283,13 +283,14 @@ def test_contraction_starts_take_work_groups_whose_left_panels_fit_the_cache(
 
 
 def _group_fits(group: int, mr: int, blocks: tuple[int, int], k: int, budget: int) -> bool:
-    """The group's float32 left panels within the budget, the blocks of rows
-    divided by the group, two groups per compute unit, 256 items at most."""
+    """The group's float32 left panels within the budget, no more items than
+    blocks of rows (a group need not divide them: the NDRange rounds up), two
+    groups per compute unit, 256 items at most."""
     rows, columns = blocks
     return (
         group * mr * k * 4 <= budget
-        and rows % group == 0
-        and rows // group * columns >= 4
+        and group <= rows
+        and rows * columns >= 4 * group
         and group <= 256
     )
 

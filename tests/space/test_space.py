@@ -488,8 +488,18 @@ def test_check_candidate_order_work_group_and_staging(device):
     too_big = {"group.j": 32, "group.i": 16}
     verdict = check_candidate(workload, _base(space, knobs=too_big), device)
     assert "over the device's limits" in str(verdict)
+    # a work-group need not divide its dimension (the NDRange rounds up and the
+    # items past the last block return), but in a kernel of sub-group block reads
     verdict = check_candidate(workload, _base(space, knobs={"group.j": 3, "group.i": 1}), device)
-    assert "group.j 3 does not divide the 32 work-items of NDRange dimension 0" in str(verdict)
+    assert verdict.ok, verdict
+    subgroups = make_device(sub_group_sizes=(16,), extensions=("cl_khr_fp16", "cl_intel_subgroups"))
+    narrow = make_matmul(32, 24, 32)
+    grouped = _base(
+        SearchSpace(narrow, subgroups, SMALL),
+        knobs={"group.j": 16, "group.i": 1, "subgroup": 16},
+    )
+    verdict = check_candidate(narrow, grouped, subgroups)
+    assert "group.j 16 does not divide the 24 work-items of NDRange dimension 0" in str(verdict)
     verdict = check_candidate(workload, _base(space, knobs={"group.j": 4}), device)
     assert "all 0 (the driver's) or all set" in str(verdict)
     verdict = check_candidate(workload, _base(space, knobs={"local_stage": True}), device)
