@@ -42,7 +42,9 @@ The loop nest the knobs describe
   some buffer needs it.
 * ``group.<axis>`` (one per NDRange dimension, named after the innermost
   axis of that dimension): the work-group extent along that dimension; all
-  zero leaves the work-group to the driver.
+  zero leaves the work-group to the driver. An extent need not divide the
+  dimension's work-items: the launch rounds the dimension up to whole
+  work-groups and the items past the last block return at once.
 * ``order``: ``"logical"``, or the name of a buffer indexed by exactly the
   spatial axes whose *physical* order the work-items follow (a 1-D NDRange
   over its physical positions, one scalar point per work-item).
