@@ -27,7 +27,18 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["build_binary", "build_program", "build_source", "compiler_output", "with_output"]
+__all__ = [
+    "LOG_NOTE",
+    "build_binary",
+    "build_logs",
+    "build_program",
+    "build_source",
+    "compiler_output",
+    "with_output",
+]
+
+#: How the note that carries a failed build's log (where the error lacks it) begins.
+LOG_NOTE = "build log:\n"
 
 
 @contextlib.contextmanager
@@ -67,15 +78,15 @@ def build_program(program: Any, options: Sequence[str], devices: Sequence[Any] |
             return program.build(options=list(options), devices=devices)
         except Exception as exc:
             failed = exc
-    log = _build_logs(program, devices)
+    log = build_logs(program, devices)
     if log and log not in str(failed):
-        failed.add_note(f"build log:\n{log}")
+        failed.add_note(LOG_NOTE + log)
     if output[0]:
         failed.add_note(with_output("", output))
     raise failed
 
 
-def _build_logs(program: Any, devices: Sequence[Any] | None) -> str:
+def build_logs(program: Any, devices: Sequence[Any] | None) -> str:
     """The build logs of ``program`` on ``devices`` (default: the
     program's), joined; pyopencl puts them in the error it raises on some
     drivers, not on others (NVIDIA's: ``BUILD_PROGRAM_FAILURE`` alone)."""

@@ -8,7 +8,7 @@ import warnings
 
 import pyopencl as cl
 
-from laytune._cl_build import build_program, build_source
+from laytune._cl_build import LOG_NOTE, build_logs, build_program, build_source
 from laytune.codegen import KernelProgram
 from laytune.runners._devices import Device
 from laytune.runners._results import BuildResult, ErrorKind
@@ -41,13 +41,6 @@ def warm_worker(device: Device, hold_s: float) -> int:
     return os.getpid()
 
 
-def _build_log(program: cl.Program, device: cl.Device) -> str:
-    try:
-        return str(program.get_build_info(device, cl.program_build_info.LOG)).strip()
-    except cl.Error:
-        return ""
-
-
 def compile_program(device: Device, program: KernelProgram) -> BuildResult:
     """Compile ``program`` for ``device`` and return its binary or its build log."""
     started_at = time.time()
@@ -77,7 +70,8 @@ def compile_program(device: Device, program: KernelProgram) -> BuildResult:
         try:
             build_program(cl_program, program.build_options, [cl_device])
         except cl.Error as exc:
-            notes = getattr(exc, "__notes__", [])  # the compiler's stderr, where it wrote any
+            # the compiler's stderr, where it wrote any (the log is read below)
+            notes = [n for n in getattr(exc, "__notes__", []) if not n.startswith(LOG_NOTE)]
             return result(
                 binary=None,
                 error_kind=ErrorKind.BUILD,
@@ -86,8 +80,8 @@ def compile_program(device: Device, program: KernelProgram) -> BuildResult:
                     f"{cl.status_code.to_string(exc.code)} ({exc.code}); "
                     f"options {' '.join(program.build_options) or '(none)'}"
                 ),
-                build_log="\n\n".join([_build_log(cl_program, cl_device), *notes]).strip(),
+                build_log="\n\n".join([build_logs(cl_program, [cl_device]), *notes]).strip(),
                 cl_error_code=exc.code,
             )
     binaries = cl_program.get_info(cl.program_info.BINARIES)
-    return result(binary=bytes(binaries[0]), build_log=_build_log(cl_program, cl_device))
+    return result(binary=bytes(binaries[0]), build_log=build_logs(cl_program, [cl_device]))
