@@ -562,7 +562,7 @@ class _Scheduler:
         self.early_stop = opts.early_stop
         self.overlap = opts.overlap
         if self.overlap is None:  # on a CPU the compiler would take the measured kernel's cores
-            self.overlap = "CPU" not in job.device.info.device_type.upper().split(" | ")
+            self.overlap = not job.device.info.is_cpu
         sampled = job.strategy != "exhaustive"
         self.proposer = _Proposer(job, _proposal_order(job, opts), sampled=sampled)
         self.persist = Persist()  # first: the watchers see records with ids
