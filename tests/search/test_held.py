@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 from laytune import ops
-from laytune.device_info import DeviceInfo
 from laytune.layout import permute
 from laytune.records import Boundary
 from laytune.search import held_layouts, standard_candidates, with_held_layouts
 from laytune.space import SearchSpace
+from tests.search.devices import written_cpu
 
 MATMUL = ops.matmul(64, 16, 32)
 
 
 def _space() -> SearchSpace:
-    cpu = DeviceInfo(
-        platform_name="Hand",
-        device_name="Written CPU",
-        device_type="CPU",
-        compute_units=2,
-        max_work_group_size=8192,
-        max_work_item_sizes=(8192, 8192, 8192),
-        preferred_vector_widths=(("float", 16),),
-    )
-    return SearchSpace(MATMUL, cpu)
+    return SearchSpace(MATMUL, written_cpu())
 
 
 def test_a_held_layout_given_as_text_is_found_among_the_space_layouts() -> None:

@@ -18,18 +18,7 @@ from laytune.search import _starts, _structure, params_of, standard_candidates
 from laytune.search._starts import simd_lanes
 from laytune.search._structure import Contraction, Window, classify
 from laytune.space import SearchSpace
-
-
-def _cpu(lanes: int = 16) -> DeviceInfo:
-    return DeviceInfo(
-        platform_name="Hand",
-        device_name=f"Written CPU {lanes}",
-        device_type="CPU",
-        compute_units=2,
-        max_work_group_size=8192,
-        max_work_item_sizes=(8192, 8192, 8192),
-        preferred_vector_widths=(("float", lanes),),
-    )
+from tests.search.devices import written_cpu
 
 
 def _bmm(b: int = 4, m: int = 32, n: int = 64, k: int = 16) -> Workload:
@@ -76,7 +65,7 @@ def test_classify_reads_the_form_off_the_index_expressions() -> None:
 
 
 def test_a_defined_statement_gets_the_same_starts_as_the_named_operator() -> None:
-    device = _cpu()
+    device = written_cpu()
     named = SearchSpace(ops.matmul(64, 64, 32), device)
     defined = SearchSpace(
         Workload.define(
@@ -100,7 +89,7 @@ def test_no_operator_name_appears_in_the_starts() -> None:
 
 @pytest.mark.parametrize(
     ("device", "lanes", "points", "columns"),
-    [(_cpu(16), 16, 448, 32), (_cpu(8), 8, 96, 8)],
+    [(written_cpu(16), 16, 448, 32), (written_cpu(8), 8, 96, 8)],
 )
 def test_register_blocks_follow_the_device_lanes(
     device: DeviceInfo, lanes: int, points: int, columns: int
@@ -125,11 +114,11 @@ def test_register_blocks_follow_the_device_lanes(
 @pytest.mark.parametrize(
     ("device", "columns", "block"),
     [
-        (_cpu(16), 257, 48),
-        (_cpu(16), 1000, 48),
-        (_cpu(16), 768, 48),
-        (_cpu(16), 64, 32),
-        (_cpu(8), 1000, 8),
+        (written_cpu(16), 257, 48),
+        (written_cpu(16), 1000, 48),
+        (written_cpu(16), 768, 48),
+        (written_cpu(16), 64, 32),
+        (written_cpu(8), 1000, 8),
     ],
 )
 def test_three_vectors_of_columns_lead_where_they_fit(
@@ -145,7 +134,7 @@ def test_three_vectors_of_columns_lead_where_they_fit(
 
 
 def test_a_user_defined_batched_matmul_starts_from_packed_panels() -> None:
-    space = SearchSpace(_bmm(), _cpu())
+    space = SearchSpace(_bmm(), written_cpu())
     starts = standard_candidates(space, 8)
     assert all(params_of(space, c) is not None for c in starts)
     first = starts[0]
@@ -155,7 +144,7 @@ def test_a_user_defined_batched_matmul_starts_from_packed_panels() -> None:
 
 
 def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
-    space = SearchSpace(_depthwise(), _cpu())
+    space = SearchSpace(_depthwise(), written_cpu())
     first = standard_candidates(space, 1)[0]
     assert first.layout("X") == block((1, 32, 18, 18), 1, 16)
     assert first.layout("W") == block((32, 3, 3), 0, 16)
@@ -175,7 +164,7 @@ def test_a_windows_column_block_follows_the_output_width(
     stage) takes all 7 columns, where 4 would compute 8; a 30-wide row takes
     3, a value of the block knob (5, which is none, dropped the start)."""
     conv = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=1)
-    space = SearchSpace(conv, _cpu())
+    space = SearchSpace(conv, written_cpu())
     first = standard_candidates(space, 1)[0]
     assert (first.knob("block.f"), first.knob("vector")) == (32, 16)
     assert first.knob("block.ow") == columns
@@ -199,13 +188,13 @@ def test_a_padded_window_peels_its_border_where_a_row_has_an_interior_block(
     row holds a block that touches neither edge; a 7-wide row is one block,
     a 14-wide one two, and an unpadded window has no tests to peel."""
     conv = ops.conv2d(1, 64, height, height, 64, 3, padding=padding)
-    starts = standard_candidates(SearchSpace(conv, _cpu()), 2)
+    starts = standard_candidates(SearchSpace(conv, written_cpu()), 2)
     assert starts and all(start.knob("peel") is peeled for start in starts)
 
 
 def test_few_input_channels_stay_unblocked_with_their_loop_innermost() -> None:
     stem = ops.conv2d(1, 3, 32, 32, 32, 7, stride=2, padding=3)
-    space = SearchSpace(stem, _cpu())
+    space = SearchSpace(stem, written_cpu())
     starts = standard_candidates(space, 4)
     assert starts, "an image stem gets derived starts"
     first = starts[0]
@@ -215,7 +204,7 @@ def test_few_input_channels_stay_unblocked_with_their_loop_innermost() -> None:
 
 
 def test_a_pointwise_convolution_gets_the_blocked_outer_product() -> None:
-    space = SearchSpace(ops.conv2d(1, 64, 16, 16, 64, 1), _cpu())
+    space = SearchSpace(ops.conv2d(1, 64, 16, 16, 64, 1), written_cpu())
     starts = standard_candidates(space, 4)
     assert len(starts) == 4
     first = starts[0]
@@ -224,14 +213,9 @@ def test_a_pointwise_convolution_gets_the_blocked_outer_product() -> None:
 
 
 def _cached_cpu(cache: int, own: int = 0) -> DeviceInfo:
-    return DeviceInfo(
-        platform_name="Hand",
+    return replace(
+        written_cpu(),
         device_name="Written CPU with a cache",
-        device_type="CPU",
-        compute_units=2,
-        max_work_group_size=8192,
-        max_work_item_sizes=(8192, 8192, 8192),
-        preferred_vector_widths=(("float", 16),),
         last_level_cache_size=cache,
         cache_size=own,
     )
@@ -296,7 +280,7 @@ def _group_fits(group: int, mr: int, blocks: tuple[int, int], k: int, budget: in
 
 
 def test_contraction_starts_leave_the_work_group_to_the_driver_without_a_known_cache() -> None:
-    space = SearchSpace(ops.matmul(1024, 1024, 1024), _cpu())
+    space = SearchSpace(ops.matmul(1024, 1024, 1024), written_cpu())
     starts = standard_candidates(space, 6)
     assert starts
     assert all(
@@ -318,7 +302,7 @@ def test_a_fused_residual_is_laid_out_as_the_output_so_the_vector_starts_stay() 
         {"X": (1, 16, 8, 8), "W": (32, 16, 3, 3), "R": (1, 32, 8, 8)},
         weights=("W",),
     )
-    starts = standard_candidates(SearchSpace(fused, _cpu()), 8)
+    starts = standard_candidates(SearchSpace(fused, written_cpu()), 8)
     vectors = [c for c in starts if dict(c.knobs).get("vector", 1) > 1]
     assert vectors
     for start in vectors:
@@ -337,7 +321,7 @@ def test_a_block_of_rows_is_no_taller_than_the_rows() -> None:
         {"X": (1, 32), "W": (96, 32)},
         weights=("W",),
     )
-    starts = standard_candidates(SearchSpace(classifier, _cpu()), 4)
+    starts = standard_candidates(SearchSpace(classifier, written_cpu()), 4)
     first = starts[0]
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.n")) == ("o", 16, 1)
     assert first.knob("block.o") == 48  # one row: three vectors of columns, 96 = 2 x 48
@@ -352,7 +336,7 @@ def test_a_depthwise_tall_start_fills_the_registers_with_channels(
     """Columns the lanes do not divide (54) start from one full vector by 6
     rows, and as many channels as the registers hold beside them: 4 of
     AVX-512's 28 block registers, 2 of AVX2's 12."""
-    first = standard_candidates(SearchSpace(_depthwise(c=64, h=56), _cpu(lanes)), 1)[0]
+    first = standard_candidates(SearchSpace(_depthwise(c=64, h=56), written_cpu(lanes)), 1)[0]
     assert (first.knob("vector_axis"), first.knob("vector")) == ("ow", lanes)
     assert (first.knob("block.oh"), first.knob("block.c")) == (6, channels)
 
@@ -368,7 +352,7 @@ def test_a_right_operand_without_runs_is_packed_alone_in_the_twin() -> None:
         {"b": 2, "i": 16, "j": 32, "k": 8},
         {"Q": (2, 16, 8), "K": (2, 32, 8)},
     )
-    space = SearchSpace(scores, _cpu())
+    space = SearchSpace(scores, written_cpu())
     first, twin = standard_candidates(space, 2)
     assert not first.layout("Q").is_identity and not first.layout("K").is_identity
     assert twin.layout("Q").is_identity and twin.layout("K") == first.layout("K")
@@ -386,7 +370,7 @@ def test_an_elementwise_statement_starts_from_full_vectors_in_rows(lanes: int, r
         {"i": 64, "j": 128},
         {"X": (64, 128)},
     )
-    first = standard_candidates(SearchSpace(gelu, _cpu(lanes)), 1)[0]
+    first = standard_candidates(SearchSpace(gelu, written_cpu(lanes)), 1)[0]
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.j")) == (
         "j",
         lanes,
@@ -408,7 +392,7 @@ def test_a_transpose_starts_from_register_tiles_with_streaming_stores(
     registers, every layout as it is, first with nontemporal stores where the
     compiler has them, in work-groups whose stores are runs of 4 cache lines
     (4 tiles of 16 floats) and which hold 128 tiles; the plain-store twin next."""
-    device = replace(_cpu(16), builtins=("nontemporal_store",), cacheline_size=64)
+    device = replace(written_cpu(16), builtins=("nontemporal_store",), cacheline_size=64)
     workload = ops.transpose(shape, perm)
     first, twin = standard_candidates(SearchSpace(workload, device), 2)
     out = workload.output
@@ -431,7 +415,7 @@ def test_a_transpose_without_streaming_stores_keeps_the_register_tile() -> None:
     """Where the compiler has no nontemporal store, or the device does not
     say its cache line, the tile stays the first start, plainly stored, the
     work-group left to the driver when no line size is known."""
-    first = standard_candidates(SearchSpace(ops.transpose((256, 512)), _cpu(8)), 1)[0]
+    first = standard_candidates(SearchSpace(ops.transpose((256, 512)), written_cpu(8)), 1)[0]
     assert (first.knob("vector_transpose"), first.knob("vector"), first.knob("store")) == (
         "i",
         8,

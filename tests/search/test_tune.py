@@ -15,12 +15,12 @@ import pytest
 
 import laytune
 from laytune import ops
-from laytune.device_info import DeviceInfo
 from laytune.exceptions import TuningError
 from laytune.records import is_baseline, open_database
 from laytune.search import TuneCallback, TuneOptions, params_of
 from laytune.space import SearchSpace
 from tests.search import worker
+from tests.search.devices import written_cpu
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = worker.OPTIONS
@@ -269,15 +269,7 @@ def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
 
     # the starts' forms on an AVX-512 CPU, whatever this machine's device (a
     # GPU's contraction takes another form: tests/codegen/test_lockstep_starts.py)
-    info = DeviceInfo(
-        platform_name="Hand",
-        device_name="Written AVX-512 CPU",
-        device_type="CPU",
-        compute_units=2,
-        max_work_group_size=8192,
-        max_work_item_sizes=(8192, 8192, 8192),
-        preferred_vector_widths=(("float", 16),),
-    )
+    info = written_cpu(16)
     matmul = SearchSpace(ops.matmul(64, 64, 64), info)
     starts = standard_candidates(matmul, 100)
     assert all(params_of(matmul, c) is not None for c in starts)  # all in the space
