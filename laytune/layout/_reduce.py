@@ -197,9 +197,7 @@ def same_offsets_reshaped(
     a_shape, b_shape = tuple(int(s) for s in a_shape), tuple(int(s) for s in b_shape)
     if _prod(a_shape) != _prod(b_shape):
         return False
-    rank: Expr = Const(0)
-    for k, extent in enumerate(a_shape):
-        rank = rank * extent + Var(k)
+    rank = _row_major_rank(a_shape)
     at: list[Expr] = []
     stride = _prod(b_shape)
     for extent in b_shape:
@@ -213,7 +211,12 @@ def same_offsets_reshaped(
 def row_major_offsets(index_map: IndexMap, shape: Sequence[int]) -> bool:
     """Whether the flat offset of every logical index is its row-major rank."""
     shape = tuple(int(s) for s in shape)
+    return vanishes(flat_offset_expr(index_map, shape) - _row_major_rank(shape), shape)
+
+
+def _row_major_rank(shape: Shape) -> Expr:
+    """The row-major rank of a logical index of ``shape``."""
     rank: Expr = Const(0)
     for k, extent in enumerate(shape):
         rank = rank * extent + Var(k)
-    return vanishes(flat_offset_expr(index_map, shape) - rank, shape)
+    return rank
