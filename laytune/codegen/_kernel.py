@@ -10,7 +10,10 @@ The kernel, top to bottom::
       body          every operand element the block reads, loaded once
                     (vloadN along the vector axis, a scalar broadcast
                     otherwise), then one fma/combine per point
-    stores          one per point, tested where a block overshoots
+    stores          one per point, tested where a block overshoots; an
+                    output that holds the vector's lanes apart but runs
+                    along another axis of the block is stored in rows of
+                    that axis, transposed in registers (_row_chunks)
 
 Loads, stores and their index tests are in ._loads.
 """
@@ -35,12 +38,18 @@ from laytune.codegen._loads import (
 )
 from laytune.codegen._nest import Nest, ReduceLoop
 from laytune.codegen._program import ArgRef, Launch
-from laytune.codegen._shuffle import transpose_lines
+from laytune.codegen._shuffle import chunk_lane, transpose_lines
 from laytune.codegen._source import indent
 from laytune.codegen._stage import local_accesses, staged_loops
-from laytune.layout import Const, Expr, Var, variables
+from laytune.layout import Const, Expr, Var, substitute, variables
 from laytune.ops import BinaryOp, Load, Value, loads, reduction
-from laytune.space import affine_terms
+from laytune.space import (
+    TRANSPOSE_WIDTHS,
+    VectorAccess,
+    affine_terms,
+    stores_lane_by_lane,
+    vector_dim,
+)
 
 __all__ = ["compute_kernel"]
 
@@ -312,9 +321,22 @@ def _epilogue(
     through the statement's epilogue when it has one: its operands loaded
     at the point (vectors along the vector axis, else broadcast), tested
     where the block overshoots."""
+    if w.nest.workload.statement.epilogue is None:
+        return [store_text(w, values, acc, width)]
+    lines, text = _finished(w, offsets, values, acc, width)
+    store = store_text(w, values, text, width)
+    return ["{  /* epilogue */", *indent([*lines, store]), "}"]
+
+
+def _finished(
+    w: Writer, offsets: Sequence[int], values: list[Expr], acc: str, width: int
+) -> tuple[list[str], str]:
+    """The lines computing one point's stored value from its finished
+    reduction ``acc`` through the statement's epilogue (``acc`` itself
+    where there is none), and that value's text, ``width`` wide."""
     after = w.nest.workload.statement.epilogue
     if after is None:
-        return [store_text(w, values, acc, width)]
+        return [], acc
     lines: list[str] = []
     names: dict[str, tuple[str, int]] = {ACCUMULATOR: (acc, width)}
     for load in loads(after):
@@ -330,8 +352,91 @@ def _epilogue(
         lines.append(f"const {w.vtype(got)} {var} = {text};")
         names[load.buffer] = (var, got)
     text, got = value_text(w, after, names)
-    store = store_text(w, values, widen(w, text, got, width), width)
-    return ["{  /* epilogue */", *indent([*lines, store]), "}"]
+    return lines, widen(w, text, got, width)
+
+
+def _row_chunks(w: Writer, points: Sequence[tuple[int, ...]]) -> tuple[int, list[list[int]]]:
+    """Where the output stores its vectors lane by lane (its logical layout
+    holds the vector axis ``v``'s lanes apart) but its rows run along
+    another axis ``u`` of the block (``u`` its innermost index): the row
+    width ``n`` (a power of two dividing the vector width and ``u``'s block)
+    and the points in chunks of ``n`` consecutive along ``u``. Each chunk's
+    vectors are transposed in registers and stored as one row of ``n`` per
+    lane, so ``n`` lanes go out in one store. ``(0, [])`` where the output
+    stores as it is: whole vectors, a block that overshoots its extent
+    (tested stores), nontemporal stores or a reduction across lanes."""
+    nest, scope = w.nest, w.scope
+    tile, out = nest.tile, nest.workload.output
+    v, width = tile.vector_axis, tile.vector
+    none: tuple[int, list[list[int]]] = (0, [])
+    if v is None or tile.reduce_axis is not None or width not in TRANSPOSE_WIDTHS:
+        return none
+    if nest.knobs.get("store") == "nontemporal":
+        return none
+    dim = vector_dim(out, v)
+    extent = nest.workload.axes[v].extent
+    layout = w.accesses[out.name].layout
+    if not isinstance(dim, int) or not stores_lane_by_lane(
+        out, layout, VectorAccess(dim, width), extent
+    ):
+        return none
+    last = out.indices[-1]
+    if not isinstance(last, Var) or last.index == v or last.index >= len(tile.blocks):
+        return none
+    u = last.index
+    rows = min(width, tile.blocks[u] & -tile.blocks[u])  # the largest power of two dividing it
+    if rows < 2 or out.shape[-1] % rows:
+        return none
+    for offsets in points:
+        idx = [scope.simplify(substitute(e, point_values(w, offsets, {}))) for e in out.indices]
+        if any(scope.bounds(e)[1] > n - 1 for e, n in zip(idx, out.shape, strict=True)):
+            return none
+    position = {p: k for k, p in enumerate(points)}
+    chunks = []
+    for offsets in points:
+        if offsets[u] % rows == 0:
+            chunks.append(
+                [position[(*offsets[:u], offsets[u] + r, *offsets[u + 1 :])] for r in range(rows)]
+            )
+    return rows, chunks
+
+
+def _row_stores(
+    w: Writer, points: Sequence[tuple[int, ...]], rows: int, chunks: Sequence[Sequence[int]]
+) -> list[str]:
+    """The stores of every point's finished value as rows of ``rows``
+    along the output's innermost axis, one chunk of points at a time
+    (:func:`_row_chunks`)."""
+    scope, tile = w.scope, w.nest.tile
+    out = w.nest.workload.output
+    access = w.accesses[out.name]
+    dim = vector_dim(out, tile.vector_axis)
+    assert isinstance(dim, int) and tile.vector_axis is not None
+    width = tile.vector
+    lines: list[str] = []
+    for c, chunk in enumerate(chunks):
+        named = []
+        for p in chunk:
+            values = point_values(w, points[p], {})
+            body, text = _finished(w, points[p], values, f"acc{p}", width)
+            if body:  # the epilogue's operands, in a scope of their own
+                lines.append(f"{w.vtype(width)} out{p};")
+                lines += ["{  /* epilogue */", *indent([*body, f"out{p} = {text};"]), "}"]
+            else:
+                lines.append(f"const {w.vtype(width)} out{p} = {text};")
+            named.append(f"out{p}")
+        shuffles, outputs = transpose_lines(named, w.ctype, f"row{c}_", width)
+        lines += shuffles
+        values = point_values(w, points[chunk[0]], {})
+        idx = [scope.simplify(substitute(e, values)) for e in out.indices]
+        for a, name in enumerate(outputs):
+            for h in range(width // rows):
+                lane = chunk_lane(a, h, rows, width)
+                at = [scope.simplify(e + lane) if d == dim else e for d, e in enumerate(idx)]
+                part = "".join(f"{k:x}" for k in range(h * rows, (h + 1) * rows))
+                text = name if rows == width else f"{name}.s{part}"
+                lines.append(access.store(at, text, scope, rows))
+    return lines
 
 
 def _loop(
@@ -515,6 +620,10 @@ def _compute_kernel(nest: Nest, name: str, overlap: frozenset[int]) -> tuple[str
             body += staged_loops(scope, nest, grid, w.tiles, w.accesses, loops)
         else:
             body += loops()
+        rows, chunks = _row_chunks(w, points)
+        if rows:
+            body += _row_stores(w, points, rows, chunks)
+            points = []
         for p, offsets in enumerate(points):
             values = point_values(w, offsets, {})
             if nest.tile.reduce_axis is None:

@@ -52,11 +52,12 @@ def test_a_grouped_convolution_starts_from_the_direct_convolution(env: Env) -> N
     _matches_numpy(env, workload, lower(workload, first, env.info), seed=3)
 
 
-def test_the_start_without_conversions_stores_its_filters_lane_by_lane(env: Env) -> None:
+def test_the_start_without_conversions_stores_its_filters_in_rows(env: Env) -> None:
     """The twin of the first start takes the activations and the output as
     they come: no pack, no unpack. Its vectors of filters are not contiguous
-    in the NCHW-like output, so each lane is stored on its own, and the
-    result is numpy's."""
+    in the NCHW-like output, so the block's vectors are transposed in
+    registers and stored as rows of output columns, no lane on its own, and
+    the result is numpy's."""
     workload = _grouped()
     first, twin = standard_candidates(SearchSpace(workload, env.info), 4)[:2]
     assert twin.knob_map == first.knob_map
@@ -67,5 +68,6 @@ def test_the_start_without_conversions_stores_its_filters_lane_by_lane(env: Env)
     assert [launch.kernel for launch in program.pack] == ["W_pack"] and not program.unpack
     compute = program.source.index(f"void {program.compute[0].kernel}(")
     body = program.source[compute:].split("__kernel", 1)[0]
-    assert "lanes.s" in body and "vstore" not in body
+    assert "lanes.s" not in body and "shuffle2(" in body
+    assert f"vstore{twin.knob('block.ow')}(" in body
     _matches_numpy(env, workload, program, seed=4)
