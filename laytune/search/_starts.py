@@ -489,7 +489,7 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
     channels = 0 if form.channels is None else workload.axes[form.channels].extent
     width = workload.axes[form.columns].extent
     padded = reads_outside(workload)
-    for cb_lanes, filter_lanes, target, vector_lanes in _WINDOW_BLOCKS:
+    for cb_lanes, filter_lanes, target, vector_lanes in _window_blocks(space, form):
         cb, vector = _lanes(cb_lanes, lanes), _lanes(vector_lanes, lanes)
         filters = cb if form.filters is None else _lanes(filter_lanes, lanes)
         vectors = max(1, filters // vector)
@@ -525,14 +525,18 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
             else:
                 knobs["reduce_order"] = reduce_order_text(workload, [*rest, form.channels])
         yield layouts, knobs
-        if form.channels is not None and layouts[form.activations] != base[form.activations]:
+        converted = any(layouts[name] != base[name] for name in (form.activations, form.output))
+        if form.channels is not None and converted:
             # The same kernel with no conversion per call: the activations
             # as they come (its reads of them are scalar broadcasts, which
-            # any layout serves) and the output as it goes (a vector of
-            # filters stored lane by lane where they are not contiguous).
-            # Blocking buys locality at the price of a pack and an unpack
-            # per call: on a grouped convolution's 16 channels per group
-            # they took a third of the end-to-end time
+            # any layout serves) and the output as it goes (the vectors of
+            # filters transposed in registers into rows of output columns,
+            # codegen's row stores). Blocking buys locality at the price of
+            # a pack and an unpack per call: on a grouped convolution's 16
+            # channels per group they took a third of the end-to-end time;
+            # on the image stem of bench.user_ops (3 channels) the unpack
+            # alone took 0.12 ms beside a 0.78 ms kernel, where the rows
+            # stored as they go took 0.82 ms in all (interleaved)
             yield (
                 {
                     **layouts,
@@ -541,6 +545,31 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
                 },
                 knobs,
             )
+
+
+def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float, int, float]]:
+    """The window starts' blocks (:data:`_WINDOW_BLOCKS`), led by the one
+    the device's registers derive: as many accumulators as the largest
+    power of two the register block holds (AVX-512: 16 of 28, AVX2: 8 of
+    12), split into vectors of filters by output columns as evenly as
+    powers of two allow, the filters the larger share where they cannot be
+    equal, so that each step loads the fewest operands per FMA (vectors of
+    filters plus broadcast columns). On the AVX-512 host the 4 x 4 block
+    took 0.71 ms on conv2d (1, 64, 56, 56) x 64 3 x 3 where the 2 x 4 one
+    took 0.84, and 0.83 against 0.93 on the 7 x 7 stem of bench.user_ops
+    (interleaved, the same layouts)."""
+    lanes = simd_lanes(space.device)
+    table = list(_WINDOW_BLOCKS)
+    if form.filters is None:
+        return table
+    accumulators = _power_at_most(block_registers(lanes))
+    filters = space.workload.axes[form.filters].extent
+    vectors = min(
+        _power_at_most(max(1, filters // lanes)),
+        _power_at_most(math.isqrt(accumulators)),
+    )
+    derived = (1.0, float(vectors), accumulators // vectors, 1.0)
+    return [derived, *(entry for entry in table if entry != derived)]
 
 
 # Column blocks a row needs before a padded window's start peels its border:

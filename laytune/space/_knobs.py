@@ -193,7 +193,7 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         "block",
         "axis",
         1,
-        (1, 2, 3, 4, 6, 7, 8, 12, 14, 16, 24, 32, 48),
+        (1, 2, 3, 4, 6, 7, 8, 12, 14, 16, 24, 32, 48, 64),
         "register block extent along one spatial axis",
     ),
     KnobSpec(

@@ -159,17 +159,18 @@ def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
 def test_a_windows_column_block_follows_the_output_width(
     height: int, stride: int, columns: int
 ) -> None:
-    """Two vectors of filters by about four columns, as wide as the row
-    allows without a guarded block past its end: a 7-wide row (ResNet's last
-    stage) takes all 7 columns, where 4 would compute 8; a 30-wide row takes
-    3, a value of the block knob (5, which is none, dropped the start)."""
+    """Four vectors of filters (16 accumulators of AVX-512's 28, as square
+    as they go) by about four columns, as wide as the row allows without a
+    guarded block past its end: a 7-wide row (ResNet's last stage) takes all
+    7 columns, where 4 would compute 8; a 30-wide row takes 3, a value of
+    the block knob (5, which is none, dropped the start)."""
     conv = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=1)
     space = SearchSpace(conv, written_cpu())
     first = standard_candidates(space, 1)[0]
-    assert (first.knob("block.f"), first.knob("vector")) == (32, 16)
+    assert (first.knob("block.f"), first.knob("vector")) == (64, 16)
     assert first.knob("block.ow") == columns
     width = conv.axes[[a.name for a in conv.axes].index("ow")].extent
-    assert 2 * columns <= 28  # two vectors of accumulators per column fit the registers
+    assert 4 * columns <= 28  # four vectors of accumulators per column fit the registers
 
     def wasted(c: int) -> int:
         return -(-width // c) * c - width
