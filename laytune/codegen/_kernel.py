@@ -364,14 +364,15 @@ def _row_chunks(w: Writer, points: Sequence[tuple[int, ...]]) -> tuple[int, list
     vectors are transposed in registers and stored as one row of ``n`` per
     lane, so ``n`` lanes go out in one store. ``(0, [])`` where the output
     stores as it is: whole vectors, a block that overshoots its extent
-    (tested stores), nontemporal stores or a reduction across lanes."""
+    (tested stores), nontemporal stores, sub-group kernels or a reduction
+    across lanes."""
     nest, scope = w.nest, w.scope
     tile, out = nest.tile, nest.workload.output
     v, width = tile.vector_axis, tile.vector
     none: tuple[int, list[list[int]]] = (0, [])
     if v is None or tile.reduce_axis is not None or width not in TRANSPOSE_WIDTHS:
         return none
-    if nest.knobs.get("store") == "nontemporal":
+    if nest.knobs.get("store") == "nontemporal" or nest.block_reads:
         return none
     dim = vector_dim(out, v)
     extent = nest.workload.axes[v].extent
