@@ -43,6 +43,20 @@ def build(env: Env, program: KernelProgram) -> cl.Program:
             raise AssertionError(f"build failed: {err}\n{program.source}") from None
 
 
+def run_one_item(env: Env, source: str, data: np.ndarray) -> np.ndarray:
+    """What the kernel ``t(src, dst)`` of ``source``, run by one work-item,
+    writes into ``dst`` (as large as ``data``) from ``src`` holding ``data``."""
+    program = build_source(env.context, source)
+    mf = cl.mem_flags
+    src = cl.Buffer(env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
+    dst = cl.Buffer(env.context, mf.READ_WRITE, size=data.nbytes)
+    program.t(env.queue, (1,), None, src, dst)
+    out = np.empty_like(data)
+    cl.enqueue_copy(env.queue, out, dst)
+    env.queue.finish()
+    return out
+
+
 def _physical(env: Env, spec: Any, fill: float = np.nan) -> Any:
     mf = cl.mem_flags
     dtype = np.dtype(spec.dtype)

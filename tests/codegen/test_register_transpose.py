@@ -5,17 +5,15 @@ transpose it in registers, against numpy."""
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
 import pytest
 
 from laytune import layout as L
 from laytune import ops
 from laytune.codegen import lower
 from laytune.codegen._shuffle import transpose_lines
-from laytune.runners import build_source
 from laytune.search._starts import standard_candidates
 from laytune.space import Candidate, SearchSpace, SpaceOptions, baseline_knobs, check_candidate
-from tests.codegen.harness import Env, RandomTrial, build, run
+from tests.codegen.harness import Env, RandomTrial, build, run, run_one_item
 
 _ELEMENTS = {"float": np.float32, "ushort": np.uint16, "half": np.float16}
 
@@ -37,15 +35,8 @@ def test_the_shuffle_network_transposes(env: Env, n: int, ctype: str) -> None:
         f"{pragma}__kernel void t(__global const {ctype}* restrict src, "
         f"__global {ctype}* restrict dst) {{\n" + "\n".join(body) + "\n}"
     )
-    program = build_source(env.context, source)
     data = np.arange(n * n).astype(_ELEMENTS[ctype])
-    mf = cl.mem_flags
-    src = cl.Buffer(env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
-    dst = cl.Buffer(env.context, mf.READ_WRITE, size=data.nbytes)
-    program.t(env.queue, (1,), None, src, dst)
-    out = np.empty_like(data)
-    cl.enqueue_copy(env.queue, out, dst)
-    env.queue.finish()
+    out = run_one_item(env, source, data)
     np.testing.assert_array_equal(out.reshape(n, n), data.reshape(n, n).T)
 
 

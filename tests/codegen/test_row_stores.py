@@ -10,7 +10,6 @@ epilogue, and the cases that keep lane-by-lane stores."""
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
 import pytest
 
 from laytune import layout as L
@@ -18,9 +17,8 @@ from laytune import ops
 from laytune.codegen import lower
 from laytune.codegen._shuffle import chunk_lane, transpose_lines
 from laytune.ops import Workload
-from laytune.runners import build_source
 from laytune.space import Candidate, baseline_knobs, check_candidate
-from tests.codegen.harness import Env, build, run
+from tests.codegen.harness import Env, build, run, run_one_item
 
 
 @pytest.mark.parametrize("rows, lanes", [(2, 4), (2, 16), (4, 8), (4, 16), (8, 16), (8, 8)])
@@ -37,15 +35,8 @@ def test_the_rectangular_network_puts_each_lane_in_a_chunk(env: Env, rows: int, 
         + "\n".join(body)
         + "\n}"
     )
-    program = build_source(env.context, source)
     data = np.arange(rows * lanes, dtype=np.float32)
-    mf = cl.mem_flags
-    src = cl.Buffer(env.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
-    dst = cl.Buffer(env.context, mf.READ_WRITE, size=data.nbytes)
-    program.t(env.queue, (1,), None, src, dst)
-    out = np.empty_like(data)
-    cl.enqueue_copy(env.queue, out, dst)
-    env.queue.finish()
+    out = run_one_item(env, source, data)
     table = data.reshape(rows, lanes)
     got = out.reshape(rows, lanes // rows, rows)  # output a, chunk h, row b
     for a in range(rows):
