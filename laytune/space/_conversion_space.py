@@ -141,6 +141,10 @@ class ConversionSpace:
     def __len__(self) -> int:
         return len(self._candidates)
 
+    def size_up_to(self, cap: int) -> int:
+        """``min(len(space), cap)``, as :meth:`SearchSpace.size_up_to`."""
+        return min(len(self._candidates), cap)
+
     def __iter__(self) -> Iterator[Candidate]:
         return iter(self._candidates)
 

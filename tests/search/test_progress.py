@@ -11,14 +11,15 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
+from laytune import layout as L
 from laytune import ops
 from laytune.ops import from_key
 from laytune.search import _job
-from laytune.space import SearchSpace
+from laytune.space import ConversionSpace, ConversionWorkload, SearchSpace
 from tests.search.devices import written_cpu
 
 
-def _first_line(space: SearchSpace) -> str:
+def _first_line(space: SearchSpace | ConversionSpace) -> str:
     out = io.StringIO()
     progress = _job.Progress(Console(file=out, width=400, force_terminal=False))
     job = SimpleNamespace(
@@ -35,6 +36,13 @@ def _first_line(space: SearchSpace) -> str:
 def test_a_small_space_prints_its_exact_size() -> None:
     space = SearchSpace(ops.transpose((8, 4)), written_cpu())
     assert len(space) < _job.COUNT_CAP
+    assert f": {len(space):,} valid candidates" in _first_line(space)
+
+
+def test_a_conversion_job_prints_its_size() -> None:
+    """A conversion's space lists its candidates: its size is their count."""
+    conversion = ConversionWorkload(L.identity((8, 8)), L.permute((8, 8), (1, 0)))
+    space = ConversionSpace(conversion, written_cpu())
     assert f": {len(space):,} valid candidates" in _first_line(space)
 
 
