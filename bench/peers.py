@@ -86,7 +86,7 @@ from bench._peak import DEFAULT_FMA_UNITS, Peak, read_peak
 from bench.conversions import tuned_copy
 from laytune import layout as L
 from laytune import ops
-from laytune.codegen import KernelProgram, lower_conversion
+from laytune.codegen import KernelProgram, lower, lower_conversion
 from laytune.device_info import DeviceInfo
 from laytune.records import Record
 from laytune.runners import (
@@ -402,6 +402,7 @@ class Search:
     starts: int
     best_sampled_s: float | None
     program: KernelProgram | None
+    start_program: KernelProgram | None = None  # the best start's, where it is not the best
 
 
 def _brief(candidate: Candidate) -> str:
@@ -476,6 +477,11 @@ def tune_case(case: Case, device: Device, budget: Budget, database: str) -> Sear
         starts=len(starts),
         best_sampled_s=min(sampled, default=None),
         program=None if best is None else best.kernel_program(),
+        start_program=(
+            None
+            if best_start is None or best_start[1].key == key
+            else lower(case.workload, best_start[1], device.info)
+        ),
     )
 
 
