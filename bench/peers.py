@@ -487,17 +487,21 @@ def tune_case(case: Case, device: Device, budget: Budget, database: str) -> Sear
 
 @contextlib.contextmanager
 def remeasuring(
-    device: Device, workload: Any, program: KernelProgram, repeats: int
+    device: Device, workload: Any, program: KernelProgram, repeats: int, *others: KernelProgram
 ) -> Iterator[Callable[[], RunResult]]:
     """``program`` built once, and a call that measures it again, conversions
-    included, as often as asked (one runner for all of them)."""
+    included, as often as asked (one runner for all of them). With
+    ``others``, the call measures each of them after it in the same runner
+    (one worker process: a second runtime idling beside the first would
+    fall on its times) and keeps their results in ``again.others``."""
     config = MeasureConfig(warmup=2, repeats=repeats, measure_conversions=True, time_limit_s=300)
     with Builder(device) as builder:
-        (build,) = builder.build([program])
+        builds = builder.build([program, *others])
     with Runner(device, config) as runner:
 
         def again() -> RunResult:
-            (run,) = runner.run([RunInput(build, workload)])
+            run, *rest = runner.run([RunInput(build, workload) for build in builds])
+            again.others = rest  # type: ignore[attr-defined]
             return run
 
         yield again
