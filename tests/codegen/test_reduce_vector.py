@@ -10,11 +10,11 @@ import pytest
 
 from laytune import layout as L
 from laytune.codegen import lower
-from laytune.device_info import DeviceInfo
 from laytune.ops import Workload
 from laytune.search._starts import standard_candidates
 from laytune.space import Candidate, SearchSpace, baseline_knobs, check_candidate
 from tests.codegen.harness import Env, build, run
+from tests.search.devices import written_cpu
 
 
 def _rows(statement: str, rows: int = 24, columns: int = 64) -> Workload:
@@ -100,18 +100,6 @@ def test_the_space_refuses_reduce_vectors_a_layout_does_not_hold(env: Env) -> No
     assert not check_candidate(elementwise, _candidate(elementwise, reduce_vector=4), env.info).ok
 
 
-def _cpu(lanes: int) -> DeviceInfo:
-    return DeviceInfo(
-        platform_name="Hand",
-        device_name=f"Written CPU {lanes}",
-        device_type="CPU",
-        compute_units=2,
-        max_work_group_size=8192,
-        max_work_item_sizes=(8192, 8192, 8192),
-        preferred_vector_widths=(("float", lanes),),
-    )
-
-
 @pytest.mark.parametrize("lanes", [8, 16])
 def test_a_reduction_along_a_contiguous_axis_starts_from_row_vectors(lanes: int) -> None:
     """The starts of ``Y[i] = max(X[i, j])`` and of a sum over ``j`` of a
@@ -123,8 +111,8 @@ def test_a_reduction_along_a_contiguous_axis_starts_from_row_vectors(lanes: int)
             "sum3", "Y[b, i] += X[b, i, j]", {"b": 2, "i": 8, "j": 64}, {"X": (2, 8, 64)}
         ),
     ):
-        first = standard_candidates(SearchSpace(workload, _cpu(lanes)), 8)[0]
+        first = standard_candidates(SearchSpace(workload, written_cpu(lanes)), 8)[0]
         assert (first.knob("reduce_vector"), first.knob("unroll")) == (lanes, 2)
     columns = Workload.define("columns", "Y[j] += X[i, j]", {"i": 64, "j": 32}, {"X": (64, 32)})
-    starts = standard_candidates(SearchSpace(columns, _cpu(16)), 8)
+    starts = standard_candidates(SearchSpace(columns, written_cpu(16)), 8)
     assert all(c.knob("reduce_vector") == 1 for c in starts)
