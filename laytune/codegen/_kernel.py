@@ -30,8 +30,11 @@ from laytune.codegen._loads import (
     Writer,
     buffer_accesses,
     guarded_load,
+    lanes_apart,
     load_text,
+    output_index,
     point_values,
+    store_tests,
     store_text,
     value_text,
     widen,
@@ -41,15 +44,9 @@ from laytune.codegen._program import ArgRef, Launch
 from laytune.codegen._shuffle import chunk_lane, transpose_lines
 from laytune.codegen._source import indent
 from laytune.codegen._stage import local_accesses, staged_loops
-from laytune.layout import Const, Expr, Var, substitute, variables
+from laytune.layout import Const, Expr, Var, variables
 from laytune.ops import BinaryOp, Load, Value, loads, reduction
-from laytune.space import (
-    TRANSPOSE_WIDTHS,
-    VectorAccess,
-    affine_terms,
-    stores_lane_by_lane,
-    vector_dim,
-)
+from laytune.space import TRANSPOSE_WIDTHS, affine_terms
 
 __all__ = ["compute_kernel"]
 
@@ -357,41 +354,32 @@ def _finished(
 
 def _row_chunks(w: Writer, points: Sequence[tuple[int, ...]]) -> tuple[int, list[list[int]]]:
     """Where the output stores its vectors lane by lane (its logical layout
-    holds the vector axis ``v``'s lanes apart) but its rows run along
-    another axis ``u`` of the block (``u`` its innermost index): the row
-    width ``n`` (a power of two dividing the vector width and ``u``'s block)
-    and the points in chunks of ``n`` consecutive along ``u``. Each chunk's
-    vectors are transposed in registers and stored as one row of ``n`` per
-    lane, so ``n`` lanes go out in one store. ``(0, [])`` where the output
-    stores as it is: whole vectors, a block that overshoots its extent
-    (tested stores), nontemporal stores, sub-group kernels or a reduction
-    across lanes."""
-    nest, scope = w.nest, w.scope
+    holds the vector axis ``v``'s lanes apart: :func:`lanes_apart`) but its
+    rows run along another axis ``u`` of the block (``u`` its innermost
+    index): the row width ``n`` (a power of two dividing the vector width
+    and ``u``'s block) and the points in chunks of ``n`` consecutive along
+    ``u``. Each chunk's vectors are transposed in registers and stored as
+    one row of ``n`` per lane, so ``n`` lanes go out in one store. ``(0,
+    [])`` where the output stores as it is: whole vectors, a block that
+    overshoots its extent (tested stores), nontemporal stores, sub-group
+    kernels or a reduction across lanes."""
+    nest = w.nest
     tile, out = nest.tile, nest.workload.output
-    v, width = tile.vector_axis, tile.vector
+    width = tile.vector
     none: tuple[int, list[list[int]]] = (0, [])
-    if v is None or tile.reduce_axis is not None or width not in TRANSPOSE_WIDTHS:
+    if tile.reduce_axis is not None or width not in TRANSPOSE_WIDTHS:
         return none
     if nest.knobs.get("store") == "nontemporal" or nest.block_reads:
         return none
-    dim = vector_dim(out, v)
-    extent = nest.workload.axes[v].extent
-    layout = w.accesses[out.name].layout
-    if not isinstance(dim, int) or not stores_lane_by_lane(
-        out, layout, VectorAccess(dim, width), extent
-    ):
-        return none
     last = out.indices[-1]
-    if not isinstance(last, Var) or last.index == v or last.index >= len(tile.blocks):
+    if lanes_apart(w, width) is None or not isinstance(last, Var) or last.index == tile.vector_axis:
         return none
     u = last.index
     rows = min(width, tile.blocks[u] & -tile.blocks[u])  # the largest power of two dividing it
     if rows < 2 or out.shape[-1] % rows:
         return none
-    for offsets in points:
-        idx = [scope.simplify(substitute(e, point_values(w, offsets, {}))) for e in out.indices]
-        if any(scope.bounds(e)[1] > n - 1 for e, n in zip(idx, out.shape, strict=True)):
-            return none
+    if any(store_tests(w, output_index(w, point_values(w, p, {}))) for p in points):
+        return none
     position = {p: k for k, p in enumerate(points)}
     chunks = []
     for offsets in points:
@@ -408,12 +396,10 @@ def _row_stores(
     """The stores of every point's finished value as rows of ``rows``
     along the output's innermost axis, one chunk of points at a time
     (:func:`_row_chunks`)."""
-    scope, tile = w.scope, w.nest.tile
-    out = w.nest.workload.output
-    access = w.accesses[out.name]
-    dim = vector_dim(out, tile.vector_axis)
-    assert isinstance(dim, int) and tile.vector_axis is not None
-    width = tile.vector
+    scope, width = w.scope, w.nest.tile.vector
+    access = w.accesses[w.nest.workload.output.name]
+    dim = lanes_apart(w, width)
+    assert dim is not None
     lines: list[str] = []
     for c, chunk in enumerate(chunks):
         named = []
@@ -428,8 +414,7 @@ def _row_stores(
             named.append(f"out{p}")
         shuffles, outputs = transpose_lines(named, w.ctype, f"row{c}_", width)
         lines += shuffles
-        values = point_values(w, points[chunk[0]], {})
-        idx = [scope.simplify(substitute(e, values)) for e in out.indices]
+        idx = output_index(w, point_values(w, points[chunk[0]], {}))
         for a, name in enumerate(outputs):
             for h in range(width // rows):
                 lane = chunk_lane(a, h, rows, width)

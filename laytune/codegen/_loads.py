@@ -31,8 +31,11 @@ __all__ = [
     "guarded_load",
     "index_tests",
     "inside",
+    "lanes_apart",
     "load_text",
+    "output_index",
     "point_values",
+    "store_tests",
     "store_text",
     "value_text",
     "widen",
@@ -219,20 +222,50 @@ def widen(w: Writer, text: str, width: int, to: int) -> str:
     return text if width == to else f"({w.vtype(to)})({text})"
 
 
+def output_index(w: Writer, values: list[Expr]) -> list[Expr]:
+    """The output's logical indices at the point whose axis values are ``values``."""
+    return [w.scope.simplify(substitute(e, values)) for e in w.nest.workload.output.indices]
+
+
+def lanes_apart(w: Writer, width: int) -> int | None:
+    """The output's dimension along which a vector of ``width`` is stored
+    lane by lane, its layout not holding the lanes side by side
+    (``stores_lane_by_lane``); None where vectors are stored whole."""
+    out = w.nest.workload.output
+    axis = w.nest.tile.vector_axis
+    dim = None if axis is None or width == 1 else vector_dim(out, axis)
+    if isinstance(dim, int) and stores_lane_by_lane(
+        out,
+        w.accesses[out.name].layout,
+        VectorAccess(dim, width),
+        w.nest.workload.axes[axis].extent,
+    ):
+        return dim
+    return None
+
+
+def store_tests(w: Writer, idx: Sequence[Expr]) -> list[str]:
+    """The tests of a store at the output's indices ``idx``: one per index a
+    block that overshoots its extent can take past the end."""
+    scope = w.scope
+    out = w.nest.workload.output
+    return [
+        f"{paren(scope.c(e))} < {extent}"
+        for e, extent in zip(idx, out.shape, strict=True)
+        if scope.bounds(e)[1] > extent - 1
+    ]
+
+
 def store_text(w: Writer, values: list[Expr], value: str, width: int) -> str:
     """The store of one point's value, tested where the block overshoots; a
     vector whose lanes the output's layout does not hold side by side is
     stored lane by lane (``LayoutFacts.lanes``)."""
     scope = w.scope
-    out = w.nest.workload.output
-    idx = [scope.simplify(substitute(e, values)) for e in out.indices]
+    idx = output_index(w, values)
     nontemporal = w.nest.knobs.get("store") == "nontemporal"
-    access = w.accesses[out.name]
-    axis = w.nest.tile.vector_axis
-    dim = None if axis is None or width == 1 else vector_dim(out, axis)
-    if isinstance(dim, int) and stores_lane_by_lane(
-        out, access.layout, VectorAccess(dim, width), w.nest.workload.axes[axis].extent
-    ):
+    access = w.accesses[w.nest.workload.output.name]
+    dim = lanes_apart(w, width)
+    if dim is not None:
         lanes = [
             access.store(
                 [scope.simplify(e + lane) if d == dim else e for d, e in enumerate(idx)],
@@ -244,10 +277,7 @@ def store_text(w: Writer, values: list[Expr], value: str, width: int) -> str:
         store = "{ " + " ".join([f"const {w.vtype(width)} lanes = {value};", *lanes]) + " }"
     else:
         store = access.store(idx, value, scope, width, nontemporal)
-    tests = []
-    for e, extent in zip(idx, out.shape, strict=True):
-        if scope.bounds(e)[1] > extent - 1:
-            tests.append(f"{paren(scope.c(e))} < {extent}")
+    tests = store_tests(w, idx)
     if tests:
         return f"if ({' && '.join(tests)}) {store}"
     return store
