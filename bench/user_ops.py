@@ -64,7 +64,7 @@ from bench.peers import (
     Timing,
     measure,
     relative_error,
-    remeasuring,
+    remeasuring_all,
     tune_case,
 )
 from laytune.ops import Workload
@@ -363,13 +363,11 @@ def _start_over_best(
     times; "-" where no start was measured."""
     if search.best_start_s is None or not search.best_s:
         return "-"
-    if search.start_program is None:
+    if search.start_program is None or not (runs and start_runs):
         return f"{search.best_start_s / search.best_s:.2f}"
-    if runs and start_runs:
-        best = statistics.median(e.total.wall_s for e in runs)
-        start = statistics.median(e.total.wall_s for e in start_runs)
-        return f"{start / best:.2f}"
-    return f"{search.best_start_s / search.best_s:.2f}"
+    best = statistics.median(e.total.wall_s for e in runs)
+    start = statistics.median(e.total.wall_s for e in start_runs)
+    return f"{start / best:.2f}"
 
 
 def bench_op(
@@ -416,25 +414,22 @@ def bench_op(
     start_runs: list[EndToEnd] = []
     failed = "no verified candidate" if search.program is None else ""
     with contextlib.ExitStack() as stack:
-        others = () if search.start_program is None else (search.start_program,)
+        # the best, then the best start where it is another program
+        programs = [p for p in (search.program, search.start_program) if p is not None]
         again = (
             None
             if search.program is None
-            else stack.enter_context(
-                remeasuring(device, workload, search.program, repeats, *others)
-            )
+            else stack.enter_context(remeasuring_all(device, workload, programs, repeats))
         )
         for _ in range(rounds):
             if again is not None and not failed:
                 time.sleep(_report.SETTLE_S)  # the other runtimes' threads idle first
-                run = again()
+                run, *started = again()
                 if run.ok:
                     runs.append(EndToEnd.of(run, frozenset(workload.weights)))
                 else:
                     failed = f"re-measure failed: {run.error_kind}"
-                for started in getattr(again, "others", []):  # the best start, just after
-                    if started.ok:
-                        start_runs.append(EndToEnd.of(started, frozenset(workload.weights)))
+                start_runs += [EndToEnd.of(s, frozenset(workload.weights)) for s in started if s.ok]
             for name, (_, _, block) in peers.items():
                 time.sleep(_report.SETTLE_S)
                 timed[name].append(block())
