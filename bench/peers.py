@@ -488,15 +488,22 @@ def tune_case(case: Case, device: Device, budget: Budget, database: str) -> Sear
 
 @contextlib.contextmanager
 def remeasuring_all(
-    device: Device, workload: Any, programs: Sequence[KernelProgram], repeats: int
+    device: Device,
+    workload: Any,
+    programs: Sequence[KernelProgram],
+    repeats: int,
+    warmup: int = 2,
 ) -> Iterator[Callable[[], list[RunResult]]]:
     """``programs`` built once, and a call that measures each of them again,
     conversions included, as often as asked, all in one runner (one worker
     process: a second runtime idling beside the first would fall on its
-    times). Each call starts from the next program in turn, so that none
-    always runs first after the caller's idle (a 0.08 ms kernel read 0.12
-    ms there); the results come back in the order of ``programs``."""
-    config = MeasureConfig(warmup=2, repeats=repeats, measure_conversions=True, time_limit_s=300)
+    times), each after ``warmup`` untimed launches. Each call starts from
+    the next program in turn, so that none always runs first after the
+    caller's idle (a 0.08 ms kernel read 0.12 ms there); the results come
+    back in the order of ``programs``."""
+    config = MeasureConfig(
+        warmup=warmup, repeats=repeats, measure_conversions=True, time_limit_s=300
+    )
     with Builder(device) as builder:
         builds = builder.build(list(programs))
     calls = itertools.count()

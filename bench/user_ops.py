@@ -31,9 +31,10 @@ every input that is not a weight and the unpack of the output), and that
 end-to-end time is set beside ONNX Runtime's session (2 threads, the model's
 weights as initializers) and numpy on the same host: ``--rounds`` (5)
 interleaved rounds, each implementation after 0.3 s of idle (both runtimes'
-threads spin for a while after a run and slowed whichever ran next), each
-keeping its median round, so that a burst of load on the shared host does
-not fall on one alone. Rates: GFLOP/s and the
+threads spin for a while after a run and slowed whichever ran next) and 5
+untimed calls; each keeps its median round, and a peer's ratio is the median
+of the rounds' ratios with their range (a burst of load on the shared host
+that halves the speed of a round falls on both sides of it). Rates: GFLOP/s and the
 fraction of the peak (``bench._peak``) for the accumulations, GB/s for the
 reductions and GELU (memory-bound). The table is printed and written to
 ``bench/results/user_ops.md``.
@@ -72,8 +73,11 @@ from laytune.runners import default_device
 from laytune.search import classify
 
 RESULT_NAME = "user_ops.md"
-TRIALS, TIMEOUT_S, REPEATS, ROUNDS = 32, 240.0, 20, 5
+TRIALS, TIMEOUT_S, REPEATS, ROUNDS = 32, 240.0, 20, 7
 QUICK_TRIALS, QUICK_TIMEOUT_S, QUICK_REPEATS, QUICK_ROUNDS = 8, 60.0, 10, 2
+# untimed calls before each timed block, the same for every side: laytune's
+# best (its measuring worker's warm-up launches), ONNX Runtime and numpy
+WARMUP = 5
 _OPSET, _IR_VERSION = 17, 8
 
 
@@ -349,6 +353,20 @@ def _row(op: UserOp, name: str, timing: Timing | None, peak: Peak, note: str = "
     return Row(op.case.label, name, timing, rate, fraction, note)
 
 
+def paired_ratio(ours: Sequence[float], peer: Sequence[float]) -> str:
+    """A peer's time over laytune's, round by round (each round's two blocks
+    ran within a second of each other, so a burst of the shared host's load
+    that slows one slows both), as the median of the rounds' ratios and their
+    range: ``"1.04x (0.97-1.10)"``; "-" without a round."""
+    ratios = sorted(p / o for o, p in zip(ours, peer, strict=True))
+    if not ratios:
+        return "-"
+    middle = statistics.median(ratios)
+    if len(ratios) == 1:
+        return f"{middle:.2f}x"
+    return f"{middle:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+
+
 def _median_round(rounds: Sequence[Any], wall: Callable[[Any], float]) -> Any:
     """The round whose wall time is the median of the rounds' (the lower middle)."""
     return sorted(rounds, key=wall)[(len(rounds) - 1) // 2]
@@ -395,7 +413,7 @@ def bench_op(
         peers["ONNX Runtime"] = (
             "ONNX Runtime (2 threads)",
             f"rel. error {relative_error(got, reference):.1e}",
-            lambda: measure(run_onnx, None, warmup=5, repeats=repeats * 5, events=False),
+            lambda: measure(run_onnx, None, warmup=WARMUP, repeats=repeats * 5, events=False),
         )
     if op.numpy is None:
         missing.append(_row(op, "numpy", None, peak, "no such function in numpy"))
@@ -406,7 +424,7 @@ def bench_op(
             "numpy",
             f"rel. error {relative_error(got, reference):.1e}",
             lambda: measure(
-                lambda: run_numpy(inputs), None, warmup=2, repeats=repeats, events=False
+                lambda: run_numpy(inputs), None, warmup=WARMUP, repeats=repeats, events=False
             ),
         )
     timed: dict[str, list[Timing]] = {name: [] for name in peers}
@@ -419,7 +437,9 @@ def bench_op(
         again = (
             None
             if search.program is None
-            else stack.enter_context(remeasuring_all(device, workload, programs, repeats))
+            else stack.enter_context(
+                remeasuring_all(device, workload, programs, repeats, warmup=WARMUP)
+            )
         )
         for _ in range(rounds):
             if again is not None and not failed:
@@ -447,9 +467,12 @@ def bench_op(
         rows.append(_row(op, label, timing, peak, note))
         peers_s[name] = timing.wall_s
     rows += missing
+    ours_rounds = [e.total.wall_s for e in runs]
     ratios = [
-        f"{name} {seconds / ours:.2f}x" if ours else f"{name} -"
-        for name, seconds in peers_s.items()
+        f"{name} {paired_ratio(ours_rounds, [t.wall_s for t in timed[name]])}"
+        if ours
+        else f"{name} -"
+        for name in peers_s
     ]
     form = type(classify(workload, windows_of_one=True)).__name__.lower()
     if form == "nonetype":
@@ -506,9 +529,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"- budget per workload: {budget.text()}, default strategy, empty database; "
             f"{time.perf_counter() - started:.0f} s in all",
             f"- timing: {rounds} interleaved rounds of laytune's best end to end, ONNX Runtime "
-            f"and numpy, each after {_report.SETTLE_S:g} s of idle; each keeps its median round",
+            f"and numpy, each after {_report.SETTLE_S:g} s of idle and {WARMUP} untimed calls; "
+            "each keeps its median round",
             "",
-            "A peer's wall time over laytune's end to end (above 1: laytune is faster); "
+            "A peer's wall time over laytune's end to end (above 1: laytune is faster), "
+            "round by round: the median of the rounds' ratios and, in brackets, their range; "
             "`start / best`: the best derived start's end-to-end time over the best's, "
             "both re-measured in the interleaved rounds (the start picked by the job's own "
             "times; 1.00: the search found nothing better than a start).",
