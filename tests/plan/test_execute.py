@@ -12,6 +12,7 @@ import pytest
 
 from laytune import layout as L
 from laytune import ops
+from laytune.codegen import GENERIC_DEVICE
 from laytune.exceptions import ConfigError
 from laytune.ops import Workload
 from laytune.plan import Graph, Plan, plan_layouts
@@ -25,6 +26,7 @@ from tests.plan.graphs import (
     seed_graph,
     weights,
 )
+from tests.search.devices import written_cpu
 
 
 def _check(plan: Plan, context: cl.Context, **extra: np.ndarray) -> list[tuple[str, str]]:
@@ -146,15 +148,40 @@ def test_profiling_times_every_launch(cl_context: cl.Context) -> None:
 
 
 def test_planned_operators_with_vectors_equal_numpy(cl_context: cl.Context) -> None:
-    """bias and relu run 16-wide vectors (see test_planner); the result is exact."""
+    """bias and relu run vectors as wide as the device's lanes (see
+    test_planner); the result is exact."""
     g = Graph("bias relu")
     x = g.input("x", (1, 8, 12, 16))
     b = g.constant("b", np.linspace(-1, 1, 8).astype(np.float32))
     t = g.apply(ops.bias_add((1, 8, 12, 16), axis=1), "bias", X=x, B=b)
     g.output(g.apply(ops.relu((1, 8, 12, 16)), "relu", X=t))
     plan = plan_layouts(g)
-    assert plan.candidate("relu").knob("vector") == 16
+    assert plan.candidate("relu").knob("vector") == GENERIC_DEVICE.float_lanes()
     assert _check(plan, cl_context) == [("bias", "compute"), ("relu", "compute")]
+
+
+def test_planned_reductions_and_transposes_equal_numpy(cl_context: cl.Context) -> None:
+    """A softmax's row max and sum and a transpose, each planned with its
+    derived start (vectors along the reduce axis; register tiles), on the
+    device: the results match numpy."""
+    shape = (4, 32, 64)
+    g = Graph("softmax rows")
+    x = g.input("x", shape)
+    loops = {"b": 4, "i": 32, "j": 64}
+    row_max = Workload.define("row_max", "M[b, i] = max(X[b, i, j])", loops, {"X": shape})
+    row_sum = Workload.define("row_sum", "S[b, i] += X[b, i, j]", loops, {"X": shape})
+    g.output(g.apply(row_max, "max", X=x))
+    g.output(g.apply(row_sum, "sum", X=x))
+    g.output(g.apply(ops.transpose(shape, perm=(0, 2, 1)), "t", X=x))
+    plan = plan_layouts(g, device=written_cpu(16))
+    assert plan.candidate("max").knob("reduce_vector") == 16
+    assert plan.candidate("sum").knob("reduce_vector") == 16
+    assert plan.candidate("t").knob("vector_transpose")
+    assert sorted(_check(plan, cl_context)) == [
+        ("max", "compute"),
+        ("sum", "compute"),
+        ("t", "compute"),
+    ]
 
 
 def test_a_row_major_copy_is_a_view_and_a_transpose_is_not() -> None:

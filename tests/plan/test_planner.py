@@ -12,6 +12,7 @@ from laytune import layout as L
 from laytune import ops
 from laytune.codegen import GENERIC_DEVICE
 from laytune.exceptions import ArgumentTypeError
+from laytune.ops import Workload
 from laytune.plan import Graph, LayoutSource, PlanError, plan_layouts
 from laytune.space import Candidate
 from tests.plan.graphs import (
@@ -23,6 +24,7 @@ from tests.plan.graphs import (
     seed_graph,
     weights,
 )
+from tests.search.devices import written_cpu
 
 
 def _edges(plan) -> list[tuple[str, tuple[str, ...], str, str]]:
@@ -108,7 +110,9 @@ def test_a_reshape_the_planner_cannot_see_through_keeps_its_rewrites() -> None:
         ("reshape", ("conv2.X",), IDENTITY4, NCHW4C),
         ("conv2", ("output",), NCHW4C, IDENTITY4),
     ]
-    assert plan.placement("reshape").note == "planned: identity layouts"
+    assert plan.placement("reshape").note == (
+        "planned: identity layouts; the statement's derived start, scalar"
+    )
     log = "\n".join(plan.log)
     assert f"kept a rewrite: {NCHW4C} cannot flow back through reshape (conv2.X)" in log
     assert "physical index j // 4 of Y's layout" in log
@@ -248,15 +252,49 @@ def _bias_relu() -> Graph:
 
 
 def test_a_planned_operator_runs_vectors_along_its_contiguous_axis() -> None:
-    """Not the one-scalar-per-work-item baseline: 16 floats along l, the axis
-    every buffer keeps contiguous (B broadcasts along it)."""
-    plan = plan_layouts(_bias_relu())
-    for name in ("bias", "relu"):
-        candidate = plan.candidate(name)
-        assert candidate.knob("vector_axis") == "l" and candidate.knob("vector") == 16
-        assert candidate.knob("block.l") == 16
-        assert all(layout.is_identity for layout in candidate.layout_map.values())
-        assert plan.placement(name).note == "planned: identity layouts; 16-wide vectors along l"
+    """Not the one-scalar-per-work-item baseline: the start derived from the
+    element-wise statement, vectors as wide as the device's lanes along l,
+    the axis every buffer keeps contiguous (B broadcasts along it), rows of
+    them per work-item."""
+    for device in (GENERIC_DEVICE, written_cpu(16), written_cpu(8)):
+        plan = plan_layouts(_bias_relu(), device=device)
+        lanes = device.float_lanes()
+        for name in ("bias", "relu"):
+            candidate = plan.candidate(name)
+            assert candidate.knob("vector_axis") == "l" and candidate.knob("vector") == lanes
+            assert candidate.knob("block.l") % lanes == 0
+            assert all(layout.is_identity for layout in candidate.layout_map.values())
+            assert plan.placement(name).note == (
+                "planned: identity layouts; the statement's derived start"
+            )
+
+
+def test_a_planned_row_reduction_reads_vectors_along_its_reduce_axis() -> None:
+    """A softmax's row max (BERT's 12 x 128 x 128 scores) is no element-wise
+    statement: its derived start reads each row in vectors with several
+    accumulators, where the vector rule of a spatial axis found none (the
+    rows are 128 apart) and left the plain kernel."""
+    g = Graph("row max")
+    x = g.input("x", (12, 128, 128))
+    row_max = Workload.define(
+        "row_max", "M[b, i] = max(X[b, i, j])", {"b": 12, "i": 128, "j": 128}, {"X": (12, 128, 128)}
+    )
+    g.output(g.apply(row_max, "max", X=x))
+    plan = plan_layouts(g, device=written_cpu(16))
+    knobs = plan.candidate("max").knob_map
+    assert knobs["reduce_vector"] == 16 and knobs.get("vector", 1) == 1
+    assert plan.placement("max").note == "planned: identity layouts; the statement's derived start"
+
+
+def test_a_planned_transpose_takes_the_register_tile() -> None:
+    """A transpose's derived start: square tiles of full vectors read along
+    the input's rows and transposed in registers (``vector_transpose``)."""
+    g = Graph("transpose")
+    x = g.input("x", (12, 128, 64))
+    g.output(g.apply(ops.transpose((12, 128, 64), perm=(0, 2, 1)), "t", X=x))
+    plan = plan_layouts(g, device=written_cpu(16))
+    knobs = plan.candidate("t").knob_map
+    assert knobs["vector"] == 16 and knobs["vector_transpose"]
 
 
 def test_the_vector_follows_a_blocked_layout() -> None:
@@ -291,7 +329,8 @@ def test_a_record_with_the_planned_layouts_gives_its_knobs(tmp_path) -> None:
     }
     record = db.lookup(relu.key, GENERIC_DEVICE.key, tuned.key)
     assert plan.placement("relu").note == f"planned: identity layouts; knobs of record {record.id}"
-    assert plan.candidate("bias").knob("vector") == 16  # no record: vectorized
+    # no record: the derived start, as wide as the device's lanes
+    assert plan.candidate("bias").knob("vector") == GENERIC_DEVICE.float_lanes()
     db.close()
 
 
