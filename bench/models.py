@@ -20,15 +20,18 @@ Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
    time. Then ``tune_model(fuse=False)`` tunes the bare operators the unfused
    plan runs, the same way, for the unfused row. A database that holds the trials
    already is reused, so the tuning time is then this run's (little or none).
-2. Five implementations, each checked against ONNX Runtime's outputs on the
+2. Six implementations, each checked against ONNX Runtime's outputs on the
    same random inputs (the largest absolute difference over the largest
    absolute output of ONNX Runtime):
 
    - ONNX Runtime, CPU execution provider, ``intra_op_num_threads=2``;
    - laytune planned and fused: ``laytune.load_model(model, database=db)``;
    - laytune planned, unfused: the same records, ``fuse=False``;
-   - laytune per operator in logical layouts: no records, ``fuse=False``
-     (every operator its own kernel, identity layouts, default knobs);
+   - laytune untuned: no records, the starts derived from each convolution's
+     and matmul's statement (``load_model(model)``: what a model nobody
+     tuned runs), fused;
+   - laytune per operator in logical layouts: no records, ``fuse=False``,
+     ``derive=False`` (every operator its own kernel, identity layouts);
    - the fused plan exported (``laytune export FROZEN --model``, here
      ``export_model`` from the database) and run by
      ``examples/opencl_host/model_host.c``, one inference per line it reads
@@ -274,8 +277,9 @@ def bench_model(
     models = {
         "laytune planned, fused": laytune.load_model(model, database, device),
         "laytune planned, unfused": laytune.load_model(model, database, device, fuse=False),
+        "laytune untuned, derived starts": laytune.load_model(model, None, device),
         "laytune per operator, logical layouts": laytune.load_model(
-            model, None, device, fuse=False
+            model, None, device, fuse=False, derive=False
         ),
     }
     with contextlib.ExitStack() as stack:

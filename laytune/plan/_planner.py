@@ -667,6 +667,7 @@ def plan_layouts(
     alternatives: int = 4,
     records: Any = None,
     fuse: bool = False,
+    derive: bool = False,
 ) -> Plan:
     """Plan the layouts of ``graph`` (see the module docstring).
 
@@ -684,7 +685,11 @@ def plan_layouts(
     come from, also for candidates a mapping gives. ``fuse``: fold the
     element-wise readers of each layout-critical operator into its kernel
     (see the module docstring); ``plan.fusions`` and ``str(plan)`` say what
-    was fused.
+    was fused. ``derive``: an operator the source has no candidate for whose
+    statement is a contraction or a window (:func:`laytune.search.classify`)
+    is layout-critical all the same, frozen with the first standard start
+    derived from its statement (:func:`laytune.search.standard_candidates`):
+    a model nobody tuned runs the kernels the search would start from.
     """
     if device is None and source is not None and not isinstance(source, Mapping):
         raise PlanError(
@@ -703,6 +708,7 @@ def plan_layouts(
     options: dict[str, list[Option]] = {}
     wanted = None if critical is None else set(critical)
     fused_keys: dict[str, str] | None = None  # what tune_model tuned, made when first needed
+    starts: dict[str, list[Option]] = {}  # derive: each workload's derived start
     for op in graph.ops:
         if wanted is not None and not {op.name, op.workload.name} & wanted:
             continue
@@ -713,6 +719,10 @@ def plan_layouts(
             if fused_keys is None:
                 fused_keys = _tuned_fusions(graph)
             found = _fused_options(graph, op.name, fused_keys, source, device, alternatives)
+        if not found and derive:
+            if op.workload.key not in starts:
+                starts[op.workload.key] = _derived_option(op.workload, device)
+            found = starts[op.workload.key]
         if not found:
             if wanted is not None:
                 raise PlanError(
@@ -851,6 +861,22 @@ def _fuse(
             f"epilogue fusion: {fusion.describe()}{origin}" + (f"; stopped: {why}" if why else "")
         )
     return graph
+
+
+#: Where a frozen candidate came from when no source had one (``derive``).
+DERIVED_ORIGIN = "the statement's derived start"
+
+
+def _derived_option(workload: Any, device: DeviceInfo) -> list[Option]:
+    """The first standard start of a contraction's or a window's statement
+    on ``device`` (none for other statements: their layouts are planned)."""
+    from laytune.search import classify, standard_candidates
+    from laytune.space import SearchSpace
+
+    if classify(workload) is None:
+        return []
+    starts = standard_candidates(SearchSpace(workload, device), 1)
+    return [Option(starts[0], origin=DERIVED_ORIGIN)] if starts else []
 
 
 def _tuned_fusions(graph: Graph) -> dict[str, str]:

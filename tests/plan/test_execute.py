@@ -232,3 +232,18 @@ def test_a_matmul_reads_its_blocked_rows_through_a_reshape_view(cl_context: cl.C
     steps = _check(plan, cl_context)
     assert [kind for _, kind in steps] == ["rewrite", "compute"]  # x blocked, the matmul
     assert ("matmul", "compute") in steps
+
+
+def test_derived_starts_freeze_the_convolutions_nobody_tuned(cl_context: cl.Context) -> None:
+    """With no source, ``derive`` freezes each conv of the seed graph with
+    its statement's first standard start (the bias add, element-wise, is
+    planned around them); the plan computes what numpy does. Without it
+    nothing is frozen."""
+    graph, _ = seed_graph()
+    device = written_cpu(16)
+    plan = plan_layouts(graph, {}, device, derive=True)
+    frozen = {p.op for p in plan.placements if p.frozen}
+    assert frozen == {"conv1", "conv2"}
+    assert sum("(the statement's derived start)" in line for line in plan.log) == 2
+    _check(plan, cl_context)
+    assert not any(p.frozen for p in plan_layouts(graph, {}, device).placements)

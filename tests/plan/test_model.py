@@ -197,7 +197,7 @@ def test_load_model_runs_the_model_as_onnx_runtime_does_and_frees_its_buffers(
     onnx.save(model, path)
     feeds = feeds_of(model)
     want = onnx_runtime(model, feeds)
-    with laytune.load_model(path) as loaded:  # no records: identity layouts
+    with laytune.load_model(path) as loaded:  # no records: the derived starts
         assert loaded.inputs == ("x",) and loaded.outputs == ("logits",)
         assert_close(loaded(**feeds), want)
         compiled = loaded.compiled
@@ -206,6 +206,46 @@ def test_load_model_runs_the_model_as_onnx_runtime_does_and_frees_its_buffers(
     with pytest.raises(PlanError, match="closed"):
         loaded(**feeds)
     loaded.close()  # once is enough; again does nothing
+
+
+def test_a_model_nobody_tuned_runs_the_starts_derived_from_its_statements() -> None:
+    """No records: the conv and the Gemm (a contraction and a window, by
+    their statements) are frozen with their first standard starts, the
+    element-wise operators planned around them; ``derive=False`` leaves
+    every operator in logical layouts. Both compute what ONNX Runtime does."""
+    from laytune.plan._model import _graph_of as graph_of
+    from laytune.plan._planner import DERIVED_ORIGIN
+    from laytune.runners import default_device
+    from laytune.search import standard_candidates
+    from laytune.space import SearchSpace
+
+    model = tiny_model()
+    feeds = feeds_of(model)
+    want = onnx_runtime(model, feeds)
+    device = default_device()
+    with laytune.load_model(model) as derived, laytune.load_model(model, derive=False) as plain:
+        frozen = [p for p in derived.plan.placements if p.frozen]
+        assert {derived.plan.graph.op(p.op).workload.name for p in frozen} >= {"conv2d"}
+        log = "\n".join(derived.plan.log)
+        for placement in frozen:  # the start of the operator as written, its epilogue added
+            bare = graph_of(model).op(placement.op).workload
+            first = standard_candidates(SearchSpace(bare, device.info), 1)[0]
+            assert (
+                f"froze {placement.op}: the source's candidate for {bare.key} ({DERIVED_ORIGIN})"
+                in log
+            )
+            assert placement.candidate.knob_map == first.knob_map
+            held = placement.candidate.layout_map
+            assert all(held[name] == layout for name, layout in first.layout_map.items())
+        assert not any(p.frozen for p in plain.plan.placements)
+        assert all(
+            layout.is_identity
+            for p in plain.plan.placements
+            for name, layout in p.candidate.layouts
+            if not name.endswith(".local")
+        )
+        assert_close(derived(**feeds), want)
+        assert_close(plain(**feeds), want)
 
 
 def test_a_model_left_to_the_garbage_collector_frees_its_buffers() -> None:
