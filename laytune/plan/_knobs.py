@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from laytune.device_info import DeviceInfo
+from laytune.exceptions import LaytuneError
 from laytune.space import (
     Candidate,
     block_knob,
@@ -80,9 +81,13 @@ def _derived(workload: Any, candidate: Candidate, device: DeviceInfo) -> list[Ca
     inputs_pads = _inputs_pads(workload, candidate)
     # only the starts' knobs are taken: a space of identity layouts holds
     # them (a third of a second per operator less than every family's)
-    space = SearchSpace(workload, device, SpaceOptions(families=("identity",)))
+    try:
+        space = SearchSpace(workload, device, SpaceOptions(families=("identity",)))
+        starts = standard_candidates(space, STARTS)
+    except LaytuneError:  # a dtype the device lacks: rules 3 and 4
+        return []
     found = []
-    for start in standard_candidates(space, STARTS):
+    for start in starts:
         knobs = {k: v for k, v in start.knob_map.items() if not is_default(k, v)}
         if not knobs:
             continue  # the baseline's: rule 4

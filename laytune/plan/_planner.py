@@ -875,7 +875,12 @@ def _derived_option(workload: Any, device: DeviceInfo) -> list[Option]:
 
     if classify(workload) is None:
         return []
-    starts = standard_candidates(SearchSpace(workload, device), 1)
+    try:
+        starts = standard_candidates(SearchSpace(workload, device), 1)
+        if starts:
+            lower(workload, starts[0], device)
+    except LaytuneError:  # a dtype the device lacks, a start that does not lower: planned
+        return []
     return [Option(starts[0], origin=DERIVED_ORIGIN)] if starts else []
 
 

@@ -354,3 +354,18 @@ def test_the_minimizers_memoised_cost_is_the_whole_graphs_resolution() -> None:
         assert minimizer.cost(state) == whole, name
         costs.add(whole)
     assert len(costs) > 1  # the states differ in what they cost
+
+
+def test_derive_leaves_a_statement_the_device_cannot_run_to_the_planner() -> None:
+    """float16 on a device without cl_khr_fp16: no space, so no derived
+    start; the conv is planned in logical layouts, not an error."""
+    device = written_cpu(16)
+    assert "cl_khr_fp16" not in device.extensions
+    conv = ops.conv2d(1, 8, 6, 6, 8, 3, stride=1, padding=1, dtype="float16")
+    g = Graph("half")
+    x = g.input("x", (1, 8, 6, 6), dtype="float16")
+    w = g.constant("w", np.ones((8, 8, 3, 3), np.float16))
+    g.output(g.apply(conv, "conv", X=x, W=w))
+    plan = plan_layouts(g, {}, device, derive=True)
+    assert not plan.placement("conv").frozen
+    assert plan.placement("conv").note.startswith("planned: identity layouts")
