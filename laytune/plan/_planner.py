@@ -733,6 +733,9 @@ def plan_layouts(
         try:
             lower(op.workload, found[0].candidate, device)
         except (LaytuneError, KeyError) as err:
+            if found[0].origin == DERIVED_ORIGIN:  # not the source's word: planned instead
+                log.append(f"did not freeze {op.name}: its derived start does not lower: {err}")
+                continue
             raise PlanError(f"the frozen candidate of {op.name} cannot be lowered: {err}") from None
         options[op.name] = [found[0], *_lowerable(op.workload, found[1:], device)]
         log.append(
@@ -877,9 +880,7 @@ def _derived_option(workload: Any, device: DeviceInfo) -> list[Option]:
         return []
     try:
         starts = standard_candidates(SearchSpace(workload, device), 1)
-        if starts:
-            lower(workload, starts[0], device)
-    except LaytuneError:  # a dtype the device lacks, a start that does not lower: planned
+    except LaytuneError:  # a dtype the device lacks: planned
         return []
     return [Option(starts[0], origin=DERIVED_ORIGIN)] if starts else []
 

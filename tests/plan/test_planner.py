@@ -369,3 +369,20 @@ def test_derive_leaves_a_statement_the_device_cannot_run_to_the_planner() -> Non
     plan = plan_layouts(g, {}, device, derive=True)
     assert not plan.placement("conv").frozen
     assert plan.placement("conv").note.startswith("planned: identity layouts")
+
+
+def test_a_derived_start_the_code_generator_refuses_is_planned_and_logged(monkeypatch) -> None:
+    """A start that does not lower is not the source's word: the conv is
+    planned instead, and the log says why (a source's candidate that does
+    not lower stays an error)."""
+    from laytune.exceptions import LayoutRejectedError
+    from laytune.plan import _planner
+
+    def refuse(*args, **kwargs):
+        raise LayoutRejectedError("refused here")
+
+    graph, _ = seed_graph()
+    monkeypatch.setattr(_planner, "lower", refuse)
+    plan = plan_layouts(graph, {}, written_cpu(16), derive=True, minimize=False)
+    assert not any(p.frozen for p in plan.placements)
+    assert "did not freeze conv1: its derived start does not lower: refused here" in plan.log
