@@ -29,7 +29,7 @@ from the statement's structure (``laytune.search.classify``) and the search:
 The best record is measured again with its conversions (the per-call pack of
 every input that is not a weight and the unpack of the output), and that
 end-to-end time is set beside ONNX Runtime's session (2 threads, the model's
-weights as initializers) and numpy on the same host: ``--rounds`` (5)
+weights as initializers) and numpy on the same host: ``--rounds`` (7)
 interleaved rounds, each implementation after 0.3 s of idle (both runtimes'
 threads spin for a while after a run and slowed whichever ran next) and 5
 untimed calls; each keeps its median round, and a peer's ratio is the median
@@ -461,18 +461,16 @@ def bench_op(
         rows.append(_row(op, "laytune end-to-end", split.total, peak, split.note()))
     else:
         rows.append(_row(op, "laytune", None, peak, failed))
-    peers_s: dict[str, float] = {}
     for name, (label, note, _) in peers.items():
         timing = _median_round(timed[name], lambda t: t.wall_s)
         rows.append(_row(op, label, timing, peak, note))
-        peers_s[name] = timing.wall_s
     rows += missing
     ours_rounds = [e.total.wall_s for e in runs]
     ratios = [
         f"{name} {paired_ratio(ours_rounds, [t.wall_s for t in timed[name]])}"
         if ours
         else f"{name} -"
-        for name in peers_s
+        for name in peers
     ]
     form = type(classify(workload, windows_of_one=True)).__name__.lower()
     if form == "nonetype":
