@@ -14,7 +14,9 @@ value lists): ``SearchSpace.check`` adds those.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from laytune.device_info import DeviceInfo
 from laytune.dtypes import DTYPES
@@ -83,7 +85,19 @@ _MAX_UNROLL = 64
 def usable_staging(workload: WorkloadLike) -> StagingPlan | None:
     """The workload's staging plan when the kernel can run it: None when the
     workload cannot be staged, or when the plan blocks an axis that shares
-    its NDRange dimension with others (see ``grid_dims``)."""
+    its NDRange dimension with others (see ``grid_dims``). Kept per workload
+    (held weakly): checking and lowering a candidate each ask, several times."""
+    found = _STAGING.get(workload, _UNKNOWN)
+    if found is _UNKNOWN:
+        found = _STAGING[workload] = _usable_staging(workload)
+    return found  # type: ignore[return-value]
+
+
+_STAGING: weakref.WeakKeyDictionary[Any, StagingPlan | None] = weakref.WeakKeyDictionary()
+_UNKNOWN = object()
+
+
+def _usable_staging(workload: WorkloadLike) -> StagingPlan | None:
     try:
         plan = staging_plan(workload)
     except LayoutRejectedError:
@@ -240,7 +254,40 @@ def check_candidate(
     and the extra hard ``constraints`` given per buffer; the knobs against
     the rules between them; the local tiles and pad values. Every failure is
     listed; ``Verdict.constraint`` is ``"check_candidate"``.
+
+    Without extra ``constraints`` the verdict is remembered for the last
+    few hundred (workload, candidate, device): a candidate is judged when
+    the space offers it and again when it is lowered, and the judgement is
+    a pure function of the three.
     """
+    if any((constraints or {}).values()):
+        return _check(workload, candidate, device, constraints)
+    remembered = _REMEMBERED.setdefault(workload, {})
+    # by the candidate's key: knobs 1 and True are equal values but not one candidate
+    key = (candidate.key, device)
+    verdict = remembered.get(key)
+    if verdict is None:
+        verdict = _check(workload, candidate, device, None)
+        if len(remembered) >= _REMEMBER:
+            del remembered[next(iter(remembered))]  # the oldest
+        remembered[key] = verdict
+    return verdict
+
+
+#: Per workload (held weakly: the registry of defined workloads forgets one
+#: nothing holds), the last verdicts by candidate key and device.
+_REMEMBERED: weakref.WeakKeyDictionary[Any, dict[tuple[str, DeviceInfo], Verdict]] = (
+    weakref.WeakKeyDictionary()
+)
+_REMEMBER = 512
+
+
+def _check(
+    workload: WorkloadLike,
+    candidate: Candidate,
+    device: DeviceInfo,
+    constraints: Mapping[str, Sequence[Constraint]] | None,
+) -> Verdict:
     reasons: list[str] = []
     layouts = candidate.layout_map
     knobs = candidate.knob_map
