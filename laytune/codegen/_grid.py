@@ -34,7 +34,7 @@ from laytune.codegen._nest import GridDim, Nest
 from laytune.codegen._source import decompose, split_index
 from laytune.layout import Condition, Const, Expr, Var, substitute
 
-__all__ = ["GridCode", "emit_grid", "padding_tests"]
+__all__ = ["GridCode", "axis_value", "emit_grid", "padding_tests"]
 
 
 @dataclass
@@ -52,7 +52,7 @@ class GridCode:
     group: int = 0
 
 
-def _axis_value(
+def axis_value(
     scope: Scope,
     nest: Nest,
     k: int,
@@ -134,13 +134,13 @@ def _logical(scope: Scope, nest: Nest, overlap: frozenset[int]) -> GridCode:
     for d, dim in enumerate(nest.grid):
         if len(dim.axes) == 1:
             gid = scope.builtin(f"get_global_id({d})", 0, dim.count - 1)
-            base[dim.axes[0]] = _axis_value(scope, nest, dim.axes[0], gid, lines, overlap)
+            base[dim.axes[0]] = axis_value(scope, nest, dim.axes[0], gid, lines, overlap)
             continue
         gid = scope.var(f"g{d}", 0, dim.count - 1)
         lines.append(f"const int {scope.name(gid)} = get_global_id({d});")
         digits = split_index(gid, list(dim.items), [1] * len(dim.items))
         for k, digit in zip(dim.axes, digits, strict=True):
-            base[k] = _axis_value(scope, nest, k, digit, lines, overlap)
+            base[k] = axis_value(scope, nest, k, digit, lines, overlap)
     return GridCode(lines, base)
 
 
@@ -170,7 +170,7 @@ def _staged(scope: Scope, nest: Nest) -> GridCode:
                 code.block_offset[k] = Const(0)
                 code.base[k] = digit
             else:
-                code.base[k] = _axis_value(scope, nest, k, digit, lines)
+                code.base[k] = axis_value(scope, nest, k, digit, lines)
     code.group = math.prod(d.local for d in nest.grid)
     if local_ids:
         linear: Expr = Var(local_ids[-1].index)
@@ -241,7 +241,7 @@ def _physical(scope: Scope, nest: Nest) -> GridCode:
     for d, index in enumerate(decl.indices):
         k = index.index  # type: ignore[union-attr]
         value = substitute(inverse.index_map.outputs[d], values)
-        base[k] = _axis_value(scope, nest, k, value, lines)
+        base[k] = axis_value(scope, nest, k, value, lines)
     return GridCode(lines, base)
 
 

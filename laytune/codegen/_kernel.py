@@ -20,10 +20,10 @@ Loads, stores and their index tests are in ._loads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of
-from laytune.codegen._grid import emit_grid, may_overlap
+from laytune.codegen._grid import axis_value, emit_grid, may_overlap
 from laytune.codegen._loads import (
     ACCUMULATOR,
     IndexTest,
@@ -77,6 +77,9 @@ def _body(
         values = point_values(w, offsets, reduce_values)
         names: dict[str, tuple[str, int]] = {}
         for load in loads(stmt.value):
+            if load.buffer in nest.tile.transposed and nest.tile.panel:
+                names[load.buffer] = _panel_read(w, load.buffer, offsets, reduce_values)
+                continue
             if load.buffer in nest.tile.transposed:
                 names[load.buffer] = _transposed(
                     w, load.buffer, offsets, reduce_values, (chunks, lines), guarded, found
@@ -151,6 +154,104 @@ def _transposed(
         lines.extend(shuffles)
         chunks[key] = columns
     return chunks[key][offsets[u] % n], n
+
+
+def _panel_points(w: Writer) -> tuple[list[int], list[tuple[int, ...]], int, int]:
+    """The panel's shape: the spatial axes it holds besides the vector axis,
+    their block's points (outer dimension of the panel), the extent of the
+    reduce axis it runs over, and the vectors per row of the vector axis's
+    block (innermost)."""
+    tile = w.nest.tile
+    u, v = tile.transpose_axis, tile.vector_axis
+    assert u is not None and v is not None
+    others = [k for k in tile.panel_axes if k != v]
+    points: list[tuple[int, ...]] = [()]
+    for k in others:
+        points = [(*p, x) for p in points for x in range(tile.blocks[k])]
+    return others, points, w.nest.workload.axes[u].extent, tile.blocks[v] // tile.vector
+
+
+def _panel_name(buffer: str) -> str:
+    return f"P{buffer.replace('.', '_')}"
+
+
+def _panel_read(
+    w: Writer, name: str, offsets: Sequence[int], reduce_values: Mapping[int, Expr]
+) -> tuple[str, int]:
+    """The vector along the vector axis of the transposed input ``name`` at
+    the block's point ``offsets``, from the work-item's private panel."""
+    tile = w.nest.tile
+    u, v = tile.transpose_axis, tile.vector_axis
+    assert u is not None and v is not None
+    others, points, extent, rows = _panel_points(w)
+    at = points.index(tuple(offsets[k] for k in others))
+    value = reduce_values.get(u, Var(u))
+    index = w.scope.simplify((value + at * extent) * rows + offsets[v] // tile.vector)
+    return f"{_panel_name(name)}[{w.scope.c(index)}]", tile.vector
+
+
+def _panel_fill(w: Writer) -> list[str]:
+    """Declare each transposed input's private panel and fill it: at every
+    ``n`` values of the reduce axis, ``n`` vectors read along it at ``n``
+    consecutive values of the vector axis, transposed in registers (a read
+    past the input's end, a tail block's, is zero and never used)."""
+    nest, scope = w.nest, w.scope
+    tile = nest.tile
+    u, v, n = tile.transpose_axis, tile.vector_axis, tile.vector
+    assert u is not None and v is not None
+    others, points, extent, rows = _panel_points(w)
+    step = scope.var(f"{nest.workload.axes[u].name}_p", 0, extent - n)
+    at_u = {u: Var(step.index)}
+    lines: list[str] = []
+    inner: list[str] = []
+    for name in sorted(tile.transposed):
+        panel = _panel_name(name)
+        lines.append(f"{w.vtype(n)} {panel}[{len(points) * extent * rows}];")
+        dtype = nest.workload.buffer(name).dtype
+        for o, point in enumerate(points):
+            for h in range(rows):
+                prefix = f"f{name.replace('.', '_')}{o}_{h}"
+                names = []
+                for r in range(n):
+                    offsets = [0] * len(nest.workload.axes)
+                    for k, x in zip(others, point, strict=True):
+                        offsets[k] = x
+                    offsets[v] = h * n + r
+                    values = point_values(w, offsets, at_u)
+                    text, tests, _ = load_text(w, name, values, offsets, n)
+                    text = guarded_load(w, text, tests, n, dtype)
+                    inner.append(f"const {w.vtype(n)} {prefix}_{r} = {text};")
+                    names.append(f"{prefix}_{r}")
+                shuffles, columns = transpose_lines(names, w.ctype, f"{prefix}t")
+                inner += shuffles
+                for a, column in enumerate(columns):  # [point][step + a][h]
+                    at = scope.simplify((Var(step.index) + (o * extent + a)) * rows + h)
+                    inner.append(f"{panel}[{scope.c(at)}] = {column};")
+    counter = scope.name(step)
+    lines.append(f"for (int {counter} = 0; {counter} < {extent}; {counter} += {n}) {{")
+    return [*lines, *indent(inner), "}"]
+
+
+def _walk(w: Writer, overlap: frozenset[int], section: Callable[[], list[str]]) -> list[str]:
+    """``section`` (the accumulators, reduce loops and stores of one register
+    block) inside a loop over every block of each axis the work-item walks,
+    outermost first; the section is written once the loops' variables are
+    the walked axes' first points."""
+    nest, scope = w.nest, w.scope
+    heads: list[list[str]] = []
+    for k in nest.tile.walk:
+        axis = nest.workload.axes[k]
+        count = -(-axis.extent // nest.tile.blocks[k])
+        index = scope.var(f"{axis.name}_w", 0, count - 1)
+        counter = scope.name(index)
+        head = [f"for (int {counter} = 0; {counter} < {count}; {counter}++) {{"]
+        declared: list[str] = []
+        w.grid.base[k] = axis_value(scope, nest, k, Var(index.index), declared, overlap)
+        heads.append(head + indent(declared))
+    body = section()
+    for head in reversed(heads):
+        body = [*head, *indent(body), "}"]
+    return body
 
 
 def _interior(w: Writer, tests: Sequence[IndexTest], loop_vars: Sequence[Var]) -> str | None:
@@ -592,32 +693,40 @@ def _compute_kernel(nest: Nest, name: str, overlap: frozenset[int]) -> tuple[str
             "}",
         ]
 
-    if combine is None:
-        body = grid.lines + _body(w, {})
-    else:
+    def section() -> list[str]:
+        """One register block: accumulators, reduce loops, stores."""
         init = c_float(combine.neutral, workload.dtype)
         parts = [f"_{u}" if u else "" for u in range(nest.tile.parts)]
-        body = grid.lines + [
+        block = [
             f"{w.vtype(acc_width)} acc{p}{part} = {init};"
             for p in range(len(points))
             for part in parts
         ]
         if staged:
-            body += staged_loops(scope, nest, grid, w.tiles, w.accesses, loops)
+            block += staged_loops(scope, nest, grid, w.tiles, w.accesses, loops)
         else:
-            body += loops()
-        rows, chunks = _row_chunks(w, points)
+            block += loops()
+        stored = points
+        rows, chunks = _row_chunks(w, stored)
         if rows:
-            body += _row_stores(w, points, rows, chunks)
-            points = []
-        for p, offsets in enumerate(points):
+            block += _row_stores(w, stored, rows, chunks)
+            stored = []
+        for p, offsets in enumerate(stored):
             values = point_values(w, offsets, {})
             if nest.tile.reduce_axis is None:
-                body += _epilogue(w, offsets, values, f"acc{p}", acc_width)
+                block += _epilogue(w, offsets, values, f"acc{p}", acc_width)
                 continue
             combined, value = _lanes_combined(w, p)
-            body += combined
-            body += _epilogue(w, offsets, values, value, 1)
+            block += combined
+            block += _epilogue(w, offsets, values, value, 1)
+        return block
+
+    if combine is None:
+        body = grid.lines + _body(w, {})
+    elif nest.tile.panel:
+        body = grid.lines + _panel_fill(w) + _walk(w, overlap, section)
+    else:
+        body = grid.lines + section()
     ctype = ctype_of(workload.dtype)
     lines = _comments(nest, w.tiles)
     lines.append(f"__kernel {_attributes(nest, ctype)}void {name}({_params(nest, ctype)}) {{")

@@ -28,7 +28,7 @@ from typing import Any
 
 from laytune.codegen._analysis import neutral_at_padding, padded_loop
 from laytune.exceptions import LayoutRejectedError
-from laytune.layout import Layout
+from laytune.layout import Layout, Var
 from laytune.ops import Workload
 from laytune.space import (
     ORDER_LOGICAL,
@@ -81,7 +81,9 @@ class Tile:
     vectors along ``transpose_axis`` and transposed in registers. With
     ``reduce_vector`` > 1 the accumulators are vectors of that width along
     the innermost reduce loop's axis ``reduce_axis``, ``parts`` of them per
-    point (``unroll``), combined across their lanes at the store."""
+    point (``unroll``), combined across their lanes at the store. A reduce
+    ``transpose_axis`` reads the transposed inputs into a private panel
+    (:attr:`panel`)."""
 
     blocks: tuple[int, ...]
     vector_axis: int | None
@@ -91,6 +93,15 @@ class Tile:
     reduce_axis: int | None = None
     reduce_vector: int = 1
     parts: int = 1
+    walk: tuple[int, ...] = ()
+    panel_axes: tuple[int, ...] = ()
+
+    @property
+    def panel(self) -> bool:
+        """Whether the ``transposed`` inputs are read along a reduce axis into
+        a private panel (``panel_axes``: the spatial axes whose block it
+        holds) before the work-item walks every block of the ``walk`` axes."""
+        return bool(self.panel_axes)
 
     @property
     def acc_width(self) -> int:
@@ -196,7 +207,19 @@ def plan_tile(workload: Workload, knobs: Mapping[str, Any], layouts: Mapping[str
         for b in workload.buffers
         if b.role == "input" and not serves_vector(b, layouts[b.name], axis, width)
     )
-    return Tile(blocks, axis, width, axis_by_name(workload, across), transposed)
+    u = axis_by_name(workload, across)
+    if workload.axes[u].kind != "reduce":
+        return Tile(blocks, axis, width, u, transposed)
+    held = {
+        e.index
+        for b in workload.buffers
+        if b.name in transposed
+        for e in b.indices
+        if isinstance(e, Var) and workload.axes[e.index].kind == "spatial"
+    }
+    spatial = [k for k, a in enumerate(workload.axes) if a.kind == "spatial"]
+    walk = tuple(k for k in spatial if k not in held)
+    return Tile(blocks, axis, width, u, transposed, walk=walk, panel_axes=tuple(sorted(held)))
 
 
 def plan_grid(
@@ -220,6 +243,8 @@ def plan_grid(
             if staging is not None:
                 planned = staging.block[k]
                 items.append(staging.counts[k] * planned // block)
+            elif k in tile.walk:
+                items.append(1)  # the work-item walks every block of it
             else:
                 items.append(-(-extent // block))
         out.append(GridDim(axes, tuple(items), locals_[d]))

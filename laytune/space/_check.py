@@ -212,7 +212,7 @@ def implied_constraints(
                 across_axis is not None
                 and across_axis != axis
                 and layout is not None
-                and transposable(buf, layout, axis, across_axis)
+                and transposable(buf, layout, axis, across_axis, workload)
                 and not serves_vector(buf, layout, axis, vector)
             ):
                 dim = vector_dim(buf, across_axis)  # read along the transpose axis

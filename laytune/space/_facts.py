@@ -40,9 +40,17 @@ from laytune.space._workload import (
 )
 
 TRANSPOSE_WIDTHS = (2, 4, 8, 16)
+
+PANEL_BYTES = 16 * 1024
+"""The most bytes a work-item's private panel holds (``vector_transpose``
+along a reduce axis): a third of the 48 KiB L1 data cache of a recent x86
+core, beside the register block's own operands. An OpenCL device reports no
+private-memory size; on a GPU the panel lives in registers and spills, and
+the search measures it like any other candidate."""
 """Widths of an in-register transpose (OpenCL's ``shuffle2`` vectors)."""
 
 __all__ = [
+    "PANEL_BYTES",
     "TRANSPOSE_WIDTHS",
     "LayoutFacts",
     "buffer_facts",
@@ -50,6 +58,8 @@ __all__ = [
     "keeps_logical_order",
     "neutral_facts",
     "order_buffers",
+    "panel_axes",
+    "panel_input",
     "serves_vector",
     "stores_lane_by_lane",
     "subgroup_inputs",
@@ -75,7 +85,8 @@ class LayoutFacts:
     of :func:`subgroup_inputs` serves. ``crossed``: the ``(v, width, u)``
     triples under which every buffer indexed by spatial axis ``v`` serves a
     vector of ``width`` along ``v`` either directly or, an input, through an
-    in-register transpose of vectors read along spatial axis ``u``
+    in-register transpose of vectors read along axis ``u`` (spatial, or a
+    reduce axis: the input held in a private panel, :func:`panel_input`)
     (:func:`transposable`). ``overlap``: the (spatial axis, width) pairs
     whose width does not divide the axis's extent (but is within it) and
     that every buffer indexed by the axis serves as unaligned runs
@@ -231,10 +242,14 @@ def buffer_facts(
     if staged is not None:
         assert staging is not None
         copies = (global_copy_facts(workload, staging, staged, layout, sizes),)
+    reduced = set(reduce_axes(workload))
     crossed = frozenset(
         (v, width, u)
         for v, width, u in all_crossed(workload)
-        if (v, width) in accepted or ((u, width) in accepted and transposable(buf, layout, v, u))
+        # a panel's kernel stores whole vectors: an output stored lane by lane
+        # along v does not take one
+        if ((v, width) in accepted and not (u in reduced and (v, width) in lane_stores))
+        or ((u, width) in accepted and transposable(buf, layout, v, u, workload))
     )
     facts = LayoutFacts(
         frozenset(accepted),
@@ -296,16 +311,53 @@ def _overlap_refused(
     )
 
 
-def transposable(buf: BufferLike, layout: Layout, v: int, u: int) -> bool:
-    """Whether ``buf`` (whose layout serves vectors along spatial axis ``u``)
-    can be read along ``u`` and transposed in registers into vectors along
-    ``v``: an input of global memory indexed by both axes as bare indices."""
+def transposable(
+    buf: BufferLike, layout: Layout, v: int, u: int, workload: WorkloadLike | None = None
+) -> bool:
+    """Whether ``buf`` (whose layout serves vectors along axis ``u``) can be
+    read along ``u`` and transposed in registers into vectors along spatial
+    axis ``v``: an input of global memory indexed by both axes as bare
+    indices. Along a reduce axis ``u`` (a panel, :func:`panel_input`) every
+    index is bare and ``u`` is the only reduce axis it indexes."""
+    if (
+        workload is not None
+        and workload.axes[u].kind == "reduce"
+        and not panel_input(workload, buf, u)
+    ):
+        return False
     return (
         buf.role == "input"
         and layout.image_rank == 1
         and isinstance(vector_dim(buf, v), int)
         and isinstance(vector_dim(buf, u), int)
     )
+
+
+def panel_axes(workload: WorkloadLike, v: int, u: int) -> frozenset[int]:
+    """The spatial axes that a private panel over reduce axis ``u`` holds a
+    block of: those indexed by an input indexed by spatial axis ``v`` that
+    :func:`panel_input` accepts (the work-item walks the other spatial axes)."""
+    return frozenset(
+        k
+        for buf in workload.buffers
+        if buf.role == "input"
+        and isinstance(vector_dim(buf, v), int)
+        and panel_input(workload, buf, u)
+        for e in buf.indices
+        if isinstance(e, Var) and (k := e.index) in spatial_axes(workload)
+    )
+
+
+def panel_input(workload: WorkloadLike, buf: BufferLike, u: int) -> bool:
+    """Whether a work-item may hold input ``buf`` in a private panel over the
+    whole of reduce axis ``u``: its indices are distinct bare axes, ``u``
+    the only reduce axis among them (attention's ``K[b, j, k]``), so the
+    panel of one register block is the block of its spatial axes times the
+    extent of ``u``."""
+    axes = [e.index for e in buf.indices if isinstance(e, Var)]
+    if len(axes) != len(buf.indices) or len(set(axes)) != len(axes):
+        return False
+    return [k for k in axes if workload.axes[k].kind == "reduce"] == [u]
 
 
 def serves_vector(buf: BufferLike, layout: Layout, axis: int, width: int) -> bool:
@@ -348,13 +400,15 @@ def all_overlapping(workload: WorkloadLike) -> frozenset[tuple[int, int]]:
 
 
 def all_crossed(workload: WorkloadLike) -> frozenset[tuple[int, int, int]]:
-    """Every ``(v, width, u)`` of two distinct spatial axes whose extents
-    ``width`` divides, ``width`` one an in-register transpose takes."""
+    """Every ``(v, width, u)`` of a spatial axis ``v`` and another axis ``u``
+    (spatial, or reduce: a panel) whose extents ``width`` divides, ``width``
+    one an in-register transpose takes."""
     spatial = set(spatial_axes(workload))
-    vectors = [(axis, width) for axis, width in all_vectors(workload) if axis in spatial]
+    vectors = all_vectors(workload)
     return frozenset(
         (v, width, u)
         for (v, width) in vectors
+        if v in spatial
         for (u, other) in vectors
         if other == width and u != v and width in TRANSPOSE_WIDTHS
     )

@@ -39,7 +39,13 @@ The loop nest the knobs describe
   vectors along ``u``, at ``N`` consecutive values of ``v``, and the
   ``N x N`` block is transposed in registers (a ``shuffle2`` network); the
   blocks along ``u`` and ``v`` are multiples of ``N``. Offered only where
-  some buffer needs it.
+  some buffer needs it. ``u`` may be a reduce axis (attention's
+  ``K[b, j, k]``, contiguous along ``k`` alone): the work-item then reads
+  such an input once, for its block of the spatial axes it indexes over
+  the whole of ``u``, into a private panel (``PANEL_BYTES`` at most), and
+  walks every register block of the spatial axes it does not index (the
+  NDRange holds one work-item along them) over the panel: the pack of a
+  transposed operand inside the kernel, in one launch.
 * ``group.<axis>`` (one per NDRange dimension, named after the innermost
   axis of that dimension): the work-group extent along that dimension; all
   zero leaves the work-group to the driver. An extent need not divide the
@@ -172,8 +178,8 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         None,
         "",
         None,
-        "spatial axis along which inputs not contiguous along vector_axis are read, "
-        "then transposed in registers ('': none)",
+        "axis along which inputs not contiguous along vector_axis are read, then "
+        "transposed in registers (a reduce axis: into a private panel; '': none)",
     ),
     KnobSpec(
         "copy",

@@ -36,7 +36,7 @@ from typing import Any
 from laytune.device_info import DeviceInfo
 from laytune.layout import bounds, variables
 from laytune.space._copies import SUBGROUP_SIZES, SubgroupFit, TileCopyFacts
-from laytune.space._facts import LayoutFacts, subgroup_inputs
+from laytune.space._facts import PANEL_BYTES, LayoutFacts, panel_axes, subgroup_inputs, vector_axes
 from laytune.space._knobs import (
     ORDER_LOGICAL,
     axis_by_name,
@@ -220,7 +220,7 @@ class VectorAxisStep(Step):
     reads = frozenset({"order", "local_stage"})
 
     def values(self, state: State) -> Sequence[Any]:
-        return ("", *(self.s.axis_name(k) for k in spatial_axes(self.s.workload)))
+        return ("", *(self.s.axis_name(k) for k in vector_axes(self.s.workload)))
 
     def check(self, state: State, value: Any) -> list[Broken]:
         out: list[Broken] = []
@@ -262,7 +262,7 @@ class VectorStep(Step):
         if extent % value:
             return self._overlap(state, axis, value)
         if (axis, value) not in state["@vectors"] and not any(
-            (axis, value, u) in state["@crossed"] for u in spatial_axes(self.s.workload)
+            (axis, value, u) in state["@crossed"] for u in vector_axes(self.s.workload)
         ):
             why = self.reasons(axis, value) if self.reasons else ""
             return [("vector_access", f"vector {value} along {axis_name!r}: {why}".rstrip(": "))]
@@ -309,14 +309,16 @@ class VectorTransposeStep(Step):
     :mod:`laytune.space._knobs`)."""
 
     name = "vector_transpose"
-    reads = frozenset({"vector_axis", "vector", "local_stage", "@vectors", "@crossed", "@overlap"})
+    reads = frozenset(
+        {"vector_axis", "vector", "local_stage", "@vectors", "@crossed", "@overlap", "@padded"}
+    )
 
     def __init__(self, setting: Setting, reasons: Callable[[int, int], str] | None) -> None:
         super().__init__(setting)
         self.reasons = reasons
 
     def values(self, state: State) -> Sequence[Any]:
-        return ("", *(self.s.axis_name(k) for k in spatial_axes(self.s.workload)))
+        return ("", *(self.s.axis_name(k) for k in vector_axes(self.s.workload)))
 
     def check(self, state: State, value: Any) -> list[Broken]:
         axis_name, width = state["vector_axis"], state["vector"]
@@ -354,6 +356,9 @@ class VectorTransposeStep(Step):
         if state["local_stage"]:
             out.append(("vector_transpose", "a staged kernel reads its tiles, not transposes"))
         across = axis_by_name(self.s.workload, value)
+        if self.s.workload.axes[across].kind == "reduce" and state["@padded"]:
+            # a padded layout may run the reduce loop past the panel's extent
+            out.append(("vector_transpose", f"a panel along {value!r} needs unpadded layouts"))
         if (axis, width, across) not in state["@crossed"]:
             why = self.reasons(across, width) if self.reasons else ""
             out.append(
@@ -523,6 +528,7 @@ class BlockStep(Step):
                 "vector",
                 "vector_transpose",
                 "#blocks",
+                "#panel",
                 "subgroup",
             }
         )
@@ -530,14 +536,29 @@ class BlockStep(Step):
 
     @property
     def writes(self) -> frozenset[str]:
-        return frozenset({"#blocks"})
+        return frozenset({"#blocks", "#panel"})
 
     def values(self, state: State) -> Sequence[Any]:
         return tuple(b for b in self.s.blocks if b <= self.s.extent(self.axis)) or (1,)
 
+    def _panel(self, state: State) -> int:
+        """The extent of reduce axis ``u`` when the vector is transposed
+        through it into a private panel whose block this axis extends; 0
+        otherwise."""
+        across = state["vector_transpose"]
+        if not across or not state["vector_axis"]:
+            return 0
+        w = self.s.workload
+        u, v = axis_by_name(w, across), axis_by_name(w, state["vector_axis"])
+        if w.axes[u].kind != "reduce" or self.axis not in panel_axes(w, v, u):
+            return 0
+        return self.s.extent(u)
+
     def apply(self, state: State, value: Any) -> None:
         state[self.name] = value
         state["#blocks"] = state.get("#blocks", 1) * value
+        if self._panel(state):
+            state["#panel"] = state.get("#panel", 1) * value
 
     def check(self, state: State, value: Any) -> list[Broken]:
         out: list[Broken] = []
@@ -551,6 +572,22 @@ class BlockStep(Step):
                     f"{self.name} {value} is not a multiple of the vector {state['vector']}",
                 )
             )
+        extent = self._panel(state)
+        if extent:
+            size = (
+                state.get("#panel", 1)
+                * value
+                * extent
+                * dtype_bytes(self.s.workload.buffers[0].dtype)
+            )
+            if size > PANEL_BYTES:
+                out.append(
+                    (
+                        "vector_transpose",
+                        f"vector_transpose {state['vector_transpose']!r}: a private panel of "
+                        f"{size} bytes, over the budget of {PANEL_BYTES}",
+                    )
+                )
         points = state.get("#blocks", 1) * value
         if points > self.s.max_block_points:
             out.append(
@@ -707,6 +744,7 @@ class SubgroupStep(Step):
                 "copy",
                 "vector_axis",
                 "vector",
+                "vector_transpose",
                 "@subgroups",
                 "#copy_subgroups",
             }
@@ -720,6 +758,9 @@ class SubgroupStep(Step):
         copying = state["copy"] == "subgroup_block"
         if value == 0:
             return [(None, "copy 'subgroup_block' needs a sub-group size")] if copying else []
+        across = state["vector_transpose"]
+        if across and self.s.workload.axes[axis_by_name(self.s.workload, across)].kind == "reduce":
+            return [("vector_transpose", f"subgroup {value}: a panel's kernel reads no block")]
         if overlapping(self.s, state):
             return [
                 (

@@ -178,3 +178,107 @@ def test_the_standard_starts_hold_the_identity_register_transpose(env: Env) -> N
     transposed = [c for c in starts if c.knob("vector_transpose")]
     assert transposed, [c.describe() for c in starts]
     assert all(layout.is_identity for _, layout in transposed[0].layouts)
+
+
+# -- a panel: transposed along a reduce axis into private memory, rows walked ----------
+
+
+def _scores(b: int, i: int, j: int, k: int) -> ops.Workload:
+    return ops.Workload.define(
+        "scores",
+        "S[b, i, j] += Q[b, i, k] * K[b, j, k]",
+        {"b": b, "i": i, "j": j, "k": k},
+        {"Q": (b, i, k), "K": (b, j, k)},
+    )
+
+
+def _panel(workload: ops.Workload, layouts: dict | None = None, **knobs) -> Candidate:
+    base = {b.name: L.identity(b.shape) for b in workload.buffers}
+    return Candidate.make(
+        {**base, **(layouts or {})},
+        {**baseline_knobs(workload), "vector_axis": "j", "vector_transpose": "k", **knobs},
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "knobs"),
+    [
+        ((2, 16, 32, 32), {"vector": 16, "block.j": 32, "block.i": 8}),
+        # tails along the rows walked (9 by 4) and the columns (40 by 16)
+        ((2, 9, 40, 16), {"vector": 8, "block.j": 16, "block.i": 4}),
+        # a panel of two heads, the reduce loop unrolled, work-groups
+        ((3, 12, 32, 32), {"vector": 8, "block.j": 8, "block.i": 3, "block.b": 2, "unroll": 2}),
+        (
+            (2, 12, 32, 32),
+            {"vector": 4, "block.j": 8, "block.i": 4, "group.j": 2, "group.i": 1, "group.b": 1},
+        ),
+    ],
+)
+def test_a_panel_along_the_reduce_axis_computes_attention_scores(
+    env: Env, shape: tuple[int, ...], knobs: dict
+) -> None:
+    """``K[b, j, k]`` holds runs along ``k`` only: each work-item reads its
+    block of ``K`` in vectors along ``k``, transposes them in registers into
+    a private panel, then walks every block of rows ``i`` over it, one
+    launch, nothing packed."""
+    workload = _scores(*shape)
+    candidate = _panel(workload, **knobs)
+    assert SearchSpace(workload, env.info).check(candidate).ok
+    program = lower(workload, candidate, env.info)
+    assert program.pack == () or all(launch.name.startswith(("Q", "K")) for launch in program.pack)
+    source = program.source
+    assert "PK[" in source and "shuffle2" in source and "for (int i_w = 0;" in source
+    compute = program.compute[0]
+    assert compute.global_size[1] == 1  # one work-item along the walked rows
+    inputs = workload.make_inputs(3)
+    outputs, _ = run(env, program, inputs, build(env, program))
+    np.testing.assert_allclose(outputs["S"], workload.reference(inputs)["S"], rtol=1e-5, atol=1e-4)
+
+
+def test_a_matmul_reads_a_transposed_right_operand_through_a_panel(env: Env) -> None:
+    """``B[k, j]`` laid out as ``[j, k]``: the panel holds a block of its
+    columns over all of ``k``, and the work-item walks the rows of ``C``."""
+    workload = ops.matmul(20, 48, 32)
+    candidate = _panel(
+        workload, {"B": L.permute((32, 48), (1, 0))}, vector=16, **{"block.j": 16, "block.i": 8}
+    )
+    assert check_candidate(workload, candidate, env.info).ok
+    program = lower(workload, candidate, env.info)
+    inputs = workload.make_inputs(4)
+    outputs, _ = run(env, program, inputs, build(env, program))
+    np.testing.assert_allclose(outputs["C"], workload.reference(inputs)["C"], rtol=1e-5, atol=1e-4)
+
+
+def test_the_rules_bound_a_panel_and_keep_it_to_inputs_without_runs(env: Env) -> None:
+    # a panel of 32 columns over 256 values of k (32 KiB) is over the budget
+    big = _scores(1, 8, 32, 256)
+    over = _reasons(big, _panel(big, vector=16, **{"block.j": 32, "block.i": 8}), env)
+    assert any("a private panel of 32768 bytes, over the budget of 16384" in r for r in over)
+    assert check_candidate(big, _panel(big, vector=16, **{"block.j": 16, "block.i": 8}), env.info)
+    # K laid out as [b, k, j] serves the vector directly: nothing to transpose
+    workload = _scores(2, 8, 32, 16)
+    direct = _panel(
+        workload, {"K": L.permute((2, 32, 16), (0, 2, 1))}, vector=16, **{"block.j": 16}
+    )
+    assert any("nothing to transpose" in r for r in _reasons(workload, direct, env))
+    # without the panel (or a pack), identity layouts serve no vector along j
+    plain = Candidate.make(
+        direct.layout_map | {"K": L.identity((2, 32, 16))},
+        {**direct.knob_map, "vector_transpose": ""},
+    )
+    assert any("vector_access" in r or "VectorAccess" in r for r in _reasons(workload, plain, env))
+
+
+def test_attention_scores_start_from_a_panel_with_nothing_packed(env: Env) -> None:
+    """The third start of ``S = Q K^T`` (after the packed one and its twin
+    that packs ``K`` alone) keeps every layout and holds ``K`` in a panel."""
+    workload = _scores(2, 16, 64, 32)
+    starts = standard_candidates(SearchSpace(workload, env.info), 3)
+    panel = starts[2]
+    assert panel.knob("vector_transpose") == "k"
+    assert all(layout.is_identity for _, layout in panel.layouts)
+    assert not starts[0].knob("vector_transpose") and not starts[1].knob("vector_transpose")
+    program = lower(workload, panel, env.info)
+    inputs = workload.make_inputs(6)
+    outputs, _ = run(env, program, inputs, build(env, program))
+    np.testing.assert_allclose(outputs["S"], workload.reference(inputs)["S"], rtol=1e-5, atol=1e-4)
