@@ -27,11 +27,11 @@ next implementation's first runs); results are checked against numpy.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
+
+from bench._hand import PEER, bursts, context_and_queue, ort_run, table
 
 
 def _scalar() -> str:
@@ -118,29 +118,13 @@ __kernel __attribute__((vec_type_hint({v}))) void dw(__global const float* restr
 
 
 def _ort(x: np.ndarray, w: np.ndarray) -> Callable[[], object]:
-    import onnx
-    import onnxruntime
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     c = x.shape[1]
     o = x.shape[2] - 2
     node = helper.make_node("Conv", ["X", "W"], ["Y"], group=c, kernel_shape=[3, 3])
-    graph = helper.make_graph(
-        [node],
-        "dw",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, c, o, o])],
-        initializer=[numpy_helper.from_array(w.reshape(c, 1, 3, 3), "W")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 2
-    session = onnxruntime.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return lambda: session.run(None, {"X": x})[0]
+    weights = numpy_helper.from_array(w.reshape(c, 1, 3, 3), "W")
+    return ort_run([node], {"X": x}, ("Y", (1, c, o, o)), [weights])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -159,13 +143,9 @@ def main(argv: list[str] | None = None) -> None:
     windows = np.lib.stride_tricks.sliding_window_view(x[0], (3, 3), axis=(1, 2))
     expected = np.einsum("chwij,cij->chw", windows, w)[None]
 
-    from laytune.runners import default_device
-
-    device = default_device()
-    cl_device = cl.get_platforms()[device.platform_index].get_devices()[device.device_index]
-    print(f"device: {cl_device.name} ({cl_device.platform.name})")
-    ctx = cl.Context([cl_device])
-    queue = cl.CommandQueue(ctx)
+    ctx, queue = context_and_queue()
+    device = ctx.devices[0]
+    print(f"device: {device.name} ({device.platform.name})")
     mf = cl.mem_flags
     xb = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
     wb = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=w)
@@ -194,25 +174,13 @@ def main(argv: list[str] | None = None) -> None:
         runs[label] = launch
     ort = _ort(x, w)
     np.testing.assert_allclose(ort(), expected, rtol=1e-4, atol=1e-4)
-    runs["ONNX Runtime (2 threads)"] = ort
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(max(1, args.repeats // 10)):  # interleaved in bursts of 10
-        for label, run in runs.items():
-            burst = []
-            for _ in range(10):  # the first runs of a burst wait for the other's threads
-                start = time.perf_counter()
-                run()
-                burst.append(time.perf_counter() - start)
-            times[label] += burst[5:]
-    ort_ms = statistics.median(times["ONNX Runtime (2 threads)"]) * 1e3
+    runs[PEER] = ort
+    times = bursts(runs, args.repeats // 10)
     print(
-        f"depthwise 3 x 3, {c} x {s} x {s} -> {o} x {o}; median wall of the last 5 runs of each burst of 10, {args.repeats // 10} bursts"
+        f"depthwise 3 x 3, {c} x {s} x {s} -> {o} x {o}; median wall of the last 5 runs "
+        f"of each burst of 10, {args.repeats // 10} bursts"
     )
-    print("| kernel | wall (ms) | ONNX Runtime / kernel |")
-    print("| --- | ---: | ---: |")
-    for label, ts in sorted(times.items(), key=lambda kv: statistics.median(kv[1])):
-        ms = statistics.median(ts) * 1e3
-        print(f"| {label} | {ms:.3f} | {ort_ms / ms:.2f}x |")
+    print("\n".join(table(times)))
 
 
 if __name__ == "__main__":

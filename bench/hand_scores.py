@@ -32,12 +32,11 @@ checked against numpy.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 
+from bench._hand import PEER, bursts, context_and_queue, ort_run, table
 from laytune.codegen._shuffle import transpose_lines
 
 _ROWS = 8  # rows of i per register block
@@ -125,33 +124,14 @@ __kernel void panel(__global const float* restrict Q, __global const float* rest
 
 
 def _ort(q: np.ndarray, k: np.ndarray) -> Callable[[], object]:
-    import onnx
-    import onnxruntime
-    from onnx import TensorProto, helper
+    from onnx import helper
 
     nodes = [
         helper.make_node("Transpose", ["K"], ["Kt"], perm=[0, 2, 1]),
         helper.make_node("MatMul", ["Q", "Kt"], ["S"]),
     ]
     b, s, _ = q.shape
-    graph = helper.make_graph(
-        nodes,
-        "scores",
-        [
-            helper.make_tensor_value_info("Q", TensorProto.FLOAT, list(q.shape)),
-            helper.make_tensor_value_info("K", TensorProto.FLOAT, list(k.shape)),
-        ],
-        [helper.make_tensor_value_info("S", TensorProto.FLOAT, [b, s, s])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 2
-    session = onnxruntime.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return lambda: session.run(None, {"Q": q, "K": k})[0]
+    return ort_run(nodes, {"Q": q, "K": k}, ("S", (b, s, s)))
 
 
 def laytune_kernels(
@@ -162,15 +142,10 @@ def laytune_kernels(
     there), and a call that reads ``S`` back."""
     import pyopencl as cl
 
-    from laytune.runners import default_device
-
     heads, seq, dim = q.shape
     if seq % 32 or dim % 16:
         raise ValueError(f"the sequence must be a multiple of 32 and the dim of 16, got {q.shape}")
-    device = default_device()
-    cl_device = cl.get_platforms()[device.platform_index].get_devices()[device.device_index]
-    ctx = cl.Context([cl_device])
-    queue = cl.CommandQueue(ctx)
+    ctx, queue = context_and_queue()
     mf = cl.mem_flags
     qb = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=q)
     kb = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=k)
@@ -237,28 +212,13 @@ def main(argv: list[str] | None = None) -> None:
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3, err_msg=label)
     ort = _ort(q, k)
     np.testing.assert_allclose(ort(), expected, rtol=1e-4, atol=1e-3)
-    runs["ONNX Runtime (2 threads)"] = ort
-    times: dict[str, list[float]] = {label: [] for label in runs}
-    for _ in range(max(1, args.repeats // 10)):  # interleaved in bursts of 10
-        for label, run in runs.items():
-            time.sleep(0.3)  # both runtimes' threads spin a while after a run
-            burst = []
-            for _ in range(10):
-                start = time.perf_counter()
-                run()
-                burst.append(time.perf_counter() - start)
-            times[label] += burst[5:]
-    ort_ms = statistics.median(times["ONNX Runtime (2 threads)"]) * 1e3
-    flops = 2 * heads * seq * seq * dim
+    runs[PEER] = ort
+    times = bursts(runs, args.repeats // 10, idle=0.3)
     print(
         f"scores Q K^T, {heads} x {seq} x {seq} x {dim}; median wall of the last 5 runs "
         f"of each burst of 10, {args.repeats // 10} bursts"
     )
-    print("| kernel | wall (ms) | GFLOP/s | ONNX Runtime / kernel |")
-    print("| --- | ---: | ---: | ---: |")
-    for label, ts in sorted(times.items(), key=lambda kv: statistics.median(kv[1])):
-        ms = statistics.median(ts) * 1e3
-        print(f"| {label} | {ms:.3f} | {flops / ms / 1e6:.0f} | {ort_ms / ms:.2f}x |")
+    print("\n".join(table(times, 2 * heads * seq * seq * dim)))
 
 
 if __name__ == "__main__":
