@@ -220,7 +220,7 @@ class VectorAxisStep(Step):
     reads = frozenset({"order", "local_stage"})
 
     def values(self, state: State) -> Sequence[Any]:
-        return ("", *(self.s.axis_name(k) for k in vector_axes(self.s.workload)))
+        return ("", *(self.s.axis_name(k) for k in spatial_axes(self.s.workload)))
 
     def check(self, state: State, value: Any) -> list[Broken]:
         out: list[Broken] = []

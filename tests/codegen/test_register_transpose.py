@@ -140,6 +140,9 @@ def test_the_rules_offer_a_transpose_only_where_some_input_needs_it(env: Env) ->
     # X transposed serves them directly: nothing to transpose
     direct = Candidate.make({**candidate.layout_map, "X": L.permute((64, 48), (1, 0))}, knobs)
     assert any("nothing to transpose" in r for r in _reasons(workload, direct, env))
+    # a reduce axis is read across, never the vector axis itself
+    across = _panel(workload, vector=16, vector_axis="k", vector_transpose="")
+    assert any("vector_axis 'k' is not one of" in r for r in _reasons(workload, across, env))
     # the block along the transpose axis holds whole chunks
     ragged = Candidate.make(candidate.layout_map, {**knobs, "block.i": 4})
     assert any("not a multiple of the vector 8" in r for r in _reasons(workload, ragged, env))
@@ -261,6 +264,9 @@ def test_the_rules_bound_a_panel_and_keep_it_to_inputs_without_runs(env: Env) ->
         workload, {"K": L.permute((2, 32, 16), (0, 2, 1))}, vector=16, **{"block.j": 16}
     )
     assert any("nothing to transpose" in r for r in _reasons(workload, direct, env))
+    # a reduce axis is read across, never the vector axis itself
+    across = _panel(workload, vector=16, vector_axis="k", vector_transpose="")
+    assert any("vector_axis 'k' is not one of" in r for r in _reasons(workload, across, env))
     # without the panel (or a pack), identity layouts serve no vector along j
     plain = Candidate.make(
         direct.layout_map | {"K": L.identity((2, 32, 16))},
