@@ -28,7 +28,7 @@ from typing import Any
 
 from laytune.codegen._analysis import neutral_at_padding, padded_loop
 from laytune.exceptions import LayoutRejectedError
-from laytune.layout import Layout, Var
+from laytune.layout import Layout
 from laytune.ops import Workload
 from laytune.space import (
     ORDER_LOGICAL,
@@ -39,6 +39,8 @@ from laytune.space import (
     group_knob,
     parse_reduce_order,
     serves_vector,
+    spatial_axes,
+    spatial_indexed,
     subgroup_inputs,
     usable_staging,
     vector_dim,
@@ -210,15 +212,8 @@ def plan_tile(workload: Workload, knobs: Mapping[str, Any], layouts: Mapping[str
     u = axis_by_name(workload, across)
     if workload.axes[u].kind != "reduce":
         return Tile(blocks, axis, width, u, transposed)
-    held = {
-        e.index
-        for b in workload.buffers
-        if b.name in transposed
-        for e in b.indices
-        if isinstance(e, Var) and workload.axes[e.index].kind == "spatial"
-    }
-    spatial = [k for k, a in enumerate(workload.axes) if a.kind == "spatial"]
-    walk = tuple(k for k in spatial if k not in held)
+    held = spatial_indexed(workload, [b for b in workload.buffers if b.name in transposed])
+    walk = tuple(k for k in spatial_axes(workload) if k not in held)
     return Tile(blocks, axis, width, u, transposed, walk=walk, panel_axes=tuple(sorted(held)))
 
 

@@ -15,7 +15,7 @@ same functions, so the two cannot disagree.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from laytune.space._workload import (
 )
 
 TRANSPOSE_WIDTHS = (2, 4, 8, 16)
+"""Widths of an in-register transpose (OpenCL's ``shuffle2`` vectors)."""
 
 PANEL_BYTES = 16 * 1024
 """The most bytes a work-item's private panel holds (``vector_transpose``
@@ -47,7 +48,6 @@ along a reduce axis): a third of the 48 KiB L1 data cache of a recent x86
 core, beside the register block's own operands. An OpenCL device reports no
 private-memory size; on a GPU the panel lives in registers and spills, and
 the search measures it like any other candidate."""
-"""Widths of an in-register transpose (OpenCL's ``shuffle2`` vectors)."""
 
 __all__ = [
     "PANEL_BYTES",
@@ -61,6 +61,7 @@ __all__ = [
     "panel_axes",
     "panel_input",
     "serves_vector",
+    "spatial_indexed",
     "stores_lane_by_lane",
     "subgroup_inputs",
     "transposable",
@@ -337,14 +338,23 @@ def panel_axes(workload: WorkloadLike, v: int, u: int) -> frozenset[int]:
     """The spatial axes that a private panel over reduce axis ``u`` holds a
     block of: those indexed by an input indexed by spatial axis ``v`` that
     :func:`panel_input` accepts (the work-item walks the other spatial axes)."""
+    return spatial_indexed(
+        workload,
+        [
+            buf
+            for buf in workload.buffers
+            if buf.role == "input"
+            and isinstance(vector_dim(buf, v), int)
+            and panel_input(workload, buf, u)
+        ],
+    )
+
+
+def spatial_indexed(workload: WorkloadLike, buffers: Sequence[BufferLike]) -> frozenset[int]:
+    """The spatial axes that some of ``buffers`` index as a bare index."""
+    spatial = set(spatial_axes(workload))
     return frozenset(
-        k
-        for buf in workload.buffers
-        if buf.role == "input"
-        and isinstance(vector_dim(buf, v), int)
-        and panel_input(workload, buf, u)
-        for e in buf.indices
-        if isinstance(e, Var) and (k := e.index) in spatial_axes(workload)
+        e.index for buf in buffers for e in buf.indices if isinstance(e, Var) and e.index in spatial
     )
 
 

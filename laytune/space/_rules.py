@@ -515,6 +515,16 @@ def _pair_refuses(copy: str, glob: TileCopyFacts, local: TileCopyFacts) -> str:
     return ""
 
 
+def panel_across(setting: Setting, state: State) -> int | None:
+    """The reduce axis the chosen vector is transposed through into a
+    private panel (``vector_transpose`` naming a reduce axis), or None."""
+    across = state["vector_transpose"]
+    if not across or not state["vector_axis"]:
+        return None
+    u = axis_by_name(setting.workload, across)
+    return u if setting.workload.axes[u].kind == "reduce" else None
+
+
 class BlockStep(Step):
     def __init__(self, setting: Setting, axis: int) -> None:
         super().__init__(setting)
@@ -533,6 +543,7 @@ class BlockStep(Step):
             }
         )
         self.innermost = axis == grid_dims(setting.workload)[0][-1]
+        self._extends: dict[tuple[int, int], bool] = {}
 
     @property
     def writes(self) -> frozenset[str]:
@@ -545,14 +556,14 @@ class BlockStep(Step):
         """The extent of reduce axis ``u`` when the vector is transposed
         through it into a private panel whose block this axis extends; 0
         otherwise."""
-        across = state["vector_transpose"]
-        if not across or not state["vector_axis"]:
+        u = panel_across(self.s, state)
+        if u is None:
             return 0
-        w = self.s.workload
-        u, v = axis_by_name(w, across), axis_by_name(w, state["vector_axis"])
-        if w.axes[u].kind != "reduce" or self.axis not in panel_axes(w, v, u):
-            return 0
-        return self.s.extent(u)
+        v = axis_by_name(self.s.workload, state["vector_axis"])
+        extends = self._extends.get((v, u))
+        if extends is None:  # counting asks for every state: the axes once per pair
+            extends = self._extends[(v, u)] = self.axis in panel_axes(self.s.workload, v, u)
+        return self.s.extent(u) if extends else 0
 
     def apply(self, state: State, value: Any) -> None:
         state[self.name] = value
@@ -758,8 +769,7 @@ class SubgroupStep(Step):
         copying = state["copy"] == "subgroup_block"
         if value == 0:
             return [(None, "copy 'subgroup_block' needs a sub-group size")] if copying else []
-        across = state["vector_transpose"]
-        if across and self.s.workload.axes[axis_by_name(self.s.workload, across)].kind == "reduce":
+        if panel_across(self.s, state) is not None:
             return [("vector_transpose", f"subgroup {value}: a panel's kernel reads no block")]
         if overlapping(self.s, state):
             return [
