@@ -13,6 +13,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -160,12 +161,32 @@ def c_float(value: float, dtype: str) -> str:
     return text if ctype == "float" else f"({ctype})({text})"
 
 
+class _Frozen:
+    """A tuple hashed once: the key of the memos below, looked up many times
+    per kernel with the same scope (a tuple rehashes its items every time)."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, _Frozen) and self._hash == other._hash and self.value == other.value
+        )
+
+
 class Scope:
     """The integer variables of a kernel: C name and inclusive range per ``Var``."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.ranges: list[tuple[int, int]] = []
+        self._frozen: tuple[_Frozen, _Frozen] | None = None
 
     def var(self, name: str, lo: int, hi: int) -> Var:
         base = name if name.isidentifier() else "v"
@@ -176,12 +197,14 @@ class Scope:
             n += 1
         self.names.append(unique)
         self.ranges.append((lo, hi))
+        self._frozen = None
         return Var(len(self.names) - 1, unique)
 
     def builtin(self, text: str, lo: int, hi: int) -> Var:
         """A variable that prints as ``text`` (``get_global_id(0)``) and is never declared."""
         self.names.append(text)
         self.ranges.append((lo, hi))
+        self._frozen = None
         return Var(len(self.names) - 1, text)
 
     def name(self, v: Var) -> str:
@@ -189,19 +212,27 @@ class Scope:
 
     def set_range(self, v: Var, lo: int, hi: int) -> None:
         self.ranges[v.index] = (lo, hi)
+        self._frozen = None
+
+    def _keys(self) -> tuple[_Frozen, _Frozen]:
+        """(ranges, ranges and names), frozen until a variable is added or changed."""
+        if self._frozen is None:
+            ranges = tuple(self.ranges)
+            self._frozen = (_Frozen(ranges), _Frozen((ranges, tuple(self.names))))
+        return self._frozen
 
     def simplify(self, e: Expr) -> Expr:
-        return _simplified(e, tuple(self.ranges), tuple(self.names))
+        return _simplified(e, self._keys()[1])
 
     def c(self, e: Expr) -> str:
-        return _c_text(e, tuple(self.ranges), tuple(self.names))
+        return _c_text(e, self._keys()[1])
 
     def bounds(self, e: Expr) -> tuple[int, int]:
-        return _bounds_in(e, tuple(self.ranges))
+        return _bounds_in(e, self._keys()[0])
 
     def fits_int(self, e: Expr) -> bool:
-        ranges = tuple(self.ranges)
-        return fits_int32(_simplified(e, ranges, tuple(self.names)), ranges)
+        ranges, both = self._keys()
+        return fits_int32(_simplified(e, both), ranges.value)
 
 
 # The kernels of one space repeat a few hundred index expressions over
@@ -213,18 +244,19 @@ class Scope:
 
 
 @functools.lru_cache(maxsize=16384)
-def _simplified(e: Expr, ranges: tuple[tuple[int, int], ...], names: tuple[str, ...]) -> Expr:
-    return simplify(e, ranges)
+def _simplified(e: Expr, scope: _Frozen) -> Expr:
+    return simplify(e, scope.value[0])
 
 
 @functools.lru_cache(maxsize=16384)
-def _bounds_in(e: Expr, ranges: tuple[tuple[int, int], ...]) -> tuple[int, int]:
-    return bounds(e, ranges)
+def _bounds_in(e: Expr, ranges: _Frozen) -> tuple[int, int]:
+    return bounds(e, ranges.value)
 
 
 @functools.lru_cache(maxsize=16384)
-def _c_text(e: Expr, ranges: tuple[tuple[int, int], ...], names: tuple[str, ...]) -> str:
-    return to_opencl(_simplified(e, ranges, names), names, ranges)
+def _c_text(e: Expr, scope: _Frozen) -> str:
+    ranges, names = scope.value
+    return to_opencl(_simplified(e, scope), names, ranges)
 
 
 # A kernel reads one buffer at the same few index expressions in candidate

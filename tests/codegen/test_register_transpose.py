@@ -146,7 +146,7 @@ def test_the_rules_offer_a_transpose_only_where_some_input_needs_it(env: Env) ->
     # the block along the transpose axis holds whole chunks
     ragged = Candidate.make(candidate.layout_map, {**knobs, "block.i": 4})
     assert any("not a multiple of the vector 8" in r for r in _reasons(workload, ragged, env))
-    space = SearchSpace(workload, env.info)
+    space = SearchSpace(workload, env.info, SpaceOptions(groups=(0, 4), unrolls=(1,), splits=(1,)))
     names = {r.constraint for r in space.rejections() if r.removed}
     assert "vector_transpose" in names
 

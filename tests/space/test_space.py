@@ -46,6 +46,10 @@ SMALL = SpaceOptions(
     local_xor_chunks=(1,),
 )
 
+#: The default layouts with fewer knob values: what a report of layout
+#: rejections needs, without counting billions of knob settings per rule.
+FEWER_KNOBS = {"groups": (0, 4), "unrolls": (1, 4), "splits": (1, 4)}
+
 
 @pytest.fixture
 def small_matmul_space(device):
@@ -203,7 +207,9 @@ def test_reduce_order_and_split_are_offered_with_two_reduce_axes(device):
 
 def test_rejections_report_counts_and_examples(device):
     workload = make_conv2d(16, 16, 8)
-    space = SearchSpace(workload, device, SpaceOptions(padding_budget=0.05))
+    # every layout and block of the defaults, fewer groups, unrolls and splits:
+    # each rule below still removes candidates, counted in seconds
+    space = SearchSpace(workload, device, SpaceOptions(padding_budget=0.05, **FEWER_KNOBS))
     report = {r.constraint: r for r in space.rejections()}
     budget = report["PaddingBudget(max_fraction=0.05)"]
     assert budget.scope == "layout" and budget.removed > 0
@@ -310,7 +316,9 @@ def test_families_option_limits_the_space(device):
 
 def test_extra_constraints_filter_a_buffers_layouts(device):
     workload = make_matmul(32, 32, 32)
-    options = SpaceOptions(constraints={"A": (RowPointerTileLoad(8, row_elements=8),)})
+    options = SpaceOptions(
+        constraints={"A": (RowPointerTileLoad(8, row_elements=8),)}, **FEWER_KNOBS
+    )
     space = SearchSpace(workload, device, options)
     for layout in space.layouts("A"):
         assert RowPointerTileLoad(8, row_elements=8).check(layout, (32, 32), "float32", device).ok
@@ -320,7 +328,7 @@ def test_extra_constraints_filter_a_buffers_layouts(device):
 
 def test_no_image_support_removes_textures():
     device = make_device(image_support=False, image2d_max_width=0, image2d_max_height=0)
-    space = SearchSpace(make_matmul(), device)
+    space = SearchSpace(make_matmul(), device, SpaceOptions(**FEWER_KNOBS))
     assert all(lay.image_rank == 1 for b in space.buffers for lay in space.layouts(b))
     report = {r.constraint: r for r in space.rejections()}
     assert "has no image support" in report["Image2DRead(role='input')"].example
