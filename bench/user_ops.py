@@ -31,8 +31,11 @@ every input that is not a weight and the unpack of the output), and that
 end-to-end time is set beside ONNX Runtime's session (2 threads, the model's
 weights as initializers) and numpy on the same host: ``--rounds`` (7)
 interleaved rounds, each implementation after 0.3 s of idle (both runtimes'
-threads spin for a while after a run and slowed whichever ran next) and 5
-untimed calls; each keeps its median round, and a peer's ratio is the median
+threads spin for a while after a run and slowed whichever ran next), 5
+untimed calls and the same number of timed calls (``--repeats``, 100: after the
+idle the host's cores take a few milliseconds to come up to speed, and a side
+timed over 20 calls of a 0.05 ms kernel was timed in that ramp, 20 % slower
+than over 100); each keeps its median round, and a peer's ratio is the median
 of the rounds' ratios with their range (a burst of load on the shared host
 that halves the speed of a round falls on both sides of it). Rates: GFLOP/s and the
 fraction of the peak (``bench._peak``) for the accumulations, GB/s for the
@@ -73,8 +76,8 @@ from laytune.runners import default_device
 from laytune.search import classify
 
 RESULT_NAME = "user_ops.md"
-TRIALS, TIMEOUT_S, REPEATS, ROUNDS = 32, 240.0, 20, 7
-QUICK_TRIALS, QUICK_TIMEOUT_S, QUICK_REPEATS, QUICK_ROUNDS = 8, 60.0, 10, 2
+TRIALS, TIMEOUT_S, REPEATS, ROUNDS = 32, 240.0, 100, 7
+QUICK_TRIALS, QUICK_TIMEOUT_S, QUICK_REPEATS, QUICK_ROUNDS = 8, 60.0, 20, 2
 # untimed calls before each timed block, the same for every side: laytune's
 # best (its measuring worker's warm-up launches), ONNX Runtime and numpy
 WARMUP = 5
@@ -413,7 +416,7 @@ def bench_op(
         peers["ONNX Runtime"] = (
             "ONNX Runtime (2 threads)",
             f"rel. error {relative_error(got, reference):.1e}",
-            lambda: measure(run_onnx, None, warmup=WARMUP, repeats=repeats * 5, events=False),
+            lambda: measure(run_onnx, None, warmup=WARMUP, repeats=repeats, events=False),
         )
     if op.numpy is None:
         missing.append(_row(op, "numpy", None, peak, "no such function in numpy"))
@@ -527,8 +530,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"- budget per workload: {budget.text()}, default strategy, empty database; "
             f"{time.perf_counter() - started:.0f} s in all",
             f"- timing: {rounds} interleaved rounds of laytune's best end to end, ONNX Runtime "
-            f"and numpy, each after {_report.SETTLE_S:g} s of idle and {WARMUP} untimed calls; "
-            "each keeps its median round",
+            f"and numpy, each after {_report.SETTLE_S:g} s of idle and {WARMUP} untimed calls, "
+            f"the median of {repeats} timed calls; each keeps its median round",
             "",
             "A peer's wall time over laytune's end to end (above 1: laytune is faster), "
             "round by round: the median of the rounds' ratios and, in brackets, their range; "
