@@ -580,19 +580,32 @@ def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float,
     columns), no more vectors than the filters fill. On the AVX-512 host the 4 x 4 block
     took 0.71 ms on conv2d (1, 64, 56, 56) x 64 3 x 3 where the 2 x 4 one
     took 0.84, and 0.83 against 0.93 on the 7 x 7 stem of bench.user_ops
-    (interleaved, the same layouts)."""
+    (interleaved, the same layouts).
+
+    A padded window whose output row fits those accumulators leads with the
+    whole row in one block, as many vectors of filters as the rest of the
+    accumulators hold: with one block along the row, every test of the
+    window's edges is on constant columns and folds away, where two blocks
+    of half a row test them at run time in every load. On ResNet-18's
+    conv2d (1, 256, 14, 14) x 256 3 x 3 the 1 x 14 block took 0.68 ms where
+    the 4 x 7 one took 0.88 and 1 x 7 1.44 (ONNX Runtime 0.72; interleaved,
+    the same layouts); on its 7-wide last stage, 2 x 7 is what the search
+    found best."""
     lanes = simd_lanes(space.device)
     table = list(_WINDOW_BLOCKS)
     if form.filters is None:
         return table
+    workload = space.workload
     accumulators = _power_at_most(block_registers(lanes))
-    filters = space.workload.axes[form.filters].extent
-    vectors = min(
-        _power_at_most(max(1, filters // lanes)),
-        _power_at_most(math.isqrt(accumulators)),
-    )
+    filters = _power_at_most(max(1, workload.axes[form.filters].extent // lanes))
+    vectors = min(filters, _power_at_most(math.isqrt(accumulators)))
     derived = (1.0, float(vectors), accumulators // vectors, 1.0)
-    return [derived, *(entry for entry in table if entry != derived)]
+    leads = [derived]
+    width = workload.axes[form.columns].extent
+    if reads_outside(workload) and width <= accumulators and width in space.options.blocks:
+        rows = min(filters, _power_at_most(accumulators // width))
+        leads.insert(0, (1.0, float(rows), width, 1.0))
+    return [*leads, *(entry for entry in table if entry not in leads)]
 
 
 # Column blocks a row needs before a padded window's start peels its border:

@@ -154,16 +154,17 @@ def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
 
 @pytest.mark.parametrize(
     ("height", "stride", "columns"),
-    [(56, 1, 4), (14, 2, 7), (14, 1, 7), (13, 1, 7), (28, 1, 4), (30, 1, 3)],
+    [(56, 1, 4), (13, 1, 7), (28, 1, 4), (30, 1, 3)],
 )
 def test_a_windows_column_block_follows_the_output_width(
     height: int, stride: int, columns: int
 ) -> None:
     """Four vectors of filters (16 accumulators of AVX-512's 28, as square
     as they go) by about four columns, as wide as the row allows without a
-    guarded block past its end: a 7-wide row (ResNet's last stage) takes all
-    7 columns, where 4 would compute 8; a 30-wide row takes 3, a value of
-    the block knob (5, which is none, dropped the start)."""
+    guarded block past its end: a 13-wide row takes 7 columns, where 4
+    would compute 16 (13 is no value of the block knob, so the whole row is
+    not a start); a 30-wide row takes 3, a value of the block knob (5,
+    which is none, dropped the start)."""
     conv = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=1)
     space = SearchSpace(conv, written_cpu())
     first = standard_candidates(space, 1)[0]
@@ -176,6 +177,32 @@ def test_a_windows_column_block_follows_the_output_width(
         return -(-width // c) * c - width
 
     assert wasted(columns) <= wasted(4)
+
+
+@pytest.mark.parametrize(
+    ("height", "stride", "filters", "columns"),
+    [(14, 1, 16, 14), (7, 1, 32, 7), (14, 2, 32, 7), (16, 1, 16, 16)],
+)
+def test_a_padded_window_whose_row_fits_the_accumulators_leads_with_the_whole_row(
+    height: int, stride: int, filters: int, columns: int
+) -> None:
+    """ResNet's 14- and 7-wide stages: one block of columns covers the row,
+    so the window's edge tests are on constant columns; the vectors of
+    filters fill the rest of the 16 accumulators (14 x 1, 7 x 2). The
+    derived square block follows it."""
+    conv = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=1)
+    space = SearchSpace(conv, written_cpu())
+    first, *rest = standard_candidates(space, 4)
+    assert (first.knob("block.f"), first.knob("block.ow"), first.knob("vector")) == (
+        filters,
+        columns,
+        16,
+    )
+    assert filters // 16 * columns <= 16
+    assert any(c.knob("block.f") == 64 for c in rest)  # the square block comes next
+    unpadded = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=0)
+    lead = standard_candidates(SearchSpace(unpadded, written_cpu()), 1)[0]
+    assert lead.knob("block.f") == 64  # no edges to fold: the square block leads
 
 
 @pytest.mark.parametrize(
