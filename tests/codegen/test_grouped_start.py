@@ -1,7 +1,9 @@
 """A grouped convolution written 5-D (``W[g, f, c, kh, kw]``) gets the
 direct convolution's derived start: its filters blocked along both channel
 axes (``f`` and ``c``, not only a 4-D filter's two leading axes) are in the
-space, so the start is kept, and its kernel matches numpy."""
+space, so the start is kept; where a group's filters are fewer than the
+start's vectors want, the work-item takes several groups; and its kernel
+matches numpy."""
 
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ def test_a_grouped_convolution_starts_from_the_direct_convolution(env: Env) -> N
     first = standard_candidates(SearchSpace(workload, env.info), 4)[0]
     assert first.knob("vector_axis") == "f"
     lanes = simd_lanes(env.info)  # 16 on AVX-512, 4 on a GPU's float4
+    if lanes == 16:  # one group's 16 filters are one vector: both groups hold the others
+        assert (first.knob("block.f"), first.knob("block.g")) == (16, 2)
     inner = block((2, 16, 16, 3, 3), 2, lanes)  # GOIHW16i16o on AVX-512
     twice = compose(block(inner.physical_shape, 1, lanes), inner)
     held = first.layout("W")
