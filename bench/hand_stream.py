@@ -41,7 +41,6 @@ from laytune import layout as L
 from laytune import ops
 from laytune.codegen import KernelProgram, lower
 from laytune.runners import Builder, MeasureConfig, RunInput, Runner, default_device
-from laytune.search._starts import simd_lanes
 from laytune.space import Candidate, baseline_knobs, check_candidate
 
 #: steps of ``k`` between two touches of the next panel: one cache line of
@@ -72,8 +71,11 @@ def panel_candidate(workload: Any, lanes: int, group: int) -> Candidate:
     return Candidate.make(layouts, knobs)
 
 
-def variants(program: KernelProgram, k: int, panel: int, panels: int, group: int) -> dict:
-    """The generator's kernel and its two edited twins (see the module docstring)."""
+def variants(program: KernelProgram, workload: Any, lanes: int, group: int) -> dict:
+    """The generator's kernel for :func:`panel_candidate` and its two edited
+    twins (see the module docstring)."""
+    k, n = workload.buffer("B").shape
+    panel, panels = k * 2 * lanes, n // (2 * lanes)  # floats per panel of B, panels
     source = program.source
     header = f"for (int k = 0; k < {k}; ++k) {{\n"
     if source.count(header) != 1:
@@ -133,7 +135,7 @@ def measure(
                 runs = runner.run([RunInput(b, workload) for b in builds])
                 for name, run in zip(names, runs, strict=True):
                     if not run.ok:
-                        raise SystemExit(f"{name} ({mode}): {run.error_kind}: {run.error}")
+                        raise SystemExit(f"{name} ({mode}): {run.error_kind}: {run.error_message}")
                     times[name].append(run.value_s)
         out[mode] = times
     return out
@@ -170,15 +172,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     m, n, k = (int(x) for x in args.shape.split(","))
     device = default_device()
-    lanes = simd_lanes(device.info)
+    lanes = device.info.float_lanes()
     workload = ops.matmul(m, n, k)
     group = max(1, min(16, m // 8))
     candidate = panel_candidate(workload, lanes, group)
     verdict = check_candidate(workload, candidate, device.info)
     if not verdict.ok:
         raise SystemExit(f"the panel kernel does not fit {args.shape}: {verdict.reasons[0]}")
-    panel = k * 2 * lanes
-    programs = variants(lower(workload, candidate, device.info), k, panel, n // (2 * lanes), group)
+    programs = variants(lower(workload, candidate, device.info), workload, lanes, group)
     results = measure(device, workload, programs, args.rounds, args.repeats)
     print("\n".join(report(results, 2 * m * n * k, f"matmul {m} x {n} x {k}", device.info.name)))
 

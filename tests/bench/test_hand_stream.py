@@ -3,23 +3,25 @@ the matmul: laytune's runner verifies each against numpy, warm and cold."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from bench.hand_stream import measure, panel_candidate, report, variants
 from laytune import ops
 from laytune.codegen import lower
 from laytune.runners import default_device
-from laytune.search._starts import simd_lanes
 from laytune.space import check_candidate
 
 
 def test_the_edited_kernels_read_the_next_panel_and_match_numpy() -> None:
     device = default_device()
-    lanes = simd_lanes(device.info)
+    lanes = device.info.float_lanes()
     m, n, k = 32, 8 * lanes, 64
     workload = ops.matmul(m, n, k)
     candidate = panel_candidate(workload, lanes, group=4)
     assert check_candidate(workload, candidate, device.info).ok
-    panel = k * 2 * lanes
-    programs = variants(lower(workload, candidate, device.info), k, panel, n // (2 * lanes), 4)
+    programs = variants(lower(workload, candidate, device.info), workload, lanes, group=4)
     assert set(programs) == {"plain", "touch next panel", "prefetch() next panel"}
     assert "dummy += *(B + (min(j_blk + 1, 3)" in programs["touch next panel"].source
     assert "acc0 += dummy * 0.0f;" in programs["touch next panel"].source
@@ -28,3 +30,15 @@ def test_the_edited_kernels_read_the_next_panel_and_match_numpy() -> None:
     assert set(results) == {"warm", "cold"}
     lines = report(results, 2 * m * n * k, "matmul", device.info.name)
     assert len(lines) == 4 + 3 and lines[4].startswith("| plain |")
+
+
+def test_a_kernel_without_the_expected_reduce_loop_is_refused_by_name() -> None:
+    device = default_device()
+    lanes = device.info.float_lanes()
+    workload = ops.matmul(32, 8 * lanes, 64)
+    program = lower(workload, panel_candidate(workload, lanes, group=4), device.info)
+    unrolled = dataclasses.replace(program, source=program.source.replace("++k", "k += 1"))
+    with pytest.raises(
+        SystemExit, match=r"reduce loop is not one 'for \(int k = 0; k < 64; \+\+k\) \{'"
+    ):
+        variants(unrolled, workload, lanes, group=4)
