@@ -33,7 +33,10 @@ class DeviceInfo:
     ``builtins``: the compiler built-ins outside the OpenCL C standard that a
     probe build found (:data:`PROBED_BUILTINS`): ``"nontemporal_store"``
     (clang's ``__builtin_nontemporal_store``, a store that bypasses the
-    caches, on compilers built on clang). ``last_level_cache_size``: bytes of
+    caches, on compilers built on clang), ``"prefetch"`` (clang's
+    ``__builtin_prefetch``: a hint that loads a line into the cache without
+    waiting for it; OpenCL's own ``prefetch`` made a kernel slower on
+    Intel's CPU runtime, ``bench.hand_stream``). ``last_level_cache_size``: bytes of
     the largest cache between the compute units and global memory: the
     device's ``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE``, or on a CPU device the
     host's largest cache when that is larger (CPU runtimes report one core's:
@@ -332,6 +335,10 @@ PROBED_BUILTINS: dict[str, str] = {
     "nontemporal_store": (
         "__kernel void probe(__global const float4* restrict s, __global float4* restrict d) "
         "{ __builtin_nontemporal_store(s[get_global_id(0)], d + get_global_id(0)); }"
+    ),
+    "prefetch": (
+        "__kernel void probe(__global const float* restrict s, __global float* restrict d) "
+        "{ __builtin_prefetch(s + get_global_id(0) + 16); d[get_global_id(0)] = s[get_global_id(0)]; }"
     ),
 }
 """Built-in name -> a kernel that builds only where the compiler has it."""

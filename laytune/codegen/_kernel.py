@@ -9,7 +9,8 @@ The kernel, top to bottom::
                     (_window_bounds), a short loop still tested is unrolled
       body          every operand element the block reads, loaded once
                     (vloadN along the vector axis, a scalar broadcast
-                    otherwise), then one fma/combine per point
+                    otherwise), then one fma/combine per point, then the
+                    next work-group's block prefetched (._prefetch)
     stores          one per point, tested where a block overshoots; an
                     output that holds the vector's lanes apart but runs
                     along another axis of the block is stored in rows of
@@ -40,6 +41,7 @@ from laytune.codegen._loads import (
     widen,
 )
 from laytune.codegen._nest import Nest, ReduceLoop
+from laytune.codegen._prefetch import prefetch_lines
 from laytune.codegen._program import ArgRef, Launch
 from laytune.codegen._shuffle import chunk_lane, transpose_lines
 from laytune.codegen._source import indent
@@ -677,15 +679,17 @@ def _compute_kernel(nest: Nest, name: str, overlap: frozenset[int]) -> tuple[str
         loop_vars, values = _loop_vars(w, nest.loops)
         tests: list[IndexTest] = []
         bounds, w.proven = _window_bounds(w, nest.loops, loop_vars, values)
-        body = _parts(w, values, True, tests)
+        counter, ahead = prefetch_lines(w)
+        body = _parts(w, values, True, tests) + ahead
         tested = frozenset(k for t in tests if t not in w.proven for k in variables(t.expr))
         guarded = _wrap_loops(w, nest.loops, loop_vars, body, bounds, tested)
         w.proven = frozenset()
         interior = _interior(w, tests, loop_vars) if nest.knobs.get("peel") else None
         if interior is None:
-            return guarded
-        fast = _wrap_loops(w, nest.loops, loop_vars, _parts(w, values, False))
+            return counter + guarded
+        fast = _wrap_loops(w, nest.loops, loop_vars, _parts(w, values, False) + ahead)
         return [
+            *counter,
             f"if ({interior}) {{  /* inside every buffer: no tests */",
             *indent(fast),
             "} else {",

@@ -138,7 +138,7 @@ def lower(
                 f"buffer {decl.name!r} has {layouts[decl.name].physical_size} physical elements; "
                 f"the compute kernel indexes with 32-bit ints"
             )
-    nest = plan_nest(workload, knobs, layouts, pads)
+    nest = plan_nest(workload, knobs, layouts, pads, device.cacheline_size or 64)
     source = Source(f"{workload.name}: {workload.describe()}")
     compute_name = f"{workload.name}_compute"
     if knobs.get("matrix", "none") != "none":

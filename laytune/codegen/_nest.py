@@ -15,6 +15,8 @@ results of the steps before it (no state is shared):
    padding, see :mod:`laytune.codegen._analysis`).
 5. :func:`plan_block_reads`: the inputs an unstaged kernel reads with
    sub-group block reads (``subgroup``).
+6. :func:`plan_prefetch`: the inputs whose next block each work-item
+   prefetches a share of, and how often (``prefetch``).
 
 :func:`plan_nest` runs them into a :class:`Nest`; :mod:`._kernel` emits it.
 """
@@ -35,10 +37,13 @@ from laytune.space import (
     StagingPlan,
     axis_by_name,
     block_knob,
+    dtype_bytes,
     grid_dims,
     group_knob,
     parse_reduce_order,
+    prefetch_inputs,
     serves_vector,
+    shared_dims,
     spatial_axes,
     spatial_indexed,
     subgroup_inputs,
@@ -47,7 +52,7 @@ from laytune.space import (
     window_vector_dim,
 )
 
-__all__ = ["GridDim", "Nest", "ReduceLoop", "Tile", "memory_of", "plan_nest"]
+__all__ = ["GridDim", "Nest", "Prefetch", "ReduceLoop", "Tile", "memory_of", "plan_nest"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,34 @@ class ReduceLoop:
 
 
 @dataclass(frozen=True)
+class Prefetch:
+    """An input whose block the work-group's items share and whose next
+    block, the one the next work-group along NDRange dimension 0 reads,
+    they prefetch as they reduce (the ``prefetch`` knob).
+
+    The next block starts ``ahead`` elements further along axis ``along``
+    (the work-group's extent times the register block ``block``). A
+    work-item's part of it is its ``block`` elements along ``along`` over
+    every value of the ``reduce`` axes the input indexes (in its index
+    order), taken in that order with ``along`` innermost: ``touches``
+    prefetches of ``step`` elements apart (a cache line where it divides
+    the block), dealt out ``share`` to each of the items along the
+    NDRange dimensions ``shared`` (those whose items read the same block),
+    one every ``every`` reduce steps."""
+
+    buffer: str
+    along: int
+    block: int
+    ahead: int
+    reduce: tuple[int, ...]
+    shared: tuple[int, ...]
+    step: int
+    touches: int
+    share: int
+    every: int
+
+
+@dataclass(frozen=True)
 class Nest:
     """Everything the emitter needs, and nothing it has to work out."""
 
@@ -166,6 +199,7 @@ class Nest:
     copy: str = "elementwise"  # the staging copy's instruction (see ._copy)
     subgroup: int = 0  # required sub-group size (0: none)
     block_reads: tuple[str, ...] = ()  # inputs read with sub-group block reads
+    prefetch: tuple[Prefetch, ...] = ()  # inputs whose next block is prefetched
 
     @property
     def local_size(self) -> tuple[int, ...] | None:
@@ -323,13 +357,50 @@ def plan_block_reads(workload: Workload, knobs: Mapping[str, Any]) -> tuple[str,
     return tuple(sorted(subgroup_inputs(workload)))
 
 
+def plan_prefetch(
+    workload: Workload,
+    knobs: Mapping[str, Any],
+    loops: tuple[ReduceLoop, ...],
+    line_bytes: int,
+) -> tuple[Prefetch, ...]:
+    """The :class:`Prefetch` of every input the ``prefetch`` knob applies to
+    (:func:`laytune.space.prefetch_inputs` whose block the work-group's
+    items share), in lines of ``line_bytes``."""
+    if not knobs.get("prefetch"):
+        return ()
+    along = grid_dims(workload)[0][0]
+    block = int(knobs[block_knob(workload, along)])
+    ahead = int(knobs[group_knob(workload, 0)]) * block
+    steps = math.prod(loop.trips for loop in loops)
+    out = []
+    for name in prefetch_inputs(workload):
+        shared = shared_dims(workload, name)
+        items = math.prod(int(knobs[group_knob(workload, d)]) for d in shared)
+        buf = workload.buffer(name)
+        if items <= 1:
+            continue
+        reduce = tuple(
+            e.index
+            for e in buf.indices
+            if workload.axes[e.index].kind == "reduce"  # type: ignore[attr-defined]
+        )
+        step = math.gcd(block, max(1, line_bytes // dtype_bytes(buf.dtype)))
+        touches = block * math.prod(workload.axes[k].extent for k in reduce) // step
+        share = -(-touches // items)
+        every = 1 << max(0, (steps // share).bit_length() - 1) if steps >= share else 1
+        out.append(Prefetch(name, along, block, ahead, reduce, shared, step, touches, share, every))
+    return tuple(out)
+
+
 def plan_nest(
     workload: Workload,
     knobs: Mapping[str, Any],
     layouts: Mapping[str, Layout],
     pad_values: Mapping[str, object],
+    line_bytes: int = 64,
 ) -> Nest:
-    """The loop nest of a candidate that ``check_candidate`` accepted."""
+    """The loop nest of a candidate that ``check_candidate`` accepted, on a
+    device whose cache lines hold ``line_bytes``."""
     staging = usable_staging(workload) if knobs["local_stage"] else None
     tile = plan_tile(workload, knobs, layouts)
     grid = plan_grid(workload, knobs, layouts, tile, staging)
@@ -349,6 +420,7 @@ def plan_nest(
         str(knobs["copy"]) if staging is not None else "elementwise",
         int(knobs["subgroup"]),
         plan_block_reads(workload, knobs),
+        plan_prefetch(workload, knobs, loops, line_bytes),
     )
 
 

@@ -29,6 +29,13 @@ for them:
   along the innermost axis, and square blocks whose inputs that are not
   contiguous along it are transposed in registers (``vector_transpose``).
 
+A start whose work-groups share a block of an input larger than the
+device's cache (a matmul's groups walking down the rows under one panel of
+its weights) prefetches the next group's block (the ``prefetch`` knob,
+where the space offers it): on BERT's FFN matmul the generated kernel took
+1.79 against 1.92 ms warm and 1.91 against 2.47 ms with its weights in
+memory, as they are in a model.
+
 A conversion's space (a few hundred kernels) starts from a few kernels of
 each kind taking turns: a square register tile, a ``__local`` tile with as
 many items per work-item as vector lanes, a gather, nontemporal stores before
@@ -1025,10 +1032,16 @@ def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
     ]
     found: list[Candidate] = []
     baseline = baseline_knobs(workload)
+    prefetching = "prefetch" in space.knobs
     for recipe in recipes:
         for layouts, knobs in recipe:
             candidate = Candidate.make(layouts, {**baseline, **knobs})
-            replayed = params_of(space, candidate)
+            replayed = None
+            if prefetching and "prefetch" not in knobs:
+                ahead = Candidate.make(layouts, {**baseline, **knobs, "prefetch": True})
+                replayed = params_of(space, ahead)
+            if replayed is None:
+                replayed = params_of(space, candidate)
             if replayed is not None and replayed[1] not in found:
                 found.append(replayed[1])
             if len(found) >= limit:

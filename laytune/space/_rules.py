@@ -45,8 +45,10 @@ from laytune.space._knobs import (
     group_knob,
     knob_slots,
     parse_reduce_order,
+    prefetch_worth,
     reduce_axes,
     reduce_order_text,
+    shared_dims,
     spatial_axes,
 )
 from laytune.space._matrix_rules import MatrixStep
@@ -86,6 +88,7 @@ JOINT_RULES = (
     "device_capability",
     "overcompute_needs_padding",
     "nontemporal_store",
+    "prefetch_shared",
     "matrix_capability",
     "matrix_tile_load",
 )
@@ -140,7 +143,12 @@ device has the extension an instruction needs (``cl_intel_subgroups``,
 ``overcompute_needs_padding``: overcompute is offered only when some buffer
 is padded. ``nontemporal_store``: nontemporal stores are vector stores of the
 output (a ``vector_axis``); ``device_capability`` also refuses them where the
-device's compiler lacks ``__builtin_nontemporal_store``. ``matrix_capability``: the device has the matrix instruction
+device's compiler lacks ``__builtin_nontemporal_store``. ``prefetch_shared``:
+prefetching the next work-group's block needs an unstaged kernel in the
+logical order without sub-groups or a private panel, set work-groups, more
+than one of them along NDRange dimension 0, and some input larger than the
+cache whose block the work-group's items share (``device_capability``: the
+compiler has ``__builtin_prefetch``). ``matrix_capability``: the device has the matrix instruction
 (:func:`laytune.space._matrix.matrix_capability` says why not).
 ``matrix_tile_load``: both local tiles suit the instruction's fragment load
 (``MatrixTileLoad``).
@@ -1046,6 +1054,77 @@ class StoreStep(Step):
         return out
 
 
+class PrefetchStep(Step):
+    """``prefetch``: each work-item prefetches its share of the next
+    work-group's block of an input its items share (see
+    :func:`laytune.space._knobs.prefetch_inputs`)."""
+
+    name = "prefetch"
+
+    def __init__(self, setting: Setting) -> None:
+        super().__init__(setting)
+        w = setting.workload
+        self.inputs = prefetch_worth(w, setting.device.cache_size)
+        self.along = grid_dims(w)[0][0]
+        self.groups = [group_knob(w, d) for d in range(len(grid_dims(w)))]
+        self.shared = {name: shared_dims(w, name) for name in self.inputs}
+        self.reads = frozenset(
+            {"order", "local_stage", "vector_transpose", "subgroup", *self.groups}
+            | {block_knob(w, self.along)}
+        )
+
+    def values(self, state: State) -> Sequence[Any]:
+        return (False, True) if self.inputs else (False,)
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        if not value:
+            return []
+        out: list[Broken] = []
+        device = self.s.device
+        if not device.has_builtin("prefetch"):
+            out.append(
+                (
+                    "device_capability",
+                    f"the compiler of {device.name} has no __builtin_prefetch",
+                )
+            )
+        if state["order"] != ORDER_LOGICAL or state["local_stage"] or state["subgroup"]:
+            out.append(
+                (
+                    "prefetch_shared",
+                    "it walks the logical grid of an unstaged kernel without sub-groups",
+                )
+            )
+        elif state["vector_transpose"]:
+            out.append(("prefetch_shared", "a private panel is read once, not shared"))
+        elif not state[self.groups[0]]:
+            out.append(("prefetch_shared", "it needs set work-groups (group 0: the driver's)"))
+        else:
+            extent = self.s.extent(self.along)
+            items = -(-extent // state[block_knob(self.s.workload, self.along)])
+            sharing = [
+                n
+                for n in self.inputs
+                if math.prod(state[self.groups[d]] for d in self.shared[n]) > 1
+            ]
+            if items <= state[self.groups[0]]:
+                out.append(
+                    (
+                        "prefetch_shared",
+                        f"one work-group spans {self.s.axis_name(self.along)!r}, "
+                        f"there is no next block",
+                    )
+                )
+            elif not sharing:
+                out.append(
+                    (
+                        "prefetch_shared",
+                        f"no work-group's items share a block of {', '.join(self.inputs)}",
+                    )
+                )
+        return out
+
+
 Reasons = Callable[[Any], str] | None
 """Why the layouts refuse a vector (``(axis, width)``) or sub-group block
 reads (``("subgroup", size)``); None when no one asks."""
@@ -1071,6 +1150,7 @@ STEPS: dict[str, Callable[[Setting, Reasons, Any], Step]] = {
     "peel": lambda s, r, _: PeelStep(s),
     "pad_mode": lambda s, r, _: PadModeStep(s),
     "store": lambda s, r, _: StoreStep(s),
+    "prefetch": lambda s, r, _: PrefetchStep(s),
     "matrix": lambda s, r, _: MatrixStep(s),
 }
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from bench.hand_stream import measure, panel_candidate, report, variants
+from bench.hand_stream import generated, measure, panel_candidate, report, variants
 from laytune import ops
 from laytune.codegen import lower
 from laytune.runners import default_device
@@ -30,6 +30,21 @@ def test_the_edited_kernels_read_the_next_panel_and_match_numpy() -> None:
     assert set(results) == {"warm", "cold"}
     lines = report(results, 2 * m * n * k, "matmul", device.info.name)
     assert len(lines) == 4 + 3 and lines[4].startswith("| plain |")
+
+
+def test_the_generated_prefetch_joins_where_the_weights_outgrow_the_cache() -> None:
+    device = default_device()
+    lanes = device.info.float_lanes()
+    workload = ops.matmul(32, 8 * lanes, 64)  # 32 KiB of weights on AVX-512
+    candidate = panel_candidate(workload, lanes, group=4)
+    small = dataclasses.replace(device.info, cache_size=4 * 64 * 8 * lanes // 2)
+    assert generated(workload, candidate, device.info) == {}  # they fit: not offered
+    (program,) = generated(workload, candidate, small).values()
+    assert "__builtin_prefetch(B + " in program.source
+    results = measure(
+        device, workload, {"plain": lower(workload, candidate, small), "g": program}, 1, 1
+    )
+    assert set(results["warm"]) == {"plain", "g"}  # both verified against numpy
 
 
 def test_a_kernel_without_the_expected_reduce_loop_is_refused_by_name() -> None:

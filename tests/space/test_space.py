@@ -152,6 +152,7 @@ def test_identity_is_the_safe_baseline(small_matmul_space, device):
         "peel": False,
         "pad_mode": "guard",
         "store": "plain",
+        "prefetch": False,
     }
     assert base.knob_map == baseline_knobs(small_matmul_space.workload)
     assert check_candidate(small_matmul_space.workload, base, device).ok

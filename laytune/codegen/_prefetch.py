@@ -1,0 +1,89 @@
+"""Emitting the ``prefetch`` knob: each work-item prefetches its share of the
+block of a shared input that the next work-group reads (see
+:class:`~laytune.codegen._nest.Prefetch` for the plan).
+
+Written into the innermost reduce step, after the body::
+
+    if ((ahead & (every - 1)) == 0) {
+        const int B_at = min(rank * share + (ahead >> log2(every)), touches - 1) * step;
+        const int B_j = min(j_first + ahead_elements, extent - block) + B_at % block;
+        const int B_k = B_at / block;
+        __builtin_prefetch(B + offset(B_k, B_j));
+    }
+    ++ahead;
+
+where ``rank`` is the work-item's place among the items that share the
+block; the offset goes through the buffer's layout like any load, so a
+packed panel's prefetches walk it line by line. The last work-group along
+the axis prefetches its own block again (``min``): no prefetch leaves the
+buffer.
+"""
+
+from __future__ import annotations
+
+from laytune.codegen._emit import paren, pointer
+from laytune.codegen._loads import Writer
+from laytune.codegen._nest import Prefetch
+from laytune.layout import Expr, Var, substitute
+
+__all__ = ["prefetch_lines"]
+
+
+def _rank(w: Writer, plan: Prefetch) -> str:
+    """The work-item's linear local id over the dimensions that share the block."""
+    terms, stride = [], 1
+    for d in plan.shared:
+        lid = f"(int)get_local_id({d})"
+        terms.append(lid if stride == 1 else f"{lid} * {stride}")
+        stride *= w.nest.grid[d].local
+    return " + ".join(terms) if len(terms) == 1 else f"({' + '.join(terms)})"
+
+
+def _one(w: Writer, plan: Prefetch, counter: str) -> list[str]:
+    scope, workload = w.scope, w.nest.workload
+    buf = workload.buffer(plan.buffer)
+    extent = workload.axes[plan.along].extent
+    at = scope.var(f"{plan.buffer}_at", 0, (plan.touches - 1) * plan.step)
+    shift = plan.every.bit_length() - 1
+    taken = f"({counter} >> {shift})" if shift else counter
+    lines = [
+        f"const int {scope.name(at)} = min({_rank(w, plan)} * {plan.share} + {taken}, "
+        f"{plan.touches - 1}) * {plan.step};"
+    ]
+    along = scope.var(f"{plan.buffer}_{workload.axes[plan.along].name}", 0, extent - 1)
+    first = paren(scope.c(w.grid.base[plan.along]))
+    lines.append(
+        f"const int {scope.name(along)} = min({first} + {plan.ahead}, {extent - plan.block})"
+        f" + {scope.name(at)} % {plan.block};"
+    )
+    values: list[Expr] = [
+        w.grid.base[k] if a.kind == "spatial" else Var(k) for k, a in enumerate(workload.axes)
+    ]
+    values[plan.along] = Var(along.index)
+    inner = 1
+    for k in reversed(plan.reduce):
+        ext = workload.axes[k].extent
+        var = scope.var(f"{plan.buffer}_{workload.axes[k].name}", 0, ext - 1)
+        text = f"{scope.name(at)} / {plan.block * inner}"
+        outermost = k == plan.reduce[0]
+        lines.append(f"const int {scope.name(var)} = {text if outermost else f'({text}) % {ext}'};")
+        values[k] = Var(var.index)
+        inner *= ext
+    indices = [substitute(e, values) for e in buf.indices]
+    offset = w.accesses[plan.buffer].flat_offset(indices)
+    lines.append(f"__builtin_prefetch({pointer(plan.buffer, scope.c(offset))});")
+    return [f"if (({counter} & {plan.every - 1}) == 0) {{", *(f"    {line}" for line in lines), "}"]
+
+
+def prefetch_lines(w: Writer) -> tuple[list[str], list[str]]:
+    """(the counter's declaration before the reduce loops, the lines of one
+    reduce step); both empty without ``prefetch``."""
+    plans = w.nest.prefetch
+    if not plans:
+        return [], []
+    counter = w.scope.name(w.scope.var("ahead", 0, 0))
+    step: list[str] = []
+    for plan in plans:
+        step += _one(w, plan, counter)
+    step.append(f"++{counter};")
+    return [f"int {counter} = 0;  /* reduce steps so far: when to prefetch */"], step

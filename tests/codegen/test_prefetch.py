@@ -1,0 +1,163 @@
+"""The ``prefetch`` knob: a work-group whose items share a block of an input
+larger than the cache prefetches, item by item, the block the next
+work-group reads. Offered by the statement's form and the device's cache,
+refused where no next block or no shared block exists; the derived start
+takes it; the prefetches cover the next block; the kernels match numpy.
+
+The device's cache is set to 1 MiB here (a copy of the test device's
+limits), so that small workloads exceed it on any device."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+from laytune import ops
+from laytune.codegen import lower
+from laytune.codegen._nest import plan_nest
+from laytune.device_info import DeviceInfo
+from laytune.ops import Workload
+from laytune.runners import build_source
+from laytune.search import standard_candidates
+from laytune.space import (
+    Candidate,
+    SearchSpace,
+    check_candidate,
+    complete_knobs,
+    knob_names,
+    prefetch_inputs,
+    prefetch_worth,
+)
+from tests.codegen.harness import Env, build, run
+
+CACHE = 1 << 20
+
+
+def _info(env: Env) -> DeviceInfo:
+    return dataclasses.replace(env.info, cache_size=CACHE)
+
+
+def _two_reduce_axes() -> Workload:
+    """A contraction over two reduce axes whose weights (2 MiB) the
+    work-group's rows share."""
+    return Workload.define(
+        "two",
+        "Y[i, j] += X[i, c, r] * W[c, r, j]",
+        {"i": 40, "j": 1024, "c": 64, "r": 8},
+        {"X": (40, 64, 8), "W": (64, 8, 1024)},
+        weights=("W",),
+    )
+
+
+def test_the_form_says_which_inputs_a_work_group_shares() -> None:
+    matmul = ops.matmul(64, 1024, 1024)
+    assert prefetch_inputs(matmul) == ("B",)  # A is not read along the columns
+    assert prefetch_worth(matmul, CACHE) == ("B",)  # 4 MiB
+    assert prefetch_worth(ops.matmul(64, 64, 64), CACHE) == ()  # 16 KiB: cached anyway
+    assert prefetch_worth(matmul, 0) == ()  # a device that reports no cache
+    assert prefetch_inputs(_two_reduce_axes()) == ("W",)
+    relu = Workload.define(
+        "relu", "Y[i, j] = max(X[i, j], 0.0)", {"i": 64, "j": 64}, {"X": (64, 64)}
+    )
+    assert "prefetch" not in knob_names(relu)  # no reduction: no knob at all
+
+
+def test_the_derived_start_prefetches_and_the_rules_refuse_what_cannot(env: Env) -> None:
+    info = _info(env)
+    workload = ops.matmul(64, 1024, 1024)
+    first = standard_candidates(SearchSpace(workload, info), 2)[0]
+    assert first.knob("prefetch") is True and first.knob("group.i") > 1
+
+    def reasons(device: DeviceInfo, **knobs: object) -> str:
+        changed = Candidate.make(first.layout_map, {**first.knob_map, **knobs})
+        verdict = check_candidate(workload, changed, device)
+        assert not verdict.ok
+        return " ".join(verdict.reasons)
+
+    assert "share" in reasons(info, **{"group.i": 1})
+    assert "set work-groups" in reasons(info, **{"group.i": 0, "group.j": 0})
+    assert "no next block" in reasons(info, **{"group.j": 32})  # one group spans the columns
+    assert "__builtin_prefetch" in reasons(dataclasses.replace(info, builtins=()))
+    small = ops.matmul(64, 64, 64)
+    assert standard_candidates(SearchSpace(small, info), 1)[0].knob("prefetch") is False
+
+
+@pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes()])
+def test_the_prefetches_cover_the_next_block(env: Env, workload: Workload) -> None:
+    """Every line of the next work-group's block is prefetched by some item:
+    the items' shares, taken one every ``every`` reduce steps, reach every
+    prefetch index."""
+    info = _info(env)
+    for start in standard_candidates(SearchSpace(workload, info), 4):
+        knobs = complete_knobs(workload, start.knob_map)
+        nest = plan_nest(workload, knobs, start.layout_map, {}, 64)
+        (plan,) = nest.prefetch
+        steps = int(np.prod([loop.trips for loop in nest.loops]))
+        items = int(np.prod([nest.grid[d].local for d in plan.shared]))
+        taken = {
+            min(rank * plan.share + s // plan.every, plan.touches - 1)
+            for rank in range(items)
+            for s in range(0, steps, plan.every)
+        }
+        assert taken == set(range(plan.touches))
+        assert plan.step * plan.touches == plan.block * steps  # the block over the whole reduction
+
+
+@pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes()])
+def test_prefetching_kernels_match_numpy(env: Env, workload: Workload) -> None:
+    info = _info(env)
+    rng = np.random.default_rng(7)
+    inputs = {
+        b.name: rng.standard_normal(b.shape).astype(np.float32)
+        for b in workload.buffers
+        if b.role == "input"
+    }
+    expected = workload.reference(inputs)[workload.output.name]
+    for start in standard_candidates(SearchSpace(workload, info), 2):  # packed, then as they are
+        assert start.knob("prefetch") is True
+        program = lower(workload, start, info)
+        assert program.source.count("__builtin_prefetch(") == 1
+        outputs, _ = run(env, program, inputs, build(env, program))
+        np.testing.assert_allclose(outputs[workload.output.name], expected, rtol=1e-4, atol=1e-3)
+
+
+def test_the_kernel_prefetches_every_line_of_every_next_panel(env: Env) -> None:
+    """The emitted addresses, not only the plan: each prefetch is turned into
+    a store of 1 at its offset into a buffer shaped as ``B``'s physical
+    layout, and the whole grid run. Over a packed ``B`` (panels of 32
+    columns, 1024 x 1024), every work-group but the last marks the first
+    element of every cache line of the next panel, the last its own panel
+    again: so exactly the line starts of every panel but the first."""
+    info = _info(env)
+    workload = ops.matmul(64, 1024, 1024)
+    space = SearchSpace(workload, info)
+    start = next(
+        c
+        for c in standard_candidates(space, 4)
+        if c.knob("block.j") == 32 and not c.layout("B").is_identity
+    )
+    program = lower(workload, start, info)
+    name = program.compute[0].kernel
+    head, rest = program.source.split(f"void {name}(", 1)
+    params, body = rest.split(") {", 1)
+    body = body.split("\n}\n", 1)[0]
+    marked, count = re.subn(r"__builtin_prefetch\(B \+ \(?(.*?)\)?\);", r"T[\1] = 1.0f;", body)
+    assert count == 1
+    source = f"{head}void {name}({params}, __global float* restrict T) {{{marked}\n}}\n"
+    kernel = getattr(build_source(env.context, source), name)
+    mf = cl.mem_flags
+    sizes = {n: start.layout(n).physical_size for n in ("A", "B", "C")}
+    buffers = [cl.Buffer(env.context, mf.READ_WRITE, size=4 * sizes[n]) for n in ("A", "B", "C")]
+    marks = np.zeros(sizes["B"], np.float32)
+    target = cl.Buffer(env.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=marks)
+    launch = program.compute[0]
+    kernel(env.queue, launch.global_size, launch.local_size, *buffers, target)
+    cl.enqueue_copy(env.queue, marks, target)
+    env.queue.finish()
+    expected = np.zeros_like(marks)
+    expected[1024 * 32 :: 16] = 1.0  # panel 1 on, one mark per 64-byte line
+    np.testing.assert_array_equal(marks, expected)
