@@ -222,6 +222,14 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         "work-group extent along one NDRange dimension (all 0: the driver's)",
     ),
     KnobSpec(
+        "prefetch",
+        None,
+        False,
+        (False, True),
+        "each work-item prefetches its share of the input block the next work-group reads",
+        offered=lambda workload: offers_prefetch(workload),
+    ),
+    KnobSpec(
         "reduce_order",
         None,
         "",
@@ -253,14 +261,6 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
         "plain",
         ("plain", "nontemporal"),
         "how the output's vectors are stored: vstoreN, or stores that bypass the caches",
-    ),
-    KnobSpec(
-        "prefetch",
-        None,
-        False,
-        (False, True),
-        "each work-item prefetches its share of the input block the next work-group reads",
-        offered=lambda workload: offers_prefetch(workload),
     ),
     KnobSpec(
         "matrix",

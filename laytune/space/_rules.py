@@ -652,7 +652,7 @@ class GroupStep(Step):
 
     @property
     def writes(self) -> frozenset[str]:
-        return frozenset({"#groups"})
+        return frozenset({"#groups", "#next"}) if not self.dim else frozenset({"#groups"})
 
     def values(self, state: State) -> Sequence[Any]:
         return self.s.groups
@@ -660,6 +660,8 @@ class GroupStep(Step):
     def apply(self, state: State, value: Any) -> None:
         state[self.name] = value
         state["#groups"] = state.get("#groups", 1) * max(value, 1)
+        if not self.dim:  # set work-groups, more than one along dimension 0 (``prefetch``)
+            state["#next"] = bool(value) and self.items(state) > value
 
     def items(self, state: State) -> int:
         """Work-items along this dimension (unstaged)."""
@@ -1068,9 +1070,14 @@ class PrefetchStep(Step):
         self.along = grid_dims(w)[0][0]
         self.groups = [group_knob(w, d) for d in range(len(grid_dims(w)))]
         self.shared = {name: shared_dims(w, name) for name in self.inputs}
+        # read right after the work-groups are chosen (the knob table's
+        # order), so that no later step's memo keeps them; nothing where the
+        # knob is not offered
+        shared = {self.groups[d] for name in self.inputs for d in self.shared[name]}
         self.reads = frozenset(
-            {"order", "local_stage", "vector_transpose", "subgroup", *self.groups}
-            | {block_knob(w, self.along)}
+            {"order", "local_stage", "vector_transpose", "subgroup", "#next", *shared}
+            if self.inputs
+            else ()
         )
 
     def values(self, state: State) -> Sequence[Any]:
@@ -1097,29 +1104,26 @@ class PrefetchStep(Step):
             )
         elif state["vector_transpose"]:
             out.append(("prefetch_shared", "a private panel is read once, not shared"))
-        elif not state[self.groups[0]]:
-            out.append(("prefetch_shared", "it needs set work-groups (group 0: the driver's)"))
         else:
-            extent = self.s.extent(self.along)
-            items = -(-extent // state[block_knob(self.s.workload, self.along)])
             sharing = [
                 n
                 for n in self.inputs
-                if math.prod(state[self.groups[d]] for d in self.shared[n]) > 1
+                if math.prod(max(1, state[self.groups[d]]) for d in self.shared[n]) > 1
             ]
-            if items <= state[self.groups[0]]:
+            if not sharing:
+                out.append(
+                    (
+                        "prefetch_shared",
+                        f"no work-group's items share a block of {', '.join(self.inputs)} "
+                        "(group 0: the driver's work-groups)",
+                    )
+                )
+            elif not state["#next"]:
                 out.append(
                     (
                         "prefetch_shared",
                         f"one work-group spans {self.s.axis_name(self.along)!r}, "
                         f"there is no next block",
-                    )
-                )
-            elif not sharing:
-                out.append(
-                    (
-                        "prefetch_shared",
-                        f"no work-group's items share a block of {', '.join(self.inputs)}",
                     )
                 )
         return out

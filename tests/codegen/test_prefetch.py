@@ -79,7 +79,7 @@ def test_the_derived_start_prefetches_and_the_rules_refuse_what_cannot(env: Env)
         return " ".join(verdict.reasons)
 
     assert "share" in reasons(info, **{"group.i": 1})
-    assert "set work-groups" in reasons(info, **{"group.i": 0, "group.j": 0})
+    assert "the driver's" in reasons(info, **{"group.i": 0, "group.j": 0})
     assert "no next block" in reasons(info, **{"group.j": 32})  # one group spans the columns
     assert "__builtin_prefetch" in reasons(dataclasses.replace(info, builtins=()))
     small = ops.matmul(64, 64, 64)
