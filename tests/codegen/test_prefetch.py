@@ -117,7 +117,7 @@ def test_prefetching_kernels_match_numpy(env: Env, workload: Workload) -> None:
         if b.role == "input"
     }
     expected = workload.reference(inputs)[workload.output.name]
-    for start in standard_candidates(SearchSpace(workload, info), 2):  # packed, then as they are
+    for start in standard_candidates(SearchSpace(workload, info), 3):  # packed, A as is, both
         assert start.knob("prefetch") is True
         program = lower(workload, start, info)
         assert program.source.count("__builtin_prefetch(") == 1

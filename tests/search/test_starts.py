@@ -369,6 +369,29 @@ def test_a_depthwise_tall_start_fills_the_registers_with_channels(
     assert (first.knob("block.oh"), first.knob("block.c")) == (6, channels)
 
 
+def test_a_left_operand_along_the_reduction_is_read_as_it_comes_next() -> None:
+    """After the packed panels, the same kernel reads ``A[i, k]`` as it comes
+    (its rows run along ``k``) and keeps ``B``'s panels, saving ``A``'s pack
+    per call; then both as they come. ``A^T[k, i]`` runs along the rows
+    (its panel of 8 rows is itself as it comes): no such start between."""
+    first, second, third = standard_candidates(
+        SearchSpace(ops.matmul(512, 1024, 256), written_cpu()), 3
+    )
+    assert not first.layout("A").is_identity and not first.layout("B").is_identity
+    assert second.layout("A").is_identity and second.layout("B") == first.layout("B")
+    assert third.layout("A").is_identity and third.layout("B").is_identity
+    assert first.knob_map == second.knob_map == third.knob_map
+    transposed = Workload.define(
+        "at_b",
+        "C[i, j] += A[k, i] * B[k, j]",
+        {"i": 64, "j": 64, "k": 32},
+        {"A": (32, 64), "B": (32, 64)},
+    )
+    packed, twin = standard_candidates(SearchSpace(transposed, written_cpu()), 2)
+    assert not packed.layout("B").is_identity
+    assert twin.layout("A").is_identity and twin.layout("B").is_identity
+
+
 def test_a_right_operand_without_runs_is_packed_alone_in_the_twin() -> None:
     """The twin of a packed contraction start reads its operands as they
     are, but attention's ``K[b, j, k]`` holds no runs along the columns
