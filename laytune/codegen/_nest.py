@@ -362,10 +362,12 @@ def plan_prefetch(
     knobs: Mapping[str, Any],
     loops: tuple[ReduceLoop, ...],
     line_bytes: int,
+    memory: Mapping[str, str],
 ) -> tuple[Prefetch, ...]:
     """The :class:`Prefetch` of every input the ``prefetch`` knob applies to
     (:func:`laytune.space.prefetch_inputs` whose block the work-group's
-    items share), in lines of ``line_bytes``."""
+    items share, in global memory: an image is read through its sampler,
+    not at an address), in lines of ``line_bytes``."""
     if not knobs.get("prefetch"):
         return ()
     along = grid_dims(workload)[0][0]
@@ -377,7 +379,7 @@ def plan_prefetch(
         shared = shared_dims(workload, name)
         items = math.prod(int(knobs[group_knob(workload, d)]) for d in shared)
         buf = workload.buffer(name)
-        if items <= 1:
+        if items <= 1 or memory[name] != "global":
             continue
         reduce = tuple(
             e.index
@@ -402,6 +404,7 @@ def plan_nest(
     """The loop nest of a candidate that ``check_candidate`` accepted, on a
     device whose cache lines hold ``line_bytes``."""
     staging = usable_staging(workload) if knobs["local_stage"] else None
+    memory = memory_of(workload, layouts)
     tile = plan_tile(workload, knobs, layouts)
     grid = plan_grid(workload, knobs, layouts, tile, staging)
     loops, grown = plan_loops(workload, knobs, layouts, pad_values, staging)
@@ -409,7 +412,7 @@ def plan_nest(
         workload,
         dict(knobs),
         dict(layouts),
-        memory_of(workload, layouts),
+        memory,
         dict(pad_values),
         knobs["order"],
         grid,
@@ -420,7 +423,7 @@ def plan_nest(
         str(knobs["copy"]) if staging is not None else "elementwise",
         int(knobs["subgroup"]),
         plan_block_reads(workload, knobs),
-        plan_prefetch(workload, knobs, loops, line_bytes),
+        plan_prefetch(workload, knobs, loops, line_bytes, memory),
     )
 
 

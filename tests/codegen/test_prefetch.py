@@ -20,6 +20,7 @@ from laytune import ops
 from laytune.codegen import lower
 from laytune.codegen._nest import plan_nest
 from laytune.device_info import DeviceInfo
+from laytune.layout import texture
 from laytune.ops import Workload
 from laytune.runners import build_source
 from laytune.search import standard_candidates
@@ -161,3 +162,24 @@ def test_the_kernel_prefetches_every_line_of_every_next_panel(env: Env) -> None:
     expected = np.zeros_like(marks)
     expected[1024 * 32 :: 16] = 1.0  # panel 1 on, one mark per 64-byte line
     np.testing.assert_array_equal(marks, expected)
+
+
+def test_an_input_held_in_an_image_is_not_prefetched(env: Env) -> None:
+    """An image is read through its sampler, not at an address: with ``B``
+    as a texture the knob prefetches nothing, and the kernel builds and
+    matches numpy (a tuning job drew such a candidate and failed to build it)."""
+    info = _info(env)
+    workload = ops.matmul(64, 1024, 1024)
+    start = standard_candidates(SearchSpace(workload, info), 1)[0]
+    layouts = {**start.layout_map, "B": texture((1024, 1024), axis=1, width_axis=0)}
+    textured = Candidate.make(layouts, {**start.knob_map, "vector": 4, "block.j": 16})
+    assert check_candidate(workload, textured, info).ok, check_candidate(workload, textured, info)
+    program = lower(workload, textured, info)
+    assert "__builtin_prefetch(" not in program.source
+    rng = np.random.default_rng(8)
+    inputs = {
+        n: rng.standard_normal(s).astype(np.float32)
+        for n, s in (("A", (64, 1024)), ("B", (1024, 1024)))
+    }
+    outputs, _ = run(env, program, inputs, build(env, program))
+    np.testing.assert_allclose(outputs["C"], inputs["A"] @ inputs["B"], rtol=1e-4, atol=1e-3)
