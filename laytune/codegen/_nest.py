@@ -49,6 +49,8 @@ from laytune.space import (
     subgroup_inputs,
     usable_staging,
     vector_dim,
+    walk_dim,
+    walk_dims,
     window_vector_dim,
 )
 
@@ -156,8 +158,9 @@ class ReduceLoop:
 @dataclass(frozen=True)
 class Prefetch:
     """An input whose block the work-group's items share and whose next
-    block, the one the next work-group along NDRange dimension 0 reads,
-    they prefetch as they reduce (the ``prefetch`` knob).
+    block, the one the next work-group reads (along the first NDRange
+    dimension of more than one group), they prefetch as they reduce (the
+    ``prefetch`` knob).
 
     The next block starts ``ahead`` elements further along axis ``along``
     (the work-group's extent times the register block ``block``). A
@@ -360,29 +363,35 @@ def plan_block_reads(workload: Workload, knobs: Mapping[str, Any]) -> tuple[str,
 def plan_prefetch(
     workload: Workload,
     knobs: Mapping[str, Any],
+    grid: tuple[GridDim, ...],
     loops: tuple[ReduceLoop, ...],
     line_bytes: int,
     memory: Mapping[str, str],
 ) -> tuple[Prefetch, ...]:
     """The :class:`Prefetch` of every input the ``prefetch`` knob applies to
-    (:func:`laytune.space.prefetch_inputs` whose block the work-group's
-    items share, in global memory: an image is read through its sampler,
-    not at an address), in lines of ``line_bytes``."""
+    (:func:`laytune.space.prefetch_inputs` that index the innermost axis of
+    the dimension the next work-group lies along, :func:`laytune.space.walk_dim`,
+    and whose block the work-group's items share), in global memory (an image
+    is read through its sampler, not at an address), in lines of
+    ``line_bytes``."""
     if not knobs.get("prefetch"):
         return ()
-    along = grid_dims(workload)[0][0]
+    walk = walk_dim(workload, [d.count for d in grid], [d.local for d in grid])
+    if walk is None:
+        return ()
+    along = grid[walk].axes[-1]
     block = int(knobs[block_knob(workload, along)])
-    ahead = int(knobs[group_knob(workload, 0)]) * block
+    ahead = grid[walk].local * block
     steps = math.prod(loop.trips for loop in loops)
     out = []
     for name in prefetch_inputs(workload):
         shared = shared_dims(workload, name)
-        items = math.prod(int(knobs[group_knob(workload, d)]) for d in shared)
+        items = math.prod(grid[d].local for d in shared)
         buf = workload.buffer(name)
-        if items <= 1 or memory[name] != "global":
+        if walk not in walk_dims(workload, name) or items <= 1 or memory[name] != "global":
             continue
         reduce = tuple(
-            e.index
+            e.index  # type: ignore[attr-defined]
             for e in buf.indices
             if workload.axes[e.index].kind == "reduce"  # type: ignore[attr-defined]
         )
@@ -423,7 +432,7 @@ def plan_nest(
         str(knobs["copy"]) if staging is not None else "elementwise",
         int(knobs["subgroup"]),
         plan_block_reads(workload, knobs),
-        plan_prefetch(workload, knobs, loops, line_bytes, memory),
+        plan_prefetch(workload, knobs, grid, loops, line_bytes, memory),
     )
 
 

@@ -68,8 +68,10 @@ from laytune.space import (
     dtype_bytes,
     grid_dims,
     group_knob,
+    prefetch_worth,
     reads_outside,
     reduce_order_text,
+    walk_dims,
 )
 
 __all__ = ["conversion_starts", "standard_candidates"]
@@ -1057,8 +1059,10 @@ def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
             candidate = Candidate.make(layouts, {**baseline, **knobs})
             replayed = None
             if prefetching and "prefetch" not in knobs:
-                ahead = Candidate.make(layouts, {**baseline, **knobs, "prefetch": True})
-                replayed = params_of(space, ahead)
+                for ahead in _ahead(space, {**baseline, **knobs}):
+                    replayed = params_of(space, Candidate.make(layouts, ahead))
+                    if replayed is not None:
+                        break
             if replayed is None:
                 replayed = params_of(space, candidate)
             if replayed is not None and replayed[1] not in found:
@@ -1066,6 +1070,35 @@ def standard_candidates(space: SearchSpace, limit: int) -> list[Candidate]:
             if len(found) >= limit:
                 return found
     return found
+
+
+def _ahead(space: SearchSpace, knobs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``knobs`` with ``prefetch``; where they leave the work-groups to the
+    driver, also with work-groups that make the next group read the next
+    block of an input the knob is offered for: one group across each
+    dimension before the one whose innermost axis it indexes (powers of
+    two), one item along the rest. A convolution's filters: a group holds a
+    whole plane of output blocks, and the next group the next block of
+    filters."""
+    yield {**knobs, "prefetch": True}
+    workload = space.workload
+    dims = grid_dims(workload)
+    if any(knobs.get(group_knob(workload, d)) for d in range(len(dims))):
+        return
+    items = [
+        math.prod(
+            -(-workload.axes[k].extent // int(knobs.get(f"block.{_named(workload, k)}", 1)))
+            for k in axes
+        )
+        for axes in dims
+    ]
+    for name in prefetch_worth(workload, space.device.cache_size):
+        for walk in walk_dims(workload, name):
+            groups = {
+                group_knob(workload, d): _ceil_power(items[d]) if d < walk else 1
+                for d in range(len(dims))
+            }
+            yield {**knobs, **groups, "prefetch": True}
 
 
 _CONVERSION_KINDS = (

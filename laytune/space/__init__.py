@@ -84,6 +84,8 @@ from laytune.space._knobs import (
     reduce_order_text,
     shared_dims,
     spatial_axes,
+    walk_dim,
+    walk_dims,
 )
 from laytune.space._matrix import (
     MATRIX_VARIANTS,
@@ -217,5 +219,7 @@ __all__ = [
     "subgroup_inputs",
     "usable_staging",
     "vector_dim",
+    "walk_dim",
+    "walk_dims",
     "window_vector_dim",
 ]

@@ -147,6 +147,8 @@ __all__ = [
     "reduce_order_text",
     "shared_dims",
     "spatial_axes",
+    "walk_dim",
+    "walk_dims",
 ]
 
 ORDER_LOGICAL = "logical"
@@ -418,11 +420,13 @@ def describe_knobs(knobs: Sequence[tuple[str, Any]]) -> str:
 # the first pass is spread over the whole group's compute.
 #
 # The form decides which inputs may be prefetched (:func:`prefetch_inputs`):
-# an input indexed by plain axes, among them the innermost spatial axis (so
-# that the next work-group along it reads another block) and a reduce axis
-# (so that the block is read over the reduction), and by none of the axes of
-# some other NDRange dimension (so that the work-group's items along it share
-# its block: :func:`shared_dims`). The space offers the knob
+# an input indexed by plain axes, among them the innermost axis of some
+# NDRange dimension (so that the next work-group along it reads another block:
+# :func:`walk_dims`; a matmul's columns, a convolution's filters) and a reduce
+# axis (so that the block is read over the reduction), and by none of the
+# axes of some other dimension (so that the work-group's items along it
+# share its block: :func:`shared_dims`). The knobs decide which dimension the
+# next work-group lies along (:func:`walk_dim`). The space offers the knob
 # where such an input does not fit the device's cache; by hand on BERT's FFN
 # matmul (128 x 3072 x 768, 9.4 MiB of weights) the prefetching kernel took
 # 1.86 ms warm and 2.05 ms with the weights in memory, against 1.99 and 2.62
@@ -430,30 +434,49 @@ def describe_knobs(knobs: Sequence[tuple[str, Any]]) -> str:
 
 
 def shared_dims(workload: WorkloadLike, buffer: str) -> tuple[int, ...]:
-    """The NDRange dimensions (not 0) none of whose axes ``buffer`` indexes:
-    a work-group's items along them read the same elements of it."""
+    """The NDRange dimensions none of whose axes ``buffer`` indexes: a
+    work-group's items along them read the same elements of it."""
     buf = next(b for b in workload.buffers if b.name == buffer)
     used = {e.index for e in buf.indices if isinstance(e, Var)}
     dims = grid_dims(workload)
-    return tuple(d for d in range(1, len(dims)) if dims[d] and not set(dims[d]) & used)
+    return tuple(d for d in range(len(dims)) if dims[d] and not set(dims[d]) & used)
+
+
+def walk_dims(workload: WorkloadLike, buffer: str) -> tuple[int, ...]:
+    """The NDRange dimensions whose innermost axis ``buffer`` indexes: where
+    the work-groups walk along one of them, the next group reads the next
+    block of it."""
+    buf = next(b for b in workload.buffers if b.name == buffer)
+    used = {e.index for e in buf.indices if isinstance(e, Var)}
+    return tuple(d for d, axes in enumerate(grid_dims(workload)) if axes and axes[-1] in used)
 
 
 def prefetch_inputs(workload: WorkloadLike) -> tuple[str, ...]:
     """The inputs whose next block a work-group may prefetch (module
     docstring), by the statement's form alone."""
-    first = grid_dims(workload)[0]
-    if len(first) != 1:
-        return ()
-    (along,) = first
     out = []
     for buf in workload.buffers:
         if buf.role != "input" or not all(isinstance(e, Var) for e in buf.indices):
             continue
         used = {e.index for e in buf.indices}
         reduced = any(workload.axes[k].kind == "reduce" for k in used)
-        if along in used and reduced and shared_dims(workload, buf.name):
+        walks = walk_dims(workload, buf.name)
+        if walks and reduced and shared_dims(workload, buf.name):
             out.append(buf.name)
     return tuple(out)
+
+
+def walk_dim(workload: WorkloadLike, items: Sequence[int], groups: Sequence[int]) -> int | None:
+    """The NDRange dimension along which the next work-group lies: the first
+    with more than one work-group (``items`` work-items, ``groups`` their
+    work-group extents; the runtimes number groups dimension 0 fastest);
+    None where the driver picks the work-groups or one group covers all."""
+    for d, (count, group) in enumerate(zip(items, groups, strict=True)):
+        if not group:
+            return None
+        if count > group:
+            return d
+    return None
 
 
 def offers_prefetch(workload: WorkloadLike) -> bool:

@@ -50,6 +50,7 @@ from laytune.space._knobs import (
     reduce_order_text,
     shared_dims,
     spatial_axes,
+    walk_dims,
 )
 from laytune.space._matrix_rules import MatrixStep
 from laytune.space._step import Broken, Setting, State, Step, strict_in
@@ -648,11 +649,12 @@ class GroupStep(Step):
         blocks = {block_knob(setting.workload, k) for k in self.axes}
         self.reads = frozenset(
             {"order", "local_stage", "#groups", "@orders", "subgroup", self.first, *blocks}
+            | ({"#walk"} if dim else set())
         )
 
     @property
     def writes(self) -> frozenset[str]:
-        return frozenset({"#groups", "#next"}) if not self.dim else frozenset({"#groups"})
+        return frozenset({"#groups", "#walk"})
 
     def values(self, state: State) -> Sequence[Any]:
         return self.s.groups
@@ -660,8 +662,12 @@ class GroupStep(Step):
     def apply(self, state: State, value: Any) -> None:
         state[self.name] = value
         state["#groups"] = state.get("#groups", 1) * max(value, 1)
-        if not self.dim:  # set work-groups, more than one along dimension 0 (``prefetch``)
-            state["#next"] = bool(value) and self.items(state) > value
+        # the dimension the next work-group lies along (``prefetch``): -1 while
+        # every dimension so far holds one group, None for the driver's groups
+        walk = state["#walk"] if self.dim else -1
+        if walk == -1:
+            walk = None if not value else self.dim if self.items(state) > value else -1
+        state["#walk"] = walk
 
     def items(self, state: State) -> int:
         """Work-items along this dimension (unstaged)."""
@@ -1067,15 +1073,15 @@ class PrefetchStep(Step):
         super().__init__(setting)
         w = setting.workload
         self.inputs = prefetch_worth(w, setting.device.cache_size)
-        self.along = grid_dims(w)[0][0]
         self.groups = [group_knob(w, d) for d in range(len(grid_dims(w)))]
         self.shared = {name: shared_dims(w, name) for name in self.inputs}
+        self.walks = {name: walk_dims(w, name) for name in self.inputs}
+        shared = {self.groups[d] for name in self.inputs for d in self.shared[name]}
         # read right after the work-groups are chosen (the knob table's
         # order), so that no later step's memo keeps them; nothing where the
         # knob is not offered
-        shared = {self.groups[d] for name in self.inputs for d in self.shared[name]}
         self.reads = frozenset(
-            {"order", "local_stage", "vector_transpose", "subgroup", "#next", *shared}
+            {"order", "local_stage", "vector_transpose", "subgroup", "#walk", *shared}
             if self.inputs
             else ()
         )
@@ -1104,26 +1110,29 @@ class PrefetchStep(Step):
             )
         elif state["vector_transpose"]:
             out.append(("prefetch_shared", "a private panel is read once, not shared"))
+        elif state["#walk"] is None:
+            out.append(("prefetch_shared", "it needs set work-groups (group 0: the driver's)"))
+        elif state["#walk"] == -1:
+            out.append(("prefetch_shared", "one work-group covers the grid: there is no next one"))
         else:
+            walk = state["#walk"]
+            ahead = [n for n in self.inputs if walk in self.walks[n]]
             sharing = [
-                n
-                for n in self.inputs
-                if math.prod(max(1, state[self.groups[d]]) for d in self.shared[n]) > 1
+                n for n in ahead if math.prod(state[self.groups[d]] for d in self.shared[n]) > 1
             ]
-            if not sharing:
+            if not ahead:
                 out.append(
                     (
                         "prefetch_shared",
-                        f"no work-group's items share a block of {', '.join(self.inputs)} "
-                        "(group 0: the driver's work-groups)",
+                        f"the next work-group lies along NDRange dimension {walk}, which "
+                        f"{', '.join(self.inputs)} does not index: it reads the same block",
                     )
                 )
-            elif not state["#next"]:
+            elif not sharing:
                 out.append(
                     (
                         "prefetch_shared",
-                        f"one work-group spans {self.s.axis_name(self.along)!r}, "
-                        f"there is no next block",
+                        f"no work-group's items share a block of {', '.join(ahead)}",
                     )
                 )
         return out

@@ -42,6 +42,13 @@ def _info(env: Env) -> DeviceInfo:
     return dataclasses.replace(env.info, cache_size=CACHE)
 
 
+def _conv() -> Workload:
+    """A convolution whose filters (64 -> 64, 3 x 3: 144 KiB here, 1.2 MiB
+    at 192) a work-group's rows share: the next group reads the next block
+    of filters, along NDRange dimension 2."""
+    return ops.conv2d(1, 192, 7, 7, 192, 3, 1, 1)
+
+
 def _two_reduce_axes() -> Workload:
     """A contraction over two reduce axes whose weights (2 MiB) the
     work-group's rows share."""
@@ -56,15 +63,33 @@ def _two_reduce_axes() -> Workload:
 
 def test_the_form_says_which_inputs_a_work_group_shares() -> None:
     matmul = ops.matmul(64, 1024, 1024)
-    assert prefetch_inputs(matmul) == ("B",)  # A is not read along the columns
-    assert prefetch_worth(matmul, CACHE) == ("B",)  # 4 MiB
+    # B where the groups walk along the columns (rows share it), A where
+    # they walk down the rows (columns share it)
+    assert prefetch_inputs(matmul) == ("A", "B")
+    assert prefetch_worth(matmul, CACHE) == ("B",)  # 4 MiB; A's 256 KiB fit
     assert prefetch_worth(ops.matmul(64, 64, 64), CACHE) == ()  # 16 KiB: cached anyway
     assert prefetch_worth(matmul, 0) == ()  # a device that reports no cache
-    assert prefetch_inputs(_two_reduce_axes()) == ("W",)
+    assert prefetch_inputs(_two_reduce_axes()) == ("X", "W")
+    assert prefetch_inputs(_conv()) == ("W",)  # X is read at oh + kh: not plain
     relu = Workload.define(
         "relu", "Y[i, j] = max(X[i, j], 0.0)", {"i": 64, "j": 64}, {"X": (64, 64)}
     )
     assert "prefetch" not in knob_names(relu)  # no reduction: no knob at all
+
+
+def test_a_convolution_start_walks_its_groups_across_the_filters(env: Env) -> None:
+    """The convolution's derived start leaves the work-groups to the driver;
+    with the knob it takes one group over each output plane (7 rows: 8
+    items, one block of columns), so that the next group computes the next
+    block of filters and the plane's items share the filters' block."""
+    workload = _conv()
+    first = standard_candidates(SearchSpace(workload, _info(env)), 1)[0]
+    assert first.knob("prefetch") is True
+    assert (first.knob("group.ow"), first.knob("group.oh"), first.knob("group.f")) == (1, 8, 1)
+    knobs = complete_knobs(workload, first.knob_map)
+    (plan,) = plan_nest(workload, knobs, first.layout_map, {}, 64).prefetch
+    assert workload.axes[plan.along].name == "f" and plan.shared == (0, 1)
+    assert plan.ahead == first.knob("block.f")
 
 
 def test_the_derived_start_prefetches_and_the_rules_refuse_what_cannot(env: Env) -> None:
@@ -81,13 +106,15 @@ def test_the_derived_start_prefetches_and_the_rules_refuse_what_cannot(env: Env)
 
     assert "share" in reasons(info, **{"group.i": 1})
     assert "the driver's" in reasons(info, **{"group.i": 0, "group.j": 0})
-    assert "no next block" in reasons(info, **{"group.j": 32})  # one group spans the columns
+    assert "no next one" in reasons(info, **{"group.j": 32})  # one group covers the grid
+    # the next group lies down the rows, and B's block is the same there
+    assert "does not index" in reasons(info, **{"group.j": 32, "group.i": 1})
     assert "__builtin_prefetch" in reasons(dataclasses.replace(info, builtins=()))
     small = ops.matmul(64, 64, 64)
     assert standard_candidates(SearchSpace(small, info), 1)[0].knob("prefetch") is False
 
 
-@pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes()])
+@pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes(), _conv()])
 def test_the_prefetches_cover_the_next_block(env: Env, workload: Workload) -> None:
     """Every line of the next work-group's block is prefetched by some item:
     the items' shares, taken one every ``every`` reduce steps, reach every
@@ -108,7 +135,7 @@ def test_the_prefetches_cover_the_next_block(env: Env, workload: Workload) -> No
         assert plan.step * plan.touches == plan.block * steps  # the block over the whole reduction
 
 
-@pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes()])
+@pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes(), _conv()])
 def test_prefetching_kernels_match_numpy(env: Env, workload: Workload) -> None:
     info = _info(env)
     rng = np.random.default_rng(7)
