@@ -376,7 +376,7 @@ def plan_prefetch(
     ``line_bytes``."""
     if not knobs.get("prefetch"):
         return ()
-    walk = walk_dim(workload, [d.count for d in grid], [d.local for d in grid])
+    walk = walk_dim([d.count for d in grid], [d.local for d in grid])
     if walk is None:
         return ()
     along = grid[walk].axes[-1]

@@ -65,6 +65,7 @@ from laytune.space import (
     Candidate,
     SearchSpace,
     baseline_knobs,
+    block_knob,
     dtype_bytes,
     grid_dims,
     group_knob,
@@ -1087,8 +1088,7 @@ def _ahead(space: SearchSpace, knobs: dict[str, Any]) -> Iterator[dict[str, Any]
         return
     items = [
         math.prod(
-            -(-workload.axes[k].extent // int(knobs.get(f"block.{_named(workload, k)}", 1)))
-            for k in axes
+            -(-workload.axes[k].extent // int(knobs.get(block_knob(workload, k), 1))) for k in axes
         )
         for axes in dims
     ]

@@ -100,11 +100,12 @@ The loop nest the knobs describe
   (``"guard"``) or run over the padding (``"overcompute"``), which holds the
   reduction's neutral element.
 * ``prefetch`` (workloads with an input a work-group's items share, read
-  along the innermost spatial axis and a reduce axis; offered where it is
-  larger than the device's cache): each work-item also prefetches, a cache
-  line every few reduce steps, its share of the block of that input that
-  the next work-group along NDRange dimension 0 reads, where the device's
-  compiler has ``__builtin_prefetch`` (:func:`prefetch_inputs`).
+  along the innermost axis of some NDRange dimension and a reduce axis;
+  offered where it is larger than the device's cache): each work-item also
+  prefetches, a cache line every few reduce steps, its share of the block
+  of that input that the next work-group (along the first dimension of
+  more than one group) reads, where the device's compiler has
+  ``__builtin_prefetch`` (:func:`prefetch_inputs`).
 * ``matrix`` (matmul-like float16 workloads only, the last knob): ``none``
   (the nest above), or the matrix instruction that multiplies the staged
   tiles (``intel_dpas``, ``nv_wmma``, ``nv_mma``), offered where the device
@@ -129,6 +130,7 @@ from laytune.space._workload import WorkloadLike, dtype_bytes
 __all__ = [
     "KNOB_SPECS",
     "LEGACY_DEFAULTS",
+    "ONE_GROUP",
     "ORDER_LOGICAL",
     "KnobSpec",
     "baseline_knobs",
@@ -149,6 +151,7 @@ __all__ = [
     "spatial_axes",
     "walk_dim",
     "walk_dims",
+    "walk_step",
 ]
 
 ORDER_LOGICAL = "logical"
@@ -415,8 +418,7 @@ def describe_knobs(knobs: Sequence[tuple[str, Any]]) -> str:
 # panel) reads that block from memory in its first item's pass when the input
 # is larger than the cache, while the other items find it cached. With
 # ``prefetch`` each item, as it reduces, also prefetches its share of the
-# block that the next work-group along NDRange dimension 0 reads, a cache
-# line every few steps, so that the next group finds its block cached and
+# block that the next work-group reads, a cache line every few steps, so that the next group finds its block cached and
 # the first pass is spread over the whole group's compute.
 #
 # The form decides which inputs may be prefetched (:func:`prefetch_inputs`):
@@ -466,17 +468,31 @@ def prefetch_inputs(workload: WorkloadLike) -> tuple[str, ...]:
     return tuple(out)
 
 
-def walk_dim(workload: WorkloadLike, items: Sequence[int], groups: Sequence[int]) -> int | None:
-    """The NDRange dimension along which the next work-group lies: the first
-    with more than one work-group (``items`` work-items, ``groups`` their
-    work-group extents; the runtimes number groups dimension 0 fastest);
-    None where the driver picks the work-groups or one group covers all."""
+ONE_GROUP = -1
+"""The :func:`walk_step` of dimensions that each hold one work-group so far."""
+
+
+def walk_step(walk: int | None, dim: int, items: int, group: int) -> int | None:
+    """The dimension the next work-group lies along, given ``walk`` for the
+    dimensions before ``dim`` (:data:`ONE_GROUP` while each holds one group,
+    None where the driver picks the groups) and ``dim``'s ``items`` work-items
+    in groups of ``group``: the first dimension of more than one group (the
+    runtimes number groups dimension 0 fastest)."""
+    if walk != ONE_GROUP:
+        return walk
+    if not group:
+        return None
+    return dim if items > group else ONE_GROUP
+
+
+def walk_dim(items: Sequence[int], groups: Sequence[int]) -> int | None:
+    """:func:`walk_step` over every dimension (``items`` work-items, ``groups``
+    their work-group extents): None where the driver picks the work-groups
+    or one group covers all."""
+    walk: int | None = ONE_GROUP
     for d, (count, group) in enumerate(zip(items, groups, strict=True)):
-        if not group:
-            return None
-        if count > group:
-            return d
-    return None
+        walk = walk_step(walk, d, count, group)
+    return None if walk == ONE_GROUP else walk
 
 
 def offers_prefetch(workload: WorkloadLike) -> bool:

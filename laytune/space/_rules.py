@@ -38,6 +38,7 @@ from laytune.layout import bounds, variables
 from laytune.space._copies import SUBGROUP_SIZES, SubgroupFit, TileCopyFacts
 from laytune.space._facts import PANEL_BYTES, LayoutFacts, panel_axes, subgroup_inputs, vector_axes
 from laytune.space._knobs import (
+    ONE_GROUP,
     ORDER_LOGICAL,
     axis_by_name,
     block_knob,
@@ -51,6 +52,7 @@ from laytune.space._knobs import (
     shared_dims,
     spatial_axes,
     walk_dims,
+    walk_step,
 )
 from laytune.space._matrix_rules import MatrixStep
 from laytune.space._step import Broken, Setting, State, Step, strict_in
@@ -147,8 +149,9 @@ output (a ``vector_axis``); ``device_capability`` also refuses them where the
 device's compiler lacks ``__builtin_nontemporal_store``. ``prefetch_shared``:
 prefetching the next work-group's block needs an unstaged kernel in the
 logical order without sub-groups or a private panel, set work-groups, more
-than one of them along NDRange dimension 0, and some input larger than the
-cache whose block the work-group's items share (``device_capability``: the
+than one of them along some NDRange dimension (the first such is where the
+next group lies), and some input larger than the cache that it reads along
+that dimension and whose block the work-group's items share (``device_capability``: the
 compiler has ``__builtin_prefetch``). ``matrix_capability``: the device has the matrix instruction
 (:func:`laytune.space._matrix.matrix_capability` says why not).
 ``matrix_tile_load``: both local tiles suit the instruction's fragment load
@@ -662,11 +665,10 @@ class GroupStep(Step):
     def apply(self, state: State, value: Any) -> None:
         state[self.name] = value
         state["#groups"] = state.get("#groups", 1) * max(value, 1)
-        # the dimension the next work-group lies along (``prefetch``): -1 while
-        # every dimension so far holds one group, None for the driver's groups
-        walk = state["#walk"] if self.dim else -1
-        if walk == -1:
-            walk = None if not value else self.dim if self.items(state) > value else -1
+        # the dimension the next work-group lies along (``prefetch``)
+        walk = state["#walk"] if self.dim else ONE_GROUP
+        if walk == ONE_GROUP:  # count the items only while it is still open
+            walk = walk_step(walk, self.dim, self.items(state), value)
         state["#walk"] = walk
 
     def items(self, state: State) -> int:
@@ -1112,7 +1114,7 @@ class PrefetchStep(Step):
             out.append(("prefetch_shared", "a private panel is read once, not shared"))
         elif state["#walk"] is None:
             out.append(("prefetch_shared", "it needs set work-groups (group 0: the driver's)"))
-        elif state["#walk"] == -1:
+        elif state["#walk"] == ONE_GROUP:
             out.append(("prefetch_shared", "one work-group covers the grid: there is no next one"))
         else:
             walk = state["#walk"]
