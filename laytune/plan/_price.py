@@ -100,7 +100,9 @@ def lookup_options(
     A records store offers its ``limit`` fastest verified kernels (by compute
     time, one per candidate) and the fastest whose non-weight buffers are in
     their logical layouts, the best end-to-end record (what
-    ``best_candidate`` freezes) first; a frozen file its candidate with the
+    ``best_candidate`` freezes) first, among the records timed cold when
+    there are any (a model's operator whose weights outgrow the cache, see
+    :func:`laytune.plan.timed_as_in_model`); a frozen file its candidate with the
     kernel time it froze; any other source its one candidate."""
     if isinstance(source, FrozenLayouts):  # its one candidate, with the kernel time it froze
         found = lookup_candidate(source, workload_key, device_key)
@@ -119,6 +121,10 @@ def lookup_options(
     if not records:
         return []
     best = source.best(workload_key, device_key)
+    cold = [r for r in records if measured_cold(r)]
+    if cold:  # timed as the model meets them (``timed_as_in_model``): rank only those
+        records = cold
+        best = best if best is not None and measured_cold(best) else None
     by_kernel = sorted(records, key=lambda r: (r.compute_s, r.id or 0))
     logical = [
         r

@@ -39,7 +39,7 @@ from laytune.runners._results import (
     RunResult,
 )
 from laytune.runners._runner import Runner
-from laytune.runners._workload import VerifiableWorkload, input_seed
+from laytune.runners._workload import VerifiableWorkload, input_seed, timed_cold
 
 __all__ = [
     "BaseBuilder",
@@ -74,4 +74,5 @@ __all__ = [
     "memory_refusal",
     "register_opencl_runtimes",
     "select_device",
+    "timed_cold",
 ]

@@ -45,15 +45,16 @@ class MeasureConfig:
        ``n = R`` when ``min_total_time_s`` is 0; otherwise ``n`` is the
        smallest count from ``R`` to ``max_repeats`` whose repeat times (of
        ``clock``) add up to at least ``min_total_time_s``, or ``max_repeats``.
-    4. With ``flush_cache`` (or a workload whose ``timed_cold`` is true, as
-       conversion workloads', whatever the config says), one buffer fill of
+    4. With ``flush_cache`` (or a workload timed cold whatever the config
+       says, :func:`laytune.runners.timed_cold`: conversion workloads, and
+       those whose weights outgrow the device's cache), one buffer fill of
        ``flush_bytes`` (default:
        twice the device's global memory cache, at least 64 MiB, at most the
        largest allocation) before every timed repeat of steps 2 and 3:
        ``n + R * (P + U)`` fills (``n`` without conversions). Fills are not
        kernel launches and are never timed.
 
-    5. For a workload timed cold by its own say (``timed_cold``) while
+    5. For a workload timed cold by that rule while
        ``flush_cache`` is off: step 3 once more, ``R`` timed repeats without
        fills (the warm times, ``RunResult.warm_value_s``), unless abandoned:
        ``(W + R) * C`` more launches.

@@ -24,6 +24,7 @@ from laytune.runners._worker import (
     main_module_hint,
     new_kept_folder,
 )
+from laytune.runners._workload import timed_cold
 
 __all__ = ["Runner"]
 
@@ -206,7 +207,8 @@ class Runner(BaseRunner):
             try:
                 if key not in workloads:
                     workloads[key] = cloudpickle.dumps(item.workload)
-                payload = (item.build.program, item.build.binary, key, item.abandon_above_s)
+                cold = timed_cold(item.workload, self._device.info.cache_size)
+                payload = (item.build.program, item.build.binary, key, item.abandon_above_s, cold)
                 items.append((index, cloudpickle.dumps(payload)))
             except Exception as exc:  # anything pickling may raise
                 results[index] = self._failure(

@@ -51,6 +51,7 @@ import traceback
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -366,10 +367,9 @@ def worker_main(
                 references = dict(workload.reference(inputs))
                 keep_references(kept, key, seed, references)
             reduction_length = int(getattr(workload, "reduction_length", 1))
-            timed_cold = bool(getattr(workload, "timed_cold", False))
         except Exception:
             return f"preparing workload {key!r} raised:\n{traceback.format_exc()}"
-        workloads[key] = PreparedWorkload(key, inputs, references, reduction_length, timed_cold)
+        workloads[key] = PreparedWorkload(key, inputs, references, reduction_length)
         while len(workloads) > _WORKLOAD_CACHE_SIZE:
             dropped, _ = workloads.popitem(last=False)
             session.drop_workload(dropped)
@@ -387,7 +387,7 @@ def worker_main(
         _, config, workload_blobs, items = message
         for index, blob in items:
             try:
-                program, binary, key, abandon_above_s = pickle.loads(blob)
+                program, binary, key, abandon_above_s, timed_cold = pickle.loads(blob)
             except Exception:
                 reply(
                     "failed", index, f"unpickling the candidate raised:\n{traceback.format_exc()}"
@@ -401,6 +401,8 @@ def worker_main(
                     continue
                 reply("prepared", index)
             workloads.move_to_end(key)
+            if workloads[key].timed_cold != timed_cold:  # the item's say, not the cached one's
+                workloads[key] = replace(workloads[key], timed_cold=timed_cold)
             try:
                 result = measure_candidate(
                     session,

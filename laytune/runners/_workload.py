@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["VerifiableWorkload", "aligned", "input_seed"]
+__all__ = ["VerifiableWorkload", "aligned", "input_seed", "timed_cold"]
 
 #: Where the measuring process puts the arrays of its inputs: a page. A device
 #: buffer made over an input (``USE_HOST_PTR``) is then the array itself on a
@@ -31,7 +31,9 @@ class VerifiableWorkload(Protocol):
     tolerance (see :meth:`laytune.runners.Tolerance.for_dtype`), and
     ``timed_cold: bool``, true to be timed with a cache flush before every
     timed run whatever ``MeasureConfig.flush_cache`` says (conversion
-    workloads are).
+    workloads are), and ``weights``, the names of its inputs that are a
+    model's parameters: where they outgrow the device's cache the workload
+    is timed cold too (:func:`timed_cold`).
 
     Workloads are sent to the worker process with cloudpickle, so a class
     defined in a notebook or a script works as well as an importable one.
@@ -62,3 +64,28 @@ def aligned(array: np.ndarray, alignment: int = INPUT_ALIGNMENT) -> np.ndarray:
     copy = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
     copy[...] = array
     return copy
+
+
+def timed_cold(workload: object, cache_bytes: int) -> bool:
+    """Whether ``workload`` is timed with a cache flush before every timed
+    repeat on a device whose cache holds ``cache_bytes`` (``DeviceInfo.cache_size``;
+    0, unknown: by the workload's own say only): where it says so
+    (``timed_cold``), or where its weights (``weights``: the inputs that are
+    a model's parameters, read once per call) outgrow that cache. Between
+    two calls in a model every other operator runs, so such weights come
+    back from memory each time; timed warm, a search ranks kernels by
+    caches the model never has (on BERT's FFN the kernels that prefetch the
+    next block of weights were 1.05x faster warm and 1.25x with the weights
+    in memory, ``bench.hand_stream``). The rule depends on the workload and
+    the device alone, so every record of one on one device is timed alike."""
+    if getattr(workload, "timed_cold", False):
+        return True
+    names = set(getattr(workload, "weights", ()))
+    if cache_bytes <= 0 or not names:
+        return False
+    weights = sum(
+        int(np.prod(b.shape)) * np.dtype(b.dtype).itemsize
+        for b in getattr(workload, "buffers", ())
+        if b.name in names
+    )
+    return weights > cache_bytes

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laytune.records import Boundary, Record, is_baseline, layout_text
+from laytune.runners import timed_cold
 from laytune.space import Candidate, SearchSpace
 
 __all__ = [
@@ -302,9 +303,11 @@ class Progress(TuneCallback):
     def on_start(self, job: Job) -> None:
         size = job.space.size_up_to(COUNT_CAP)
         counted = f"{size:,}" if size < COUNT_CAP else f"over {COUNT_CAP:,}"
+        cold = timed_cold(job.workload, job.space.device.cache_size)
         self.console.print(
             f"[bold]{job.workload.key}[/] on {job.device.name}: {counted} valid "
-            f"candidates, strategy {job.strategy}, study {job.study_name!r}",
+            f"candidates, strategy {job.strategy}, study {job.study_name!r}"
+            + (", timed cold (a cache flush before every timed run)" if cold else ""),
             highlight=False,
         )
         if self.console.is_terminal:

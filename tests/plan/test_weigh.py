@@ -129,3 +129,27 @@ def test_weighing_escapes_what_one_operator_at_a_time_cannot() -> None:
 
 def _marked(n: int) -> Candidate:
     return Candidate.make({}, {"unroll": n})
+
+
+def test_where_some_records_of_an_operator_were_timed_cold_the_planner_weighs_only_those(
+    tmp_path: Path,
+) -> None:
+    """Records of one workload timed warm (before its weights counted as
+    outgrowing the cache) beside records timed cold: the cold ones are what
+    the model meets, so the options come from them alone."""
+    from laytune.plan._price import lookup_options
+
+    graph, _ = seed_graph()
+    workload = graph.op("conv1").workload
+    blocked = conv_candidate(workload)
+    plain = Candidate.make({n: identity(lay.shape) for n, lay in blocked.layouts})
+    with open_database(tmp_path / "c.db") as db:
+        db.add(_record(workload, blocked, 1e-3, 0.0))  # warm: fast on warm caches
+        options = lookup_options(db, workload.key, DEVICE.key)
+        assert [o.candidate for o in options][:1] == [blocked]
+        cold = _record(workload, plain, 1.5e-3, 0.0)
+        cold.result["launches"] = {"pack": 0, "compute": 9, "unpack": 0, "flush": 3}
+        db.add(cold)
+        options = lookup_options(db, workload.key, DEVICE.key)
+        assert [o.candidate for o in options] == [plain]
+        assert options[0].compute_s == pytest.approx(1.5e-3)

@@ -6,6 +6,7 @@ counting."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -65,3 +66,11 @@ def test_a_fused_residual_convolution_starts_without_counting_its_space() -> Non
         written_cpu(),
     )
     assert f"over {_job.COUNT_CAP:,} valid candidates" in _first_line(space)
+
+
+def test_a_job_whose_weights_outgrow_the_cache_says_it_is_timed_cold() -> None:
+    conv = ops.conv2d(1, 64, 8, 8, 64, 3, padding=1)  # W: 144 KiB of weights
+    small = replace(written_cpu(), cache_size=64 * 1024)
+    assert ", timed cold" in _first_line(SearchSpace(conv, small))
+    large = replace(written_cpu(), cache_size=1 << 20)
+    assert "timed cold" not in _first_line(SearchSpace(conv, large))
