@@ -102,7 +102,7 @@ def test_an_oracle_reads_back_only_its_device_and_hosts_rows(tmp_path, synthetic
     device = SimpleNamespace(key="dev-1")
     rows = [
         {"device": "dev-1", "host": host_cpu()},  # this device on this host
-        {"device": "dev-1", "host": "AMD EPYC, family 25 model 1, avx2"},  # another host
+        {"device": "dev-1", "host": f"{host_cpu()} (another)"},  # another host, same device key
         {},  # written before rows named their origin
         {"device": "dev-2", "host": host_cpu()},  # another device
     ]
