@@ -101,9 +101,10 @@ def lookup_options(
     time, one per candidate) and the fastest whose non-weight buffers are in
     their logical layouts, the best end-to-end record (what
     ``best_candidate`` freezes) first, among the records timed cold when
-    there are any (a model's operator whose weights outgrow the cache, see
-    :func:`laytune.plan.timed_as_in_model`); a frozen file its candidate with the
-    kernel time it froze; any other source its one candidate."""
+    there are any (an operator whose weights outgrow the cache,
+    :func:`laytune.runners.timed_cold`, beside records written before that
+    rule); a frozen file its candidate with the kernel time it froze; any
+    other source its one candidate."""
     if isinstance(source, FrozenLayouts):  # its one candidate, with the kernel time it froze
         found = lookup_candidate(source, workload_key, device_key)
         if found is None:
@@ -122,7 +123,7 @@ def lookup_options(
         return []
     best = source.best(workload_key, device_key)
     cold = [r for r in records if measured_cold(r)]
-    if cold:  # timed as the model meets them (``timed_as_in_model``): rank only those
+    if cold:  # timed as a model meets them (``laytune.runners.timed_cold``): only those
         records = cold
         best = best if best is not None and measured_cold(best) else None
     by_kernel = sorted(records, key=lambda r: (r.compute_s, r.id or 0))

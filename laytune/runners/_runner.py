@@ -200,15 +200,22 @@ class Runner(BaseRunner):
         """
         config = self._config
         workloads: dict[str, bytes] = {}
+        cold: dict[str, bool] = {}  # per workload key: timed cold on this device
         items: list[tuple[int, bytes]] = []
         for index in todo:
             item = batch[index]
             key = item.workload.key
             try:
                 if key not in workloads:
+                    cold[key] = timed_cold(item.workload, self._device.info.cache_size)
                     workloads[key] = cloudpickle.dumps(item.workload)
-                cold = timed_cold(item.workload, self._device.info.cache_size)
-                payload = (item.build.program, item.build.binary, key, item.abandon_above_s, cold)
+                payload = (
+                    item.build.program,
+                    item.build.binary,
+                    key,
+                    item.abandon_above_s,
+                    cold[key],
+                )
                 items.append((index, cloudpickle.dumps(payload)))
             except Exception as exc:  # anything pickling may raise
                 results[index] = self._failure(

@@ -418,8 +418,9 @@ def describe_knobs(knobs: Sequence[tuple[str, Any]]) -> str:
 # panel) reads that block from memory in its first item's pass when the input
 # is larger than the cache, while the other items find it cached. With
 # ``prefetch`` each item, as it reduces, also prefetches its share of the
-# block that the next work-group reads, a cache line every few steps, so that the next group finds its block cached and
-# the first pass is spread over the whole group's compute.
+# block that the next work-group reads, a cache line every few steps, so
+# that the next group finds its block cached and the first pass is spread
+# over the whole group's compute.
 #
 # The form decides which inputs may be prefetched (:func:`prefetch_inputs`):
 # an input indexed by plain axes, among them the innermost axis of some
