@@ -1,9 +1,9 @@
 """A tuning job in its own process, for the resume and multi-worker tests.
 
 ``python -m tests.search.worker URL STRATEGY TRIALS [BATCH [SPACE]]`` tunes the
-small copy workload of :data:`WORKLOAD` in :data:`OPTIONS` (SPACE ``small``, 60
-candidates), :data:`WIDE` (SPACE ``wide``, 198) or :data:`PAIR` (SPACE
-``pair``, 32) into the database at URL.
+small copy workload of :data:`WORKLOAD` in :data:`OPTIONS` (SPACE ``small``, 70
+candidates), :data:`WIDE` (SPACE ``wide``, 360) or :data:`PAIR` (SPACE
+``pair``, 35) into the database at URL.
 """
 
 from __future__ import annotations
