@@ -69,6 +69,7 @@ from laytune.space import (
     dtype_bytes,
     grid_dims,
     group_knob,
+    parse_reduce_order,
     prefetch_worth,
     reads_outside,
     reduce_order_text,
@@ -77,33 +78,40 @@ from laytune.space import (
 
 __all__ = ["conversion_starts", "standard_candidates"]
 
-# Register blocks in units of the device's float lanes L (:func:`simd_lanes`).
-# A contraction's (rows MR, columns NR, vector): first the tallest block of
-# 8 rows whose accumulators the registers hold, 8 x 3L (24 of AVX-512's 28
-# block registers): per step of k it loads 8 broadcasts and 3 vectors for 24
-# FMAs, where 8 x 2L loads 10 for 16. On 2 Xeon cores (AVX-512, two FMA units
-# each, Intel's CPU runtime) 8 x 3L beat 8 x 2L at every size measured: over
-# packed panels 327-332 against 307-321 GFLOP/s at 768^3 and 1536^3; on the
-# operands as they are 281 against 245 at 1000^3 and 271 against 231 on
-# 127 x 257 x 509, whose rows of 257 leave every vector of B straddling two
-# cache lines (6 x 4L and 7 x 4L, fuller still, were slower there: 218 and
-# 192). A device whose registers do not hold 24 vectors skips it, and an
-# output whose width it would overshoot by much tries it later
-# (:func:`_contraction_order`). Then 8 x 2L (16 accumulators: 323 against
-# 255 GFLOP/s for 8 x L at 2048^3, packed), then 8 x L: over packed panels
-# faster than 6 x L (BLIS's AVX2 shape), which took 1.1-1.4x longer (0.71
-# against 0.97 ms at 512^3, 5.6 against 7.6 ms at 1024^3); jobs of 24 trials
-# try only the first six starts
-_CONTRACTION_BLOCKS = (
-    (8, 3, 1),
-    (8, 2, 1),
-    (8, 1, 1),
+# Register blocks of a contraction, in units of the device's float lanes L
+# (:func:`simd_lanes`): MR rows by NR columns, ``floatNR`` accumulators. Per
+# step of k a block holds MR x NR / L accumulators, NR / L vectors of the right
+# operand and one broadcast of the left in registers, and keeps one register
+# spare (:func:`_held`). For each width of 1, 2 or 3 vectors the tallest block
+# of 8, 6 or 4 rows that fits leads (:func:`contraction_blocks`), ranked by the
+# loads each FMA takes (:func:`_contraction_order`). On AVX-512's 32 registers
+# that is 8 x 3L, 8 x 2L, 8 x L. On 2 Xeon cores (two FMA units each, Intel's
+# CPU runtime) 8 x 3L beat 8 x 2L at every size measured: over packed panels
+# 327-332 against 307-321 GFLOP/s at 768^3 and 1536^3; on the operands as they
+# are 281 against 245 at 1000^3 and 271 against 231 on 127 x 257 x 509, whose
+# rows of 257 leave every vector of B straddling two cache lines (6 x 4L and 7
+# x 4L were slower there: 218 and 192). 8 x 2L took 323 against 255 GFLOP/s
+# for 8 x L at 2048^3, and 8 x L over packed panels was faster than 6 x L (0.71
+# against 0.97 ms at 512^3). On AVX2's 16 registers the rule gives 6 x 2L
+# (BLIS's block; 4 x 3L would take all 16) and 8 x L: on a Zen 3 host the
+# BERT FFN's 128 x 3072 x 768 took 3.7-4.1 ms in 6 x 2L, 4.8-6.8 in 4 x 3L and
+# 5.4-6.5 in 8 x L (each with its best unroll, :func:`_unroll`). Narrower
+# blocks follow for outputs too small for these.
+_BLOCK_ROWS = (8, 6, 4)
+_BLOCK_VECTORS = (1, 2, 3)
+_NARROW_BLOCKS = (
     (6, 1, 1),
     (4, 1, 1),
     (8, 0.5, 0.5),
     (6, 1, 0.5),
     (4, 0.5, 0.5),
 )
+# Vector FMAs per iteration of a contraction's unrolled reduce loop: the
+# loop's own instructions (a compare, a branch, the operands' addresses) stay
+# a small share of it. The Xeon's searches chose unroll 2 for 8 x 2L (16 FMAs
+# a step); on Zen 3 the FFN's 6 x 2L (12) ran 2.0x faster unrolled 4 times
+# than once (3.7-4.1 against 7.7-8.7 ms), and 8 x L (8) 1.2x unrolled 8 times.
+_FMAS_PER_ITERATION = 32
 # A window's (channel block, filters per work-item, output columns per
 # work-item, vector), channel blocks, filters and vectors in lanes: first two
 # vectors of filters by 4 columns (8 accumulators, the AVX-512 direct
@@ -380,14 +388,34 @@ def _lockstep_group(
     return _group_knobs(workload, form, down, across)
 
 
+def _held(rows: int, vectors: int) -> int:
+    """Vector registers an MR x NR block holds at a step of k: its
+    accumulators, a row of the right operand, a broadcast of the left, and
+    one spare (the compiler's own; 4 x 3L on AVX2 would fill all 16)."""
+    return rows * vectors + vectors + 2
+
+
+def contraction_blocks(lanes: int) -> list[tuple[int, float, float]]:
+    """The register blocks (MR, NR and vector in lanes) a contraction's
+    starts try on a device of ``lanes`` float lanes: for each width of
+    :data:`_BLOCK_VECTORS` vectors the tallest of :data:`_BLOCK_ROWS` whose
+    registers the file holds (:func:`_held`), then :data:`_NARROW_BLOCKS`."""
+    file = block_registers(lanes) + 4
+    lead = []
+    for vectors in _BLOCK_VECTORS:
+        rows = [r for r in _BLOCK_ROWS if _held(r, vectors) <= file and _fits(r * vectors, lanes)]
+        if rows:
+            lead.append((max(rows), vectors, 1))
+    return lead + [b for b in _NARROW_BLOCKS if b not in lead]
+
+
 def _contraction_order(columns: int, lanes: int) -> list[tuple[int, float, float]]:
-    """:data:`_CONTRACTION_BLOCKS` for an output ``columns`` wide: the blocks
+    """:func:`contraction_blocks` for an output ``columns`` wide: the blocks
     of full vectors by the loads each FMA takes (``(MR + NR / L) / (MR * NR
     / L)``: 0.46 for 8 x 3L, 0.63 for 8 x 2L) times the columns computed
     per column stored (a last block overshooting or overlapping the width),
-    ties in the table's order; then the narrower ones as they are. On 64
-    columns 8 x 3L computes 96 and comes after 8 x 2L; on 257 or 1000 it
-    leads."""
+    ties widest first; then the narrower ones as they are. On 64 columns
+    8 x 3L computes 96 and comes after 8 x 2L; on 257 or 1000 it leads."""
 
     def cost(entry: tuple[int, float, float]) -> float:
         mr, nr_lanes, _ = entry
@@ -395,8 +423,9 @@ def _contraction_order(columns: int, lanes: int) -> list[tuple[int, float, float
         computed = -(-columns // nr) * nr / columns
         return computed * (mr + nr_lanes) / (mr * nr_lanes)
 
-    full = [entry for entry in _CONTRACTION_BLOCKS if entry[2] == 1]
-    return sorted(full, key=cost) + [entry for entry in _CONTRACTION_BLOCKS if entry[2] != 1]
+    blocks = contraction_blocks(lanes)
+    full = sorted((entry for entry in blocks if entry[2] == 1), key=lambda e: -e[1])
+    return sorted(full, key=cost) + [entry for entry in blocks if entry[2] != 1]
 
 
 def _blocks(space: SearchSpace, form: Contraction, mr: int, nr: int, vector: int) -> dict[str, Any]:
@@ -406,7 +435,21 @@ def _blocks(space: SearchSpace, form: Contraction, mr: int, nr: int, vector: int
     knobs: dict[str, Any] = {"vector_axis": columns, "vector": vector, f"block.{rows}": mr}
     knobs[f"block.{columns}"] = nr
     knobs.update(_panel_group(space, form, mr, nr))
+    unroll = _unroll(space, mr * nr // vector)
+    if unroll > 1:
+        knobs["unroll"] = unroll
     return knobs
+
+
+def _unroll(space: SearchSpace, fmas: int) -> int:
+    """How many times the innermost reduce loop is unrolled for ``fmas``
+    vector FMAs a step: the fewest of the space's unrolls that dividing the
+    loop reach :data:`_FMAS_PER_ITERATION`, else the most that divides."""
+    workload = space.workload
+    trips = workload.axes[parse_reduce_order(workload, "")[-1]].extent
+    dividing = [u for u in space.options.unrolls if trips % u == 0] or [1]
+    enough = [u for u in dividing if u * fmas >= _FMAS_PER_ITERATION]
+    return min(enough) if enough else max(dividing)
 
 
 def _panel_axis(workload: Any, form: Contraction, vector: int) -> str | None:

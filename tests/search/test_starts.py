@@ -15,7 +15,7 @@ from laytune.device_info import DeviceInfo
 from laytune.layout import block, identity, panel
 from laytune.ops import Workload
 from laytune.search import _starts, _structure, params_of, standard_candidates
-from laytune.search._starts import simd_lanes
+from laytune.search._starts import contraction_blocks, simd_lanes
 from laytune.search._structure import Contraction, Window, classify
 from laytune.space import SearchSpace
 from tests.search.devices import written_cpu
@@ -88,48 +88,80 @@ def test_no_operator_name_appears_in_the_starts() -> None:
 
 
 @pytest.mark.parametrize(
-    ("device", "lanes", "points", "columns"),
-    [(written_cpu(16), 16, 448, 32), (written_cpu(8), 8, 96, 8)],
+    ("device", "lanes", "points", "rows", "columns", "unroll"),
+    [(written_cpu(16), 16, 448, 8, 32, 2), (written_cpu(8), 8, 96, 6, 16, 4)],
 )
 def test_register_blocks_follow_the_device_lanes(
-    device: DeviceInfo, lanes: int, points: int, columns: int
+    device: DeviceInfo, lanes: int, points: int, rows: int, columns: int, unroll: int
 ) -> None:
-    """8 rows by two vectors of columns where the block registers hold their
-    16 accumulators (AVX-512's 28), else by one vector (AVX's 12). A GPU's
-    contraction takes another form (``tests/codegen/test_lockstep_starts.py``)."""
+    """Two vectors of columns by the most rows whose accumulators, row of
+    the right operand, broadcast and a spare the register file holds: 8 on
+    AVX-512's 32 registers, 6 on AVX's 16 (BLIS's 6 x 16). The reduce loop
+    is unrolled to 32 FMAs an iteration: twice for 16 accumulators, four
+    times for 12. A GPU's contraction takes another form
+    (``tests/codegen/test_lockstep_starts.py``)."""
     assert simd_lanes(device) == lanes
     # the space's register budget: 28 zmm (AVX-512) or 12 ymm (AVX) of accumulators
     assert device.register_block_points() == points
     space = SearchSpace(ops.matmul(64, 64, 32), device)
     first = standard_candidates(space, 1)[0]
-    assert (first.knob("block.i"), first.knob("block.j"), first.knob("vector")) == (
-        8,
-        columns,
-        lanes,
-    )
-    assert first.layout("A") == block((64, 32), 0, 8)
+    knobs = ("block.i", "block.j", "vector", "unroll")
+    assert tuple(first.knob(k) for k in knobs) == (rows, columns, lanes, unroll)
+    assert first.layout("A") == block((64, 32), 0, rows)
     assert first.layout("B") == panel((32, 64), 1, columns)
+
+
+@pytest.mark.parametrize(
+    ("lanes", "blocks"),
+    [
+        (16, [(8, 1, 1), (8, 2, 1), (8, 3, 1)]),
+        (8, [(8, 1, 1), (6, 2, 1)]),
+        (4, [(8, 1, 1), (6, 2, 1)]),
+    ],
+)
+def test_contraction_blocks_follow_the_register_file(
+    lanes: int, blocks: list[tuple[int, int, int]]
+) -> None:
+    """For each width of vectors the tallest block of 8, 6 or 4 rows whose
+    registers fit: AVX-512 holds 8 rows at every width; AVX's 16 registers
+    hold 6 x 2L (12 accumulators, 2 vectors of B, a broadcast, a spare) but
+    not 4 x 3L (17 registers), and no 3L block at all. Then the narrow ones."""
+    derived = contraction_blocks(lanes)
+    assert derived[: len(blocks)] == blocks
+    assert all(b[2] < 1 or b[0] < 8 for b in derived[len(blocks) :])
+
+
+@pytest.mark.parametrize(("depth", "unroll"), [(24, 2), (509, 1), (6, 2), (32, 2)])
+def test_the_reduce_loop_unrolls_only_by_what_divides_it(depth: int, unroll: int) -> None:
+    """8 x 3L's 24 FMAs a step reach 32 an iteration unrolled twice; a
+    prime depth is not unrolled (the space's unrolls must divide it)."""
+    space = SearchSpace(ops.matmul(40, 1000, depth), written_cpu(16))
+    first = standard_candidates(space, 1)[0]
+    assert (first.knob("block.j"), first.knob("unroll")) == (48, unroll)
+    assert params_of(space, first) is not None
 
 
 @pytest.mark.parametrize(
     ("device", "columns", "block"),
     [
-        (written_cpu(16), 257, 48),
-        (written_cpu(16), 1000, 48),
-        (written_cpu(16), 768, 48),
-        (written_cpu(16), 64, 32),
-        (written_cpu(8), 1000, 8),
+        (written_cpu(16), 257, (8, 48)),
+        (written_cpu(16), 1000, (8, 48)),
+        (written_cpu(16), 768, (8, 48)),
+        (written_cpu(16), 64, (8, 32)),
+        (written_cpu(8), 1000, (6, 16)),
+        (written_cpu(8), 8, (8, 8)),
     ],
 )
 def test_three_vectors_of_columns_lead_where_they_fit(
-    device: DeviceInfo, columns: int, block: int
+    device: DeviceInfo, columns: int, block: tuple[int, int]
 ) -> None:
     """8 x 3L (24 accumulators) first where the registers hold it and the
     width wastes little of it; 64 columns would compute 96 so (8 x 2L
-    first), and AVX's 12 block registers hold neither 3L nor 2L."""
+    first). AVX's registers hold 6 x 2L at most; 8 columns would waste half
+    of its 16, so 8 x L leads there."""
     space = SearchSpace(ops.matmul(40, columns, 24), device)
     first = standard_candidates(space, 1)[0]
-    assert (first.knob("block.i"), first.knob("block.j")) == (8, block)
+    assert (first.knob("block.i"), first.knob("block.j")) == block
     assert params_of(space, first) is not None
 
 
