@@ -88,7 +88,7 @@ def test_columns_the_lanes_do_not_divide_keep_full_vectors(env: Env) -> None:
     blocks of rows and the right one read as it is (a panel holds no
     unaligned runs); before, the starts narrowed the vectors to 4 lanes."""
     lanes = simd_lanes(env.info)
-    rows, columns, depth = 13, _odd(lanes), 19
+    rows, columns, depth = 29, _odd(lanes), 19  # 29: 8- and 6-row blocks pad it little
     matmul = Workload.define(
         "odd_matmul",
         "C[i, j] += A[i, k] * B[k, j]",
