@@ -317,10 +317,15 @@ def _host_cache_size() -> int:
 VECTOR_REGISTERS = {16: 32, 8: 16, 4: 16}
 
 
+def vector_registers(lanes: int) -> int:
+    """The register file of the instruction set whose vectors hold ``lanes`` floats."""
+    return VECTOR_REGISTERS.get(lanes, 16)
+
+
 def block_registers(lanes: int) -> int:
     """Vector registers of ``lanes`` floats a register block may take: the
     instruction set's register file less 4 for the operands."""
-    return VECTOR_REGISTERS.get(lanes, 16) - 4
+    return vector_registers(lanes) - 4
 
 
 #: Outputs a register block of a non-CPU device's work-item may hold.

@@ -57,7 +57,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from laytune.device_info import DeviceInfo, block_registers
+from laytune.device_info import DeviceInfo, block_registers, vector_registers
 from laytune.layout import Layout, Var, block, compose, panel, permute, variables
 from laytune.search._strategies import params_of
 from laytune.search._structure import Contraction, Window, classify
@@ -400,7 +400,7 @@ def contraction_blocks(lanes: int) -> list[tuple[int, float, float]]:
     starts try on a device of ``lanes`` float lanes: for each width of
     :data:`_BLOCK_VECTORS` vectors the tallest of :data:`_BLOCK_ROWS` whose
     registers the file holds (:func:`_held`), then :data:`_NARROW_BLOCKS`."""
-    file = block_registers(lanes) + 4
+    file = vector_registers(lanes)
     lead = []
     for vectors in _BLOCK_VECTORS:
         rows = [r for r in _BLOCK_ROWS if _held(r, vectors) <= file and _fits(r * vectors, lanes)]
