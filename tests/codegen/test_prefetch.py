@@ -17,6 +17,7 @@ import pyopencl as cl
 import pytest
 
 from laytune import ops
+from laytune.codegen import _kernel as kernel_module
 from laytune.codegen import lower
 from laytune.codegen._nest import plan_nest
 from laytune.device_info import DeviceInfo
@@ -158,51 +159,86 @@ def test_prefetching_kernels_match_numpy(env: Env, workload: Workload) -> None:
         np.testing.assert_allclose(outputs[workload.output.name], expected, rtol=1e-4, atol=1e-3)
 
 
-def test_the_kernel_prefetches_every_line_of_every_next_panel(env: Env) -> None:
-    """The emitted addresses, not only the plan: each prefetch is turned into
-    a store of 1 at its offset into a buffer shaped as ``B``'s physical
-    layout, and the whole grid run. Over a packed ``B`` (panels of
-    columns, 1024 x 1024), every work-group but the last marks the first
-    element of every cache line of the next panel, the last its own panel
-    again: so exactly the lines of every panel but the first. The panels
-    are as wide as the start's blocks of columns, which follow the device's
-    lanes (32 columns on AVX-512, 8 on AVX2), and the plan steps through a
-    block by its rows where a row is shorter than a line (a panel's rows of
-    8 floats: each line is prefetched twice, once per row)."""
-    info = _info(env)
-    workload = ops.matmul(64, 1024, 1024)
-    space = SearchSpace(workload, info)
-    start = next(c for c in standard_candidates(space, 4) if not c.layout("B").is_identity)
-    panel = start.knob("block.j")
-    assert start.layout("B") == panel_layout((1024, 1024), axis=1, factor=panel)
-    program = lower(workload, start, info)
+def _marks(env: Env, workload: Workload, start: Candidate, buffer: str) -> tuple[np.ndarray, int]:
+    """The emitted addresses, not only the plan: each prefetch of ``buffer``
+    in ``start``'s kernel turned into a store of 1 at its offset into an
+    array shaped as the buffer's physical layout, and the whole grid run.
+    (The offsets marked, the prefetches in the source.)"""
+    program = lower(workload, start, _info(env))
     name = program.compute[0].kernel
     head, rest = program.source.split(f"void {name}(", 1)
     params, body = rest.split(") {", 1)
     body = body.split("\n}\n", 1)[0]
-    marked, count = re.subn(r"__builtin_prefetch\(B \+ \(?(.*?)\)?\);", r"T[\1] = 1.0f;", body)
-    assert count == start.knob("unroll")  # one per copy of the unrolled body
+    marked, count = re.subn(
+        rf"__builtin_prefetch\({buffer} \+ \(?(.*?)\)?\);", r"T[\1] = 1.0f;", body
+    )
     source = f"{head}void {name}({params}, __global float* restrict T) {{{marked}\n}}\n"
     kernel = getattr(build_source(env.context, source), name)
     mf = cl.mem_flags
-    sizes = {n: start.layout(n).physical_size for n in ("A", "B", "C")}
-    buffers = [cl.Buffer(env.context, mf.READ_WRITE, size=4 * sizes[n]) for n in ("A", "B", "C")]
-    marks = np.zeros(sizes["B"], np.float32)
+    names = [b.name for b in workload.buffers]
+    buffers = [
+        cl.Buffer(env.context, mf.READ_WRITE, size=4 * start.layout(n).physical_size) for n in names
+    ]
+    marks = np.zeros(start.layout(buffer).physical_size, np.float32)
     target = cl.Buffer(env.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=marks)
     launch = program.compute[0]
     kernel(env.queue, launch.global_size, launch.local_size, *buffers, target)
     cl.enqueue_copy(env.queue, marks, target)
     env.queue.finish()
+    return np.flatnonzero(marks), count
+
+
+def test_the_kernel_prefetches_every_line_of_every_next_panel(env: Env) -> None:
+    """Over a packed ``B`` (panels of columns, 1024 x 1024), every
+    work-group but the last marks the first element of every cache line of
+    the next panel, the last its own panel again: so exactly the lines of
+    every panel but the first (:func:`_marks`). The panels are as wide as
+    the start's blocks of columns, which follow the device's lanes (32
+    columns on AVX-512, 8 on AVX2), and the plan steps through a block by
+    its rows where a row is shorter than a line (a panel's rows of 8
+    floats: each line is prefetched twice, once per row)."""
+    workload = ops.matmul(64, 1024, 1024)
+    space = SearchSpace(workload, _info(env))
+    start = next(c for c in standard_candidates(space, 4) if not c.layout("B").is_identity)
+    panel = start.knob("block.j")
+    assert start.layout("B") == panel_layout((1024, 1024), axis=1, factor=panel)
+    touched, count = _marks(env, workload, start, "B")
+    assert count == start.knob("unroll")  # one per copy of the unrolled body
     line = 16  # floats in a 64-byte line
-    touched = np.flatnonzero(marks)
     lines = np.unique(touched // line)
     # panel 1 on, every line of it, and no line of panel 0
-    np.testing.assert_array_equal(lines, np.arange(1024 * panel // line, marks.size // line))
+    np.testing.assert_array_equal(lines, np.arange(1024 * panel // line, 1024 * 1024 // line))
     # one mark per line where a panel's row fills one (AVX-512's 32 columns),
     # one per row of the panel where a line holds several (AVX2's 8: two)
     per_line = np.bincount(touched // line)[lines]
     assert per_line.max() == max(1, line // panel)
     assert np.all(touched % min(panel, line) == 0)  # each at a row's start
+
+
+def test_a_convolution_prefetches_after_its_channel_loop_the_same_lines(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A convolution's innermost reduce loop walks the 8 or 16 channels of
+    a block: the prefetch's test goes after that loop, its counter stepping
+    by the loop's length, not into each step (where it kept the loop from
+    being unrolled). The lines prefetched (:func:`_marks`) are the same as
+    step by step, all in the filters' blocks after the first work-group's
+    (the filters are blocked outermost). Items on the plane's edge rows skip
+    the window's steps outside it, so they take fewer of their shares."""
+    workload = _conv()
+    start = standard_candidates(SearchSpace(workload, _info(env)), 1)[0]
+    split = start.knob("split")
+    assert start.knob("prefetch") is True and split > 1
+    program = lower(workload, start, _info(env))
+    assert f"ahead += {split};" in program.source and "++ahead;" not in program.source
+    after, _ = _marks(env, workload, start, "W")
+    # every = 1: no loop's steps divide it, so the test stays in each step
+    monkeypatch.setattr(kernel_module, "prefetch_every", lambda w: 1 if w.nest.prefetch else 0)
+    assert "++ahead;" in lower(workload, start, _info(env)).source
+    each, _ = _marks(env, workload, start, "W")
+    np.testing.assert_array_equal(after, each)
+    first = start.knob("block.f") * 192 * 9  # the first group's filters, each over c, kh, kw
+    assert after.size and after.min() >= first
 
 
 def test_an_input_held_in_an_image_is_not_prefetched(env: Env) -> None:
