@@ -57,7 +57,12 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from laytune.device_info import DeviceInfo, block_registers, vector_registers
+from laytune.device_info import (
+    DeviceInfo,
+    accumulator_registers,
+    block_registers,
+    vector_registers,
+)
 from laytune.layout import Layout, Var, block, compose, panel, permute, variables
 from laytune.search._strategies import params_of
 from laytune.search._structure import Contraction, Window, classify
@@ -589,9 +594,13 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
         groups = _groups(workload, form, filters)
         filters //= groups
         vectors = max(1, filters // vector) * groups
-        if not _fits(vectors * target, lanes):
+        # a whole padded row may take more of the register file (_window_blocks)
+        most = (
+            accumulator_registers(lanes) if padded and target == width else block_registers(lanes)
+        )
+        if vectors * target > most:
             continue
-        budget = block_registers(lanes) // vectors
+        budget = most // vectors
         columns = _columns(width, target, budget, space.options.blocks)
         knobs: dict[str, Any] = {
             "vector_axis": along,
@@ -673,15 +682,19 @@ def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float,
     took 0.84, and 0.83 against 0.93 on the 7 x 7 stem of bench.user_ops
     (interleaved, the same layouts).
 
-    A padded window whose output row fits those accumulators leads with the
-    whole row in one block, as many vectors of filters as the rest of the
-    accumulators hold: with one block along the row, every test of the
-    window's edges is on constant columns and folds away, where two blocks
-    of half a row test them at run time in every load. On ResNet-18's
-    conv2d (1, 256, 14, 14) x 256 3 x 3 the 1 x 14 block took 0.68 ms where
-    the 4 x 7 one took 0.88 and 1 x 7 1.44 (ONNX Runtime 0.72; interleaved,
-    the same layouts); on its 7-wide last stage, 2 x 7 is what the search
-    found best."""
+    A padded window whose output row fits the register file as one vector
+    of accumulators per column (:func:`~laytune.device_info.accumulator_registers`: AVX2's
+    16 registers hold a row of 14, which its power-of-two block of 8 would
+    split in two blocks that test the window's edges at run time) leads with the
+    whole row in one block, as many vectors of filters as the power of two
+    of accumulators hold per column: with one block along the row, every
+    test of the window's edges is on constant columns and folds away, where
+    two blocks of half a row test them at run time in every load. On
+    ResNet-18's conv2d (1, 256, 14, 14) x 256 3 x 3 the 1 x 14 block took
+    0.68 ms where the 4 x 7 one took 0.88 and 1 x 7 1.44 on the AVX-512
+    host (ONNX Runtime 0.72; interleaved, the same layouts), and 2.38-2.55
+    ms where the 2 x 3 block took 3.1-3.5 on a Zen 3 host's AVX2; on its
+    7-wide last stage, 2 x 7 is what the search found best."""
     lanes = simd_lanes(space.device)
     table = list(_WINDOW_BLOCKS)
     if form.filters is None:
@@ -695,8 +708,12 @@ def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float,
     derived = (1.0, float(vectors), accumulators // vectors, 1.0)
     leads = [derived]
     width = workload.axes[form.columns].extent
-    if reads_outside(workload) and width <= accumulators and width in space.options.blocks:
-        rows = min(filters, _power_at_most(accumulators // width))
+    if (
+        reads_outside(workload)
+        and width <= accumulator_registers(lanes)
+        and width in space.options.blocks
+    ):
+        rows = min(filters, _power_at_most(max(1, accumulators // width)))
         leads.insert(0, (1.0, float(rows), width, 1.0))
     return [*leads, *(entry for entry in table if entry not in leads)]
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from laytune import ops
-from laytune.device_info import DeviceInfo
+from laytune.device_info import DeviceInfo, accumulator_registers
 from laytune.layout import block, identity, panel
 from laytune.ops import Workload
 from laytune.search import _starts, _structure, params_of, standard_candidates
@@ -89,7 +89,7 @@ def test_no_operator_name_appears_in_the_starts() -> None:
 
 @pytest.mark.parametrize(
     ("device", "lanes", "points", "rows", "columns", "unroll"),
-    [(written_cpu(16), 16, 448, 8, 32, 2), (written_cpu(8), 8, 96, 6, 16, 4)],
+    [(written_cpu(16), 16, 480, 8, 32, 2), (written_cpu(8), 8, 112, 6, 16, 4)],
 )
 def test_register_blocks_follow_the_device_lanes(
     device: DeviceInfo, lanes: int, points: int, rows: int, columns: int, unroll: int
@@ -101,7 +101,7 @@ def test_register_blocks_follow_the_device_lanes(
     times for 12. A GPU's contraction takes another form
     (``tests/codegen/test_lockstep_starts.py``)."""
     assert simd_lanes(device) == lanes
-    # the space's register budget: 28 zmm (AVX-512) or 12 ymm (AVX) of accumulators
+    # the space's register budget: 30 zmm (AVX-512) or 14 ymm (AVX) of accumulators
     assert device.register_block_points() == points
     space = SearchSpace(ops.matmul(64, 64, 32), device)
     first = standard_candidates(space, 1)[0]
@@ -235,6 +235,30 @@ def test_a_padded_window_whose_row_fits_the_accumulators_leads_with_the_whole_ro
     unpadded = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=0)
     lead = standard_candidates(SearchSpace(unpadded, written_cpu()), 1)[0]
     assert lead.knob("block.f") == 64  # no edges to fold: the square block leads
+
+
+@pytest.mark.parametrize(
+    ("height", "columns"), [(14, 14), (7, 7), (16, 4), (28, 4)], ids=["14", "7", "16", "28"]
+)
+def test_on_avx2_a_whole_padded_row_may_take_all_but_two_registers(
+    height: int, columns: int
+) -> None:
+    """AVX2's 16 registers hold a 14-wide row's accumulators beside the
+    vector of filters and the broadcast (more than the 12 of a comfortable
+    block, and not a power of two): ResNet's 14-wide stage leads with one
+    vector of filters by the whole row, where the 2 x 3 block split it into
+    blocks that test the edges at run time. A 16-wide row does not fit, and
+    takes the derived 2 x 4 block."""
+    device = written_cpu(8)
+    assert accumulator_registers(8) == 14 and device.register_block_points() == 14 * 8
+    conv = ops.conv2d(1, 64, height, height, 64, 3, padding=1)
+    first = standard_candidates(SearchSpace(conv, device), 1)[0]
+    filters = 8 if columns == height else 16
+    assert (first.knob("block.f"), first.knob("block.ow"), first.knob("vector")) == (
+        filters,
+        columns,
+        8,
+    )
 
 
 @pytest.mark.parametrize(
