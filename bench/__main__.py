@@ -14,6 +14,7 @@ BENCHMARKS = (
     "plan_network",
     "epilogue_fusion",
     "models",
+    "starts",
     "peers",
     "tuned_vs_fixed",
     "search_efficiency",

@@ -3,8 +3,9 @@ model built here, and im2col + numpy; and the float64 reference both are
 checked against.
 
 Every function takes NCHW activations ``x`` (batch, channels, height, width)
-and OIHW weights ``w`` (filters, channels, kh, kw), stride 1 and zero padding
-``pad`` on each side, as ``laytune.ops.conv2d`` defines them.
+and OIHW weights ``w`` (filters, channels, kh, kw), stride 1 (ONNX Runtime's
+any ``stride``) and zero padding ``pad`` on each side, as
+``laytune.ops.conv2d`` defines them.
 """
 
 from __future__ import annotations
@@ -71,21 +72,26 @@ class OnnxRuntimeConv:
             f"onnxruntime {onnxruntime.__version__}, onnx {importlib.metadata.version('onnx')}"
         )
 
-    def model(self, x_shape: tuple[int, ...], w: np.ndarray, pad: int) -> bytes:
+    def model(self, x_shape: tuple[int, ...], w: np.ndarray, pad: int, stride: int = 1) -> bytes:
         """The serialized model ``Y = Conv(X, W)``, checked by onnx's checker."""
         import onnx
         from onnx import TensorProto, helper, numpy_helper
 
         filters, _, kernel, _ = w.shape
         batch, _, height, width = x_shape
-        y_shape = [batch, filters, height + 2 * pad - kernel + 1, width + 2 * pad - kernel + 1]
+        y_shape = [
+            batch,
+            filters,
+            (height + 2 * pad - kernel) // stride + 1,
+            (width + 2 * pad - kernel) // stride + 1,
+        ]
         node = helper.make_node(
             "Conv",
             ["X", "W"],
             ["Y"],
             kernel_shape=[kernel, kernel],
             pads=[pad] * 4,
-            strides=[1, 1],
+            strides=[stride, stride],
         )
         graph = helper.make_graph(
             [node],
@@ -99,13 +105,15 @@ class OnnxRuntimeConv:
         onnx.checker.check_model(model)
         return model.SerializeToString()
 
-    def session(self, x_shape: tuple[int, ...], w: np.ndarray, pad: int) -> Callable[[Any], Any]:
+    def session(
+        self, x_shape: tuple[int, ...], w: np.ndarray, pad: int, stride: int = 1
+    ) -> Callable[[Any], Any]:
         """``run(x) -> y``: the convolution in a CPU session with ONNX Runtime's
         defaults (all graph optimizations, one intra-op thread per core)."""
         import onnxruntime
 
         session = onnxruntime.InferenceSession(
-            self.model(x_shape, w, pad), providers=["CPUExecutionProvider"]
+            self.model(x_shape, w, pad, stride), providers=["CPUExecutionProvider"]
         )
 
         def run(x: Any) -> Any:
