@@ -594,10 +594,8 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
         groups = _groups(workload, form, filters)
         filters //= groups
         vectors = max(1, filters // vector) * groups
-        # a whole padded row may take more of the register file (_window_blocks)
-        most = (
-            accumulator_registers(lanes) if padded and target == width else block_registers(lanes)
-        )
+        # a whole row may take more of the register file (_window_blocks)
+        most = accumulator_registers(lanes) if target == width else block_registers(lanes)
         if vectors * target > most:
             continue
         budget = most // vectors
@@ -694,7 +692,11 @@ def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float,
     0.68 ms where the 4 x 7 one took 0.88 and 1 x 7 1.44 on the AVX-512
     host (ONNX Runtime 0.72; interleaved, the same layouts), and 2.38-2.55
     ms where the 2 x 3 block took 3.1-3.5 on a Zen 3 host's AVX2; on its
-    7-wide last stage, 2 x 7 is what the search found best."""
+    7-wide last stage, 2 x 7 is what the search found best. An unpadded
+    window's row leads so too where it holds more accumulators than the
+    power-of-two block (AVX2's 14-wide rows against 8): a 1 x 1 conv2d (1,
+    1024, 14, 14) x 256 took 1.40 ms in 1 x 14 where the 2 x 3 block that
+    fits the row took 1.73-1.85 (Zen 3)."""
     lanes = simd_lanes(space.device)
     table = list(_WINDOW_BLOCKS)
     if form.filters is None:
@@ -708,11 +710,8 @@ def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float,
     derived = (1.0, float(vectors), accumulators // vectors, 1.0)
     leads = [derived]
     width = workload.axes[form.columns].extent
-    if (
-        reads_outside(workload)
-        and width <= accumulator_registers(lanes)
-        and width in space.options.blocks
-    ):
+    whole = width <= accumulator_registers(lanes) and width in space.options.blocks
+    if whole and (reads_outside(workload) or width > accumulators):
         rows = min(filters, _power_at_most(max(1, accumulators // width)))
         leads.insert(0, (1.0, float(rows), width, 1.0))
     return [*leads, *(entry for entry in table if entry not in leads)]
