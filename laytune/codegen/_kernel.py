@@ -549,12 +549,16 @@ def _loop(
         # unrolled whole, each copy's index tests are constants
         return ["#pragma unroll", head, *indent(body), "}"] if whole else [head, *indent(body), "}"]
     outer = f"{name}{unroll}"
-    out = [f"for (int {outer} = 0; {outer} < {trips}; {outer} += {unroll}) {{{note}"]
+    whole_steps = trips - trips % unroll
+    out = [f"for (int {outer} = 0; {outer} < {whole_steps}; {outer} += {unroll}) {{{note}"]
     for u in range(unroll):
         out.append(f"    {{ const int {name} = {outer}{f' + {u}' if u else ''};")
         out += indent(body, 2)
         out.append("    }")
     out.append("}")
+    if whole_steps < trips:  # the steps the unrolled loop leaves, one by one
+        head = f"for (int {name} = {whole_steps}; {name} < {trips}; ++{name}) {{"
+        out += [f"{head}  /* the last {trips - whole_steps} of {trips} */", *indent(body), "}"]
     return out
 
 

@@ -58,7 +58,8 @@ The loop nest the knobs describe
   names); ``split``: the first of them runs in blocks of ``split`` values,
   whose inner loop becomes the innermost (conv2d's ``c`` blocked by 16
   around ``kh, kw``: ``c // 16, kh, kw, c % 16``); ``unroll``: the innermost
-  reduce loop is unrolled by that factor.
+  reduce loop is unrolled by that factor (the steps it leaves, where it
+  does not divide the loop, run one by one after).
 * ``reduce_vector``: 1, or a width N: the innermost reduce loop steps N
   values at a time, every input it indexes read in ``floatN`` vectors along
   it (each must hold those N elements contiguously, ``VectorAccess``), into

@@ -119,8 +119,10 @@ a buffer whose layout keeps the logical order is not offered.
 divides its NDRange dimension in a kernel of sub-group block reads
 (elsewhere the NDRange rounds up to whole work-groups and the items past the
 last block return at once). ``work_group_device_limit``: the device's
-``max_work_item_sizes`` and ``max_work_group_size``. ``split_divides``,
-``unroll_divides``: reduce loops have no tails. ``reduce_vector``: vectors
+``max_work_item_sizes`` and ``max_work_group_size``. ``split_divides``:
+reduce loops have no tails. ``unroll_divides``: an unroll no longer than its
+loop (one that does not divide it leaves its last steps to a loop of single
+steps; a prime depth of 509 unrolled 4 times). ``reduce_vector``: vectors
 along the innermost reduce loop need every input indexed by it to serve them
 (``VectorAccess``), ``reduce_vector`` times ``unroll`` to divide the loop,
 and a scalar, unstaged, unsplit kernel in the logical order without
@@ -928,11 +930,12 @@ class UnrollStep(Step):
         if not reduce_axes(self.s.workload):
             return [(None, "an element-wise workload has no reduce loop to unroll")]
         name, trips = innermost_loop(self.s, state)
-        if trips % value == 0:
-            return []
-        rule = "local_stage_unroll" if state["local_stage"] else "unroll_divides"
-        where = "one stage's" if state["local_stage"] else "the"
-        return [(rule, f"unroll {value} does not divide {where} {trips} values of {name!r}")]
+        if state["local_stage"] and trips % value:
+            why = f"unroll {value} does not divide one stage's {trips} values of {name!r}"
+            return [("local_stage_unroll", why)]
+        if value > trips:
+            return [("unroll_divides", f"unroll {value} exceeds the {trips} values of {name!r}")]
+        return []
 
 
 class ReduceVectorStep(Step):

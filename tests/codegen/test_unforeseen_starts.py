@@ -86,7 +86,8 @@ def test_columns_the_lanes_do_not_divide_keep_full_vectors(env: Env) -> None:
     """The first start runs full-width vectors along the 2L + 5 columns, its
     last block overlapping the one before it, the left operand packed in
     blocks of rows and the right one read as it is (a panel holds no
-    unaligned runs); before, the starts narrowed the vectors to 4 lanes."""
+    unaligned runs); before, the starts narrowed the vectors to 4 lanes. The
+    depth of 19 is unrolled with a loop of single steps after."""
     lanes = simd_lanes(env.info)
     rows, columns, depth = 29, _odd(lanes), 19  # 29: 8- and 6-row blocks pad it little
     matmul = Workload.define(
@@ -102,6 +103,10 @@ def test_columns_the_lanes_do_not_divide_keep_full_vectors(env: Env) -> None:
     assert first.knob("vector") == lanes and first.knob("block.j") % lanes == 0
     assert first.layout("A") == block((rows, depth), 0, first.knob("block.i"))
     assert first.layout("B") == identity((depth, columns))
+    # the prime depth unrolled all the same, its last steps one by one
+    unroll = first.knob("unroll")
+    assert unroll > 1 and depth % unroll
+    assert f"/* the last {depth % unroll} of {depth} */" in lower(matmul, first, env.info).source
     _matches_numpy(env, matmul, first, seed=2)
 
 

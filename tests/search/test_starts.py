@@ -131,10 +131,11 @@ def test_contraction_blocks_follow_the_register_file(
     assert all(b[2] < 1 or b[0] < 8 for b in derived[len(blocks) :])
 
 
-@pytest.mark.parametrize(("depth", "unroll"), [(24, 2), (509, 1), (6, 2), (32, 2)])
-def test_the_reduce_loop_unrolls_only_by_what_divides_it(depth: int, unroll: int) -> None:
-    """8 x 3L's 24 FMAs a step reach 32 an iteration unrolled twice; a
-    prime depth is not unrolled (the space's unrolls must divide it)."""
+@pytest.mark.parametrize(("depth", "unroll"), [(24, 2), (509, 2), (6, 2), (32, 2), (1, 1)])
+def test_the_reduce_loop_unrolls_to_32_fmas_an_iteration(depth: int, unroll: int) -> None:
+    """8 x 3L's 24 FMAs a step reach 32 an iteration unrolled twice, a
+    prime depth too (its last step left to a loop of single steps); a loop
+    of one step is not unrolled."""
     space = SearchSpace(ops.matmul(40, 1000, depth), written_cpu(16))
     first = standard_candidates(space, 1)[0]
     assert (first.knob("block.j"), first.knob("unroll")) == (48, unroll)
