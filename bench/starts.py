@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ def cases() -> list[StartCase]:
         _matmul(1000, 1000, 1000),
         _matmul(196, 256, 2304),
         _matmul(127, 257, 509),
+        _matmul(512, 512, 1021),
         _matmul(2048, 2048, 2048),
         _conv(3, 224, 64, 7, stride=2, pad=3),
         _conv(64, 56, 64, 3, pad=1),
@@ -204,7 +206,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds ({ROUNDS})")
     parser.add_argument("--repeats", type=int, default=REPEATS, help=f"timed calls ({REPEATS})")
     parser.add_argument("--out", type=Path, help=f"markdown file (bench/results/{RESULT_NAME})")
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(given)
     device = default_device()
     peak = read_peak(device.open())
     chosen = [c for c in cases() if args.match is None or args.match in c.label]
@@ -229,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         [
             "# The first derived start, untuned, beside the best peer",
             "",
-            f"`python -m bench.starts{' ' + ' '.join(argv) if argv else ''}`",
+            f"`python -m bench.starts{''.join(' ' + a for a in given)}`",
             "",
             *_report.environment(device),
             f"- peak: {peak.formula()}",
