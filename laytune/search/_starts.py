@@ -1072,18 +1072,37 @@ def _plain(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, An
     workload = space.workload
     spatial = [a.name for a in workload.axes if a.kind == "spatial"]
     inner = spatial[-1]
+    extent = workload.axes[[a.name for a in workload.axes].index(inner)].extent
     for layouts in assignments:
+        seen: list[dict[str, Any]] = []
         for profile in _PLAIN_PROFILES:
-            knobs: dict[str, Any] = {f"block.{inner}": profile["block"]}
-            if "vector" in profile:
-                knobs.update(vector_axis=inner, vector=profile["vector"])
-            if "across" in profile:
-                if len(spatial) < 2:
-                    continue
-                knobs.update(
-                    {"vector_transpose": spatial[-2], f"block.{spatial[-2]}": profile["across"]}
-                )
-            yield layouts, knobs
+            knobs = _plain_knobs(profile, spatial, extent, space.options.blocks)
+            if knobs is not None and knobs not in seen:
+                seen.append(knobs)
+                yield layouts, knobs
+
+
+def _plain_knobs(
+    profile: Mapping[str, int], spatial: Sequence[str], extent: int, offered: Sequence[int]
+) -> dict[str, Any] | None:
+    """A plain profile's knobs along the innermost spatial axis (``extent``
+    values), its block cut to the largest ``offered`` block the axis holds
+    and scalar where the vector would no longer fit in it: an innermost axis
+    shorter than every profile (an im2col's ``kw`` of 3) still gets starts,
+    where it got none. None where the profile cannot apply."""
+    inner = spatial[-1]
+    size = profile["block"]
+    if size > extent:
+        size = max((b for b in offered if b <= extent), default=1)
+    knobs: dict[str, Any] = {f"block.{inner}": size}
+    vector = profile.get("vector", 1)
+    if 1 < vector <= size:
+        knobs.update(vector_axis=inner, vector=vector)
+    if "across" in profile:
+        if len(spatial) < 2 or vector > size:
+            return None
+        knobs.update({"vector_transpose": spatial[-2], f"block.{spatial[-2]}": profile["across"]})
+    return knobs
 
 
 def _with_output_twins(workload: Any, layouts: Mapping[str, Layout]) -> dict[str, Layout]:

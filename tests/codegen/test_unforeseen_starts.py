@@ -148,3 +148,21 @@ def test_statements_that_read_an_input_twice_or_broadcast_their_output_run(env: 
         assert starts
         for start in starts:
             _matches_numpy(env, workload, start, seed=seed)
+
+
+def test_an_innermost_axis_shorter_than_every_profile_still_gets_starts(env: Env) -> None:
+    """An im2col's gather (``kw`` of 3 innermost, the window's padding read
+    as zeros): the plain profiles' blocks of 4 to 16 are cut to the axis, so
+    the job starts from a derived candidate, not from sampling alone; it
+    matches numpy."""
+    im2col = Workload.define(
+        "im2col",
+        "C[oh, ow, c, kh, kw] = X[c, oh + kh - 1, ow + kw - 1]",
+        {"oh": 6, "ow": 5, "c": 8, "kh": 3, "kw": 3},
+        {"X": (8, 6, 5)},
+    )
+    space = SearchSpace(im2col, env.info)
+    starts = standard_candidates(space, 4)
+    assert starts and all(params_of(space, start) is not None for start in starts)
+    assert starts[0].knob("block.kw") == 3
+    _matches_numpy(env, im2col, starts[0], seed=4)
