@@ -702,9 +702,8 @@ def _compute_kernel(nest: Nest, name: str, overlap: frozenset[int]) -> tuple[str
         loop_vars, values = _loop_vars(w, nest.loops)
         tests: list[IndexTest] = []
         bounds, w.proven = _window_bounds(w, nest.loops, loop_vars, values)
-        counter, ahead = prefetch_lines(w)
+        counter, tail = prefetch_lines(w)
         every = prefetch_every(w)
-        tail = ahead if every else None
         body = _parts(w, values, True, tests)
         tested = frozenset(k for t in tests if t not in w.proven for k in variables(t.expr))
         guarded = _wrap_loops(w, nest.loops, loop_vars, body, bounds, tested, tail, every)

@@ -93,13 +93,13 @@ def prefetch_every(w: Writer) -> int:
     return min((plan.every for plan in w.nest.prefetch), default=0)
 
 
-def prefetch_lines(w: Writer) -> tuple[list[str], Callable[[int], list[str]]]:
+def prefetch_lines(w: Writer) -> tuple[list[str], Callable[[int], list[str]] | None]:
     """(the counter's declaration before the reduce loops, the lines written
-    after a pass of ``n`` reduce steps, as a function of ``n``); both empty
+    after a pass of ``n`` reduce steps, as a function of ``n``); ([], None)
     without ``prefetch``."""
     plans = w.nest.prefetch
     if not plans:
-        return [], lambda n: []
+        return [], None
     counter = w.scope.name(w.scope.var("ahead", 0, 0))
     step: list[str] = []
     for plan in plans:

@@ -1070,9 +1070,9 @@ def _plain(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, An
             {**base, **{n: block(s, 1, 4) for n, s in ranked4.items() if s[1] % 4 == 0}}
         )
     workload = space.workload
-    spatial = [a.name for a in workload.axes if a.kind == "spatial"]
-    inner = spatial[-1]
-    extent = workload.axes[[a.name for a in workload.axes].index(inner)].extent
+    spatial_axes = [a for a in workload.axes if a.kind == "spatial"]
+    spatial = [a.name for a in spatial_axes]
+    extent = spatial_axes[-1].extent
     for layouts in assignments:
         seen: list[dict[str, Any]] = []
         for profile in _PLAIN_PROFILES:

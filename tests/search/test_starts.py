@@ -249,23 +249,26 @@ def test_on_avx2_a_whole_padded_row_may_take_all_but_two_registers(
     block, and not a power of two): ResNet's 14-wide stage leads with one
     vector of filters by the whole row, where the 2 x 3 block split it into
     blocks that test the edges at run time. A 16-wide row does not fit, and
-    takes the derived 2 x 4 block. A 1 x 1 window on 14-wide rows (no
-    edges) leads with the whole row too: its 14 accumulators are more than
-    the power-of-two block's 8."""
+    takes the derived 2 x 4 block."""
     device = written_cpu(8)
     assert accumulator_registers(8) == 14 and device.register_block_points() == 14 * 8
     conv = ops.conv2d(1, 64, height, height, 64, 3, padding=1)
     first = standard_candidates(SearchSpace(conv, device), 1)[0]
-    if height == 14:
-        pointwise = ops.conv2d(1, 1024, 14, 14, 256, 1)
-        lead = standard_candidates(SearchSpace(pointwise, device), 1)[0]
-        assert (lead.knob("block.f"), lead.knob("block.ow")) == (8, 14)
     filters = 8 if columns == height else 16
     assert (first.knob("block.f"), first.knob("block.ow"), first.knob("vector")) == (
         filters,
         columns,
         8,
     )
+
+
+def test_on_avx2_an_unpadded_row_of_14_leads_whole_too() -> None:
+    """A 1 x 1 window on 14-wide rows (no edges to fold) leads with the
+    whole row as well: its 14 accumulators are more than the power-of-two
+    block's 8."""
+    pointwise = ops.conv2d(1, 1024, 14, 14, 256, 1)
+    lead = standard_candidates(SearchSpace(pointwise, written_cpu(8)), 1)[0]
+    assert (lead.knob("block.f"), lead.knob("block.ow")) == (8, 14)
 
 
 @pytest.mark.parametrize(
