@@ -100,6 +100,7 @@ from laytune.runners import (
     RunResult,
     build_source,
     default_device,
+    default_flush_bytes,
 )
 from laytune.search import TuneOptions, standard_candidates
 from laytune.space import Candidate, SearchSpace, is_default
@@ -152,12 +153,19 @@ class Timing:
 
 
 def measure(
-    call: Callable[[], Any], queue: Any, *, warmup: int, repeats: int, events: bool = True
+    call: Callable[[], Any],
+    queue: Any,
+    *,
+    warmup: int,
+    repeats: int,
+    events: bool = True,
+    before: Callable[[], Any] | None = None,
 ) -> Timing:
     """Median times of ``call()`` made blocking by ``queue.finish()`` (queue may
     be None for host work). With ``events``, ``call`` returns the pyopencl
     event of the kernel that does all the work, and its profiled duration
-    is the event time."""
+    is the event time. ``before`` runs untimed before every timed call (a
+    :class:`HostFlush`, to time a peer cold as the runner times a kernel)."""
 
     def finish() -> None:
         if queue is not None:
@@ -168,6 +176,8 @@ def measure(
         finish()
     walls, durations = [], []
     for _ in range(repeats):
+        if before is not None:
+            before()
         start = time.perf_counter()
         event = call()
         finish()
@@ -175,6 +185,22 @@ def measure(
         if events:
             durations.append((event.profile.end - event.profile.start) * 1e-9)
     return Timing(statistics.median(durations) if events else None, statistics.median(walls))
+
+
+class HostFlush:
+    """A call that evicts the caches from the host, writing as many bytes as
+    the runner's flush before a kernel timed cold
+    (:func:`laytune.runners.default_flush_bytes`), so that a peer running on
+    the host CPU can be timed as that kernel is: its weights and inputs come
+    from memory. Each call writes every byte anew (``scratch``)."""
+
+    def __init__(self, device_info: DeviceInfo) -> None:
+        nbytes = default_flush_bytes(device_info.cache_size, device_info.max_mem_alloc_size)
+        self.scratch = np.zeros(nbytes // 4, np.float32)
+        self._calls = itertools.count(1)
+
+    def __call__(self) -> None:
+        self.scratch.fill(next(self._calls))
 
 
 def relative_error(result: np.ndarray, reference: np.ndarray) -> float:

@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,11 @@ import numpy as np
 from bench import _report
 from bench._convolution import OnnxRuntimeConv
 from bench._peak import Peak, read_peak
-from bench.peers import EndToEnd, measure, relative_error, remeasuring_all
+from bench.peers import EndToEnd, HostFlush, measure, relative_error, remeasuring_all
 from laytune import ops
 from laytune.codegen import lower
 from laytune.ops import Workload
-from laytune.runners import default_device
+from laytune.runners import default_device, timed_cold
 from laytune.search import standard_candidates
 from laytune.space import SearchSpace
 
@@ -121,6 +121,9 @@ class Measured:
     peer: list[float]
     error: str
     peer_error: str
+    cold: bool = False
+    warm: list[float] = field(default_factory=list)
+    peer_warm: list[float] = field(default_factory=list)
 
 
 def _first_start(workload: Workload, device: Any) -> Any:
@@ -129,8 +132,13 @@ def _first_start(workload: Workload, device: Any) -> Any:
 
 def bench_case(case: StartCase, device: Any, rounds: int, repeats: int) -> Measured:
     """The first start's program and the peer, timed in ``rounds``
-    interleaved rounds, each after :data:`_report.SETTLE_S` of idle."""
+    interleaved rounds, each after :data:`_report.SETTLE_S` of idle. Where
+    the runner times the kernel cold (weights larger than the device's
+    cache, as in a model), the peer is timed cold too, after the same flush
+    from the host, and both also warm."""
     workload = case.workload
+    cold = timed_cold(workload, device.info.cache_size)
+    flush = HostFlush(device.info) if cold else None
     start = _first_start(workload, device)
     program = lower(workload, start, device.info)
     inputs = workload.make_inputs(0)
@@ -142,6 +150,8 @@ def bench_case(case: StartCase, device: Any, rounds: int, repeats: int) -> Measu
         peer_error = f"{relative_error(got, reference):.1e}"
     runs: list[EndToEnd] = []
     peer: list[float] = []
+    warm: list[float] = []
+    peer_warm: list[float] = []
     error = ""
     with remeasuring_all(device, workload, [program], repeats, warmup=WARMUP) as again:
         for _ in range(rounds):
@@ -151,17 +161,23 @@ def bench_case(case: StartCase, device: Any, rounds: int, repeats: int) -> Measu
                 error = f"{run.error_kind}: {run.error_message}"
                 break
             runs.append(EndToEnd.of(run, frozenset(workload.weights)))
+            if cold:
+                warm.append(statistics.median(run.warm_wall_times_s))
             if call is not None:
                 time.sleep(_report.SETTLE_S)
-                peer.append(
-                    measure(call, None, warmup=WARMUP, repeats=repeats, events=False).wall_s
+                timing = measure(
+                    call, None, warmup=WARMUP, repeats=repeats, events=False, before=flush
                 )
+                peer.append(timing.wall_s)
+                if cold:
+                    timing = measure(call, None, warmup=WARMUP, repeats=repeats, events=False)
+                    peer_warm.append(timing.wall_s)
     knobs = ", ".join(
         f"{k}={start.knob(k)}"
         for k in sorted(start.knob_map)
         if k.startswith("block.") or k in ("vector", "unroll", "prefetch")
     )
-    return Measured(case, knobs, runs, peer, error, peer_error)
+    return Measured(case, knobs, runs, peer, error, peer_error, cold, warm, peer_warm)
 
 
 def _ms(seconds: float) -> str:
@@ -177,7 +193,7 @@ def rows(measured: Measured, peak: Peak) -> list[str]:
     """One table row: the medians of the rounds, ratios paired round by round."""
     case = measured.case
     if not measured.runs:
-        return [case.label, measured.error or "not measured", *["-"] * 6]
+        return [case.label, measured.error or "not measured", *["-"] * 8]
     kernel = statistics.median(e.kernel.wall_s for e in measured.runs)
     total = statistics.median(e.total.wall_s for e in measured.runs)
     if measured.peer:
@@ -195,9 +211,25 @@ def rows(measured: Measured, peak: Peak) -> list[str]:
         _ms(total),
         f"{peer_text} ({case.peer_name})",
         ratio,
+        "cold" if measured.cold else "warm",
+        _warm(measured),
         measured.peer_error,
         measured.start,
     ]
+
+
+def _warm(measured: Measured) -> str:
+    """Where the row is timed cold: the start's kernel and the peer's call
+    warm, medians of the rounds, and the paired ratio."""
+    if not measured.cold or not measured.warm:
+        return "-"
+    kernel = statistics.median(measured.warm)
+    if not measured.peer_warm:
+        return f"{_ms(kernel)} / -"
+    paired = statistics.median(
+        p / k for p, k in zip(measured.peer_warm, measured.warm, strict=False)
+    )
+    return f"{_ms(kernel)} / {_ms(statistics.median(measured.peer_warm))} ({paired:.2f}x)"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -217,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{case.label} ...", flush=True)
         row = rows(bench_case(case, device, args.rounds, args.repeats), peak)
         table.append(row)
-        print("  " + " | ".join(row[1:7]), flush=True)
+        print("  " + " | ".join(row[1:8]), flush=True)
     header = [
         "workload",
         "start kernel (ms)",
@@ -225,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "start end to end (ms)",
         "peer (ms)",
         "peer / start",
+        "timed",
+        "warm: start kernel / peer (ms)",
         "peer's error",
         "the start's knobs",
     ]
@@ -243,8 +277,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{time.perf_counter() - started:.0f} s in all",
             "- end to end: the kernel and the conversions of the operands a call receives "
             "anew, wall clock; weights packed once, not per call (the peer prepacks its own)",
+            "- timed: cold where the weights outgrow the device's cache (as the runner times "
+            "them, and as they come in a model), the peer then too, after a flush of as many "
+            "bytes from the host; those rows also show the start's kernel and the peer's call "
+            "warm (no conversions), paired round by round",
             "",
-            *_report.table(header, table, "lrrrrrrl"),
+            *_report.table(header, table, "lrrrrrlrrl"),
             "",
         ]
     )

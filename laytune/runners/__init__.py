@@ -18,7 +18,13 @@ from laytune.device_info import DeviceInfo
 from laytune.runners._base import BaseBuilder, BaseRunner
 from laytune.runners._builder import Builder
 from laytune.runners._cache import build_cache_dir
-from laytune.runners._config import Clock, MeasureConfig, Statistic, Tolerance
+from laytune.runners._config import (
+    Clock,
+    MeasureConfig,
+    Statistic,
+    Tolerance,
+    default_flush_bytes,
+)
 from laytune.runners._devices import (
     Device,
     default_device,
@@ -67,6 +73,7 @@ __all__ = [
     "build_cache_dir",
     "build_source",
     "default_device",
+    "default_flush_bytes",
     "device_builds",
     "image_format",
     "input_seed",

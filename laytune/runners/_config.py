@@ -20,6 +20,18 @@ _CLOCKS = ("event", "wall")
 _STATISTICS = ("median", "mean", "min")
 
 
+MIN_FLUSH_BYTES = 64 << 20
+"""The least a cache flush writes, whatever cache the device reports."""
+
+
+def default_flush_bytes(cache_bytes: int, largest_allocation: int) -> int:
+    """What a flush writes when ``MeasureConfig.flush_bytes`` is None: twice
+    the device's global memory cache (``cache_bytes``), at least
+    :data:`MIN_FLUSH_BYTES`, at most the device's ``largest_allocation``. A
+    peer timed cold beside a kernel (``bench``) evicts as much."""
+    return min(max(2 * int(cache_bytes), MIN_FLUSH_BYTES), int(largest_allocation))
+
+
 @dataclass(frozen=True)
 class MeasureConfig:
     """How one candidate is measured; every launch it causes is listed here.

@@ -21,7 +21,7 @@ import pyopencl as cl
 
 from laytune._cl_build import build_binary
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
-from laytune.runners._config import MeasureConfig, Tolerance
+from laytune.runners._config import MeasureConfig, Tolerance, default_flush_bytes
 from laytune.runners._devices import Device
 from laytune.runners._execute import image_format
 from laytune.runners._memory import device_views
@@ -36,7 +36,6 @@ from laytune.space import IMAGE_DTYPES
 
 __all__ = ["DeviceSession", "PreparedWorkload", "measure_candidate"]
 
-_MIN_FLUSH_BYTES = 64 << 20
 _STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {
     "median": lambda times: float(np.median(times)),
     "mean": lambda times: float(np.mean(times)),
@@ -155,8 +154,9 @@ class DeviceSession:
 
     def flush_buffer(self, nbytes: int | None) -> tuple[cl.Buffer, int]:
         if nbytes is None:
-            nbytes = max(2 * int(self.cl_device.global_mem_cache_size), _MIN_FLUSH_BYTES)
-            nbytes = min(nbytes, int(self.cl_device.max_mem_alloc_size))
+            nbytes = default_flush_bytes(
+                self.cl_device.global_mem_cache_size, self.cl_device.max_mem_alloc_size
+            )
         if self._flush_buffer is None or self._flush_bytes != nbytes:
             self._flush_buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
             self._flush_bytes = nbytes
