@@ -507,7 +507,7 @@ def _block_params(shape: tuple[int, ...], opts: Any, scope: str) -> ParamSets:
     # channels at axis 1)
     for outer in range(max(rank - 3, 1) if rank >= 3 else 0):
         for x in opts.block2_factors:
-            for y in opts.block2_factors:
+            for y in opts.block2_outer_factors:
                 if shape[outer] >= y and shape[outer + 1] >= x:
                     yield {"axis": outer + 1, "factor": x, "outer_factor": y, "outer_axis": outer}
 

@@ -592,7 +592,7 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
     channels = 0 if form.channels is None else workload.axes[form.channels].extent
     width = workload.axes[form.columns].extent
     padded = reads_outside(workload)
-    for cb_lanes, filter_lanes, target, vector_lanes in _window_blocks(space, form):
+    for cb_lanes, filter_lanes, target, vector_lanes, exact in _window_blocks(space, form):
         cb, vector = _lanes(cb_lanes, lanes), _lanes(vector_lanes, lanes)
         filters = cb if form.filters is None else _lanes(filter_lanes, lanes)
         groups = _groups(workload, form, filters)
@@ -603,7 +603,10 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
         if vectors * target > most:
             continue
         budget = most // vectors
-        columns = _columns(width, target, budget, space.options.blocks)
+        while budget > 1 and _step_registers(budget, vectors) > vector_registers(lanes):
+            budget -= 1
+        # a derived lead's columns already weigh the row's end
+        columns = target if exact else _columns(width, target, budget, space.options.blocks)
         knobs: dict[str, Any] = {
             "vector_axis": along,
             "vector": vector,
@@ -623,7 +626,11 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
             if channels >= cb:
                 layouts[form.activations] = block(act.shape, _dim(act, form.channels), cb)
                 layouts[form.filters_buffer] = _blocked_twice(
-                    filt.shape, _dim(filt, form.channels), cb, _dim(filt, vector_axis), cb
+                    filt.shape,
+                    _dim(filt, form.channels),
+                    cb,
+                    _dim(filt, vector_axis),
+                    _filter_run(workload.axes[vector_axis].extent, filters, groups, cb),
                 )
             else:  # few input channels: blocking them would pad the activations
                 layouts[form.filters_buffer] = block(filt.shape, _dim(filt, vector_axis), cb)
@@ -656,6 +663,18 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
             )
 
 
+def _filter_run(extent: int, filters: int, groups: int, cb: int) -> int:
+    """The filters' block in their layout (``O / run, I / cb, kh, kw, cb,
+    run``): a work-item's ``filters`` where they are whole blocks of ``cb``
+    that tile the ``extent`` and one group holds them, so that each step
+    of the channels reads all its vectors in one run; else ``cb``. On a Zen
+    3 host the 3 x 4 block of conv2d (1, 128, 28, 28) x 128 3 x 3 took
+    1.64 ms with runs of 32 filters where runs of 8 took 1.75."""
+    if groups == 1 and filters % cb == 0 and extent % filters == 0:
+        return filters
+    return cb
+
+
 def _groups(workload: Any, form: Window, filters: int) -> int:
     """Groups per work-item of a grouped window (one with ``filters`` and a
     ``depth`` axis, both kept by the output) whose vectors of filters want
@@ -671,54 +690,98 @@ def _groups(workload: Any, form: Window, filters: int) -> int:
     return max(1, min(filters // extent, _power_at_most(workload.axes[form.depth].extent)))
 
 
-def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float, int, float]]:
-    """The window starts' blocks (:data:`_WINDOW_BLOCKS`), led by the one
-    the device's registers derive: as many accumulators as the largest
-    power of two the register block holds (AVX-512: 16 of 28, AVX2: 8 of
-    12), split into vectors of filters by output columns as evenly as
-    powers of two allow (the columns the larger share where they cannot be
-    equal: AVX2's 2 x 4, the table's first entry), so that each step loads
-    the fewest operands per FMA (vectors of filters plus broadcast
-    columns), no more vectors than the filters fill. On the AVX-512 host the 4 x 4 block
-    took 0.71 ms on conv2d (1, 64, 56, 56) x 64 3 x 3 where the 2 x 4 one
-    took 0.84, and 0.83 against 0.93 on the 7 x 7 stem of bench.user_ops
-    (interleaved, the same layouts).
+def _operand_loads(columns: int, vectors: int, width: int) -> float:
+    """Operand loads per FMA of a window's block of ``columns`` output
+    columns by ``vectors`` vectors of filters (each step of the channels
+    loads the vectors and broadcasts one activation per column), weighed
+    by the columns its last block wastes past a row of ``width`` (guarded
+    work, :data:`_WASTE_WEIGHT`)."""
+    waste = -(-width // columns) * columns - width
+    return (columns + vectors) / (columns * vectors) * (1 + _WASTE_WEIGHT * waste / width)
+
+
+def _step_registers(columns: int, vectors: int) -> int:
+    """Vector registers a window's step takes: its accumulators, the
+    operands of one side held (the fewer of the broadcast columns and the
+    vectors of filters) and one of the other's streamed through."""
+    return columns * vectors + min(columns, vectors) + 1
+
+
+def _window_block(lanes: int, width: int, vectors: int, offered: Sequence[int]) -> tuple[int, int]:
+    """The block of a window's derived start: (columns, vectors of filters)
+    with the fewest :func:`_operand_loads`, ties the more accumulators,
+    among those whose accumulators the register block holds
+    (:func:`~laytune.device_info.block_registers`) and whose step the
+    register file holds (:func:`_step_registers`). Columns and filters
+    (vectors by lanes) are values of the block knob, vectors powers of two
+    up to ``vectors``. AVX2's 16 registers: 3 columns by 4 vectors (7
+    loads per 12 FMAs, where the power-of-two 4 x 2 took 6 per 8), as
+    ONNX Runtime's NCHWc kernels block. On a Zen 3 host (warm,
+    interleaved, 12 rounds) conv2d (1, 128, 28, 28) x 128 3 x 3 took
+    1.82 ms in 3 x 4 where the 4 x 2 start took 2.19-2.57, (1, 64, 56,
+    56) x 64 1.68 against 1.89-2.02, and the 33-wide (1, 96, 33, 33) x
+    160 2.16 against 3.06-3.26."""
+    file = vector_registers(lanes)
+    best: tuple[float, int, int, int] | None = None
+    v = 1
+    while v <= vectors and v * lanes in offered:
+        for c in offered:
+            if not 1 <= c <= width or c * v > block_registers(lanes):
+                continue
+            if _step_registers(c, v) > file:
+                continue
+            key = (_operand_loads(c, v, width), -c * v, c, v)
+            best = key if best is None or key < best else best
+        v *= 2
+    return (1, 1) if best is None else (best[2], best[3])
+
+
+def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float, int, float, bool]]:
+    """The window starts' blocks (:data:`_WINDOW_BLOCKS`, each a target of
+    columns that :func:`_columns` fits to the row), led by the one the
+    device's registers derive (:func:`_window_block`, its columns exact).
 
     A padded window whose output row fits the register file as one vector
     of accumulators per column (:func:`~laytune.device_info.accumulator_registers`: AVX2's
-    16 registers hold a row of 14, which its power-of-two block of 8 would
-    split in two blocks that test the window's edges at run time) leads with the
-    whole row in one block, as many vectors of filters as the power of two
-    of accumulators hold per column: with one block along the row, every
-    test of the window's edges is on constant columns and folds away, where
-    two blocks of half a row test them at run time in every load. On
-    ResNet-18's conv2d (1, 256, 14, 14) x 256 3 x 3 the 1 x 14 block took
-    0.68 ms where the 4 x 7 one took 0.88 and 1 x 7 1.44 on the AVX-512
-    host (ONNX Runtime 0.72; interleaved, the same layouts), and 2.38-2.55
-    ms where the 2 x 3 block took 3.1-3.5 on a Zen 3 host's AVX2; on its
+    16 registers hold a row of 14, which a block of fewer columns would
+    split in blocks that test the window's edges at run time) leads with the
+    whole row in one block, as many vectors of filters as the largest power of
+    two of accumulators the register block holds gives each column: with one
+    block along the row, every test of the window's edges is on constant
+    columns and folds away, where blocks of part of the row test them at run
+    time in every load. On ResNet-18's conv2d (1, 256, 14, 14) x 256 3 x 3
+    the 1 x 14 block took 0.68 ms where the 4 x 7 one took 0.88 and 1 x 7
+    1.44 on the AVX-512 host (ONNX Runtime 0.72; interleaved, the same
+    layouts), and 2.38-2.55 ms where the 2 x 3 block took 3.1-3.5 on a Zen
+    3 host's AVX2 (1.92-2.07 warm where 3 x 4 took 2.29-2.37); on its
     7-wide last stage, 2 x 7 is what the search found best. An unpadded
-    window's row leads so too where it holds more accumulators than the
-    power-of-two block (AVX2's 14-wide rows against 8): a 1 x 1 conv2d (1,
-    1024, 14, 14) x 256 took 1.40 ms in 1 x 14 where the 2 x 3 block that
-    fits the row took 1.73-1.85 (Zen 3)."""
+    window's whole row leads so only where it loads fewer operands per FMA
+    than the derived block: a 1 x 1 conv2d (1, 1024, 14, 14) x 256 took
+    0.87-0.95 ms in 3 x 4 where the whole row, one vector by 14, took 1.15
+    (Zen 3, warm)."""
     lanes = simd_lanes(space.device)
-    table = list(_WINDOW_BLOCKS)
+    table = [(*entry, False) for entry in _WINDOW_BLOCKS]
     if form.filters is None:
         return table
     workload = space.workload
-    accumulators = _power_at_most(block_registers(lanes))
-    filters = _power_at_most(max(1, workload.axes[form.filters].extent // lanes))
+    extent = workload.axes[form.filters].extent
+    filters = _power_at_most(max(1, extent // lanes))
+    while filters > 1 and extent % (filters * lanes):  # blocks of filters tile them
+        filters //= 2
     if form.depth is not None:  # a grouped window: its groups hold more vectors (_groups)
         filters *= _power_at_most(workload.axes[form.depth].extent)
-    vectors = min(filters, _power_at_most(math.isqrt(accumulators)))
-    derived = (1.0, float(vectors), accumulators // vectors, 1.0)
-    leads = [derived]
     width = workload.axes[form.columns].extent
+    columns, vectors = _window_block(lanes, width, filters, space.options.blocks)
+    leads = [(1.0, float(vectors), columns, 1.0, True)]
     whole = width <= accumulator_registers(lanes) and width in space.options.blocks
-    if whole and (reads_outside(workload) or width > accumulators):
+    if whole:
+        accumulators = _power_at_most(block_registers(lanes))
         rows = min(filters, _power_at_most(max(1, accumulators // width)))
-        leads.insert(0, (1.0, float(rows), width, 1.0))
-    return [*leads, *(entry for entry in table if entry not in leads)]
+        fewer = _operand_loads(width, rows, width) < _operand_loads(columns, vectors, width)
+        if reads_outside(workload) or fewer:
+            leads.insert(0, (1.0, float(rows), width, 1.0, True))
+    led = {entry[:4] for entry in leads}
+    return [*leads, *(entry for entry in table if entry[:4] not in led)]
 
 
 # Column blocks a row needs before a padded window's start peels its border:

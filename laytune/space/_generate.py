@@ -92,6 +92,9 @@ class SpaceOptions:
     max_layouts_per_buffer: int | None = None
     block_factors: tuple[int, ...] = (2, 3, 4, 6, 8, 16, 32, 48)
     block2_factors: tuple[int, ...] = (4, 8, 16)
+    # the outer block of a filter's two (OIHW[x]i[y]o): a work-item's run of
+    # filters, up to four vectors of AVX-512's 16 lanes
+    block2_outer_factors: tuple[int, ...] = (4, 8, 16, 32, 64)
     pad_amounts: tuple[int, ...] = (1, 4, 8)
     pad_every_rows: tuple[int, ...] = (2, 8)
     tile_sizes: tuple[int, ...] = (4, 8, 16)
@@ -119,6 +122,7 @@ class SpaceOptions:
             "families",
             "block_factors",
             "block2_factors",
+            "block2_outer_factors",
             "pad_amounts",
             "pad_every_rows",
             "tile_sizes",

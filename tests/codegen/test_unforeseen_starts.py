@@ -48,8 +48,11 @@ def test_a_one_dimensional_convolution_gets_the_direct_convolution(env: Env) -> 
     space = SearchSpace(conv1d, env.info)
     first = standard_candidates(space, 1)[0]
     assert first.knob("vector_axis") == "f"
-    inner = block((channels, channels, 3), 1, lanes)  # OIW[lanes]i[lanes]o
-    assert first.layout("W") == compose(block(inner.physical_shape, 0, lanes), inner)
+    # OIW[lanes]i[f]o: each step of the channels reads the work-item's filters in one run
+    inner = block((channels, channels, 3), 1, lanes)
+    run = first.knob("block.f")
+    assert run % lanes == 0 and channels % run == 0
+    assert first.layout("W") == compose(block(inner.physical_shape, 0, run), inner)
     assert first.layout("X") == block((1, channels, 32), 1, lanes)
     _matches_numpy(env, conv1d, first, seed=1)
 
