@@ -198,9 +198,7 @@ def rows(measured: Measured, peak: Peak) -> list[str]:
     total = statistics.median(e.total.wall_s for e in measured.runs)
     if measured.peer:
         peer = statistics.median(measured.peer)
-        paired = statistics.median(
-            p / e.total.wall_s for p, e in zip(measured.peer, measured.runs, strict=False)
-        )
+        paired = _paired(measured.peer, [e.total.wall_s for e in measured.runs])
         peer_text, ratio = _ms(peer), f"{paired:.2f}x"
     else:
         peer_text, ratio = f"{case.peer_name}: {case.missing or 'none'}", "-"
@@ -218,6 +216,12 @@ def rows(measured: Measured, peak: Peak) -> list[str]:
     ]
 
 
+def _paired(peer: Sequence[float], ours: Sequence[float]) -> float:
+    """The median of the rounds' ratios, the peer's time over ours, round by
+    round (a round the peer did not reach has no ratio)."""
+    return statistics.median(p / o for p, o in zip(peer, ours, strict=False))
+
+
 def _warm(measured: Measured) -> str:
     """Where the row is timed cold: the start's kernel and the peer's call
     warm, medians of the rounds, and the paired ratio."""
@@ -226,9 +230,7 @@ def _warm(measured: Measured) -> str:
     kernel = statistics.median(measured.warm)
     if not measured.peer_warm:
         return f"{_ms(kernel)} / -"
-    paired = statistics.median(
-        p / k for p, k in zip(measured.peer_warm, measured.warm, strict=False)
-    )
+    paired = _paired(measured.peer_warm, measured.warm)
     return f"{_ms(kernel)} / {_ms(statistics.median(measured.peer_warm))} ({paired:.2f}x)"
 
 
