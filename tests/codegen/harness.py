@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ import pyopencl as cl
 from laytune.codegen import KernelProgram
 from laytune.device_info import DeviceInfo
 from laytune.runners import build_source, default_device
+from laytune.space import Candidate
 
 
 @dataclass
@@ -157,3 +159,59 @@ class VectorTrial(RandomTrial):
             outer = axes[:-1] if len(axes) > 1 else axes
             return self.rng.choice(outer or choices)
         return super().suggest_categorical(name, choices)
+
+
+_ABSENT = "absent"
+
+
+def choices_of(candidate: Candidate) -> list[tuple[str, Any]]:
+    """What a candidate chose, one (slot, choice) per buffer's layout, knob
+    and pad value, in the candidate's order."""
+    found: list[tuple[str, Any]] = [
+        (f"layout:{name}", layout) for name, layout in candidate.layouts
+    ]
+    found += [(f"knob:{name}", value) for name, value in candidate.knobs]
+    found += [(f"pad:{name}", value) for name, value in candidate.pad_values]
+    return found
+
+
+def choice_pairs(candidates: Sequence[Candidate]) -> np.ndarray:
+    """Per candidate (a row), an id of every pair of its choices
+    (:func:`choices_of`; a slot another candidate has and this one lacks,
+    a local tile or a knob, counts as the choice "absent"); equal ids,
+    equal pairs."""
+    chosen = [dict(choices_of(k)) for k in candidates]
+    slots = sorted({slot for c in chosen for slot in c})
+    ids: dict[tuple[str, Any], int] = {}
+    rows = np.array(
+        [[ids.setdefault((s, c.get(s, _ABSENT)), len(ids)) for s in slots] for c in chosen],
+        dtype=np.int64,
+    ).reshape(len(candidates), len(slots))
+    first, second = np.triu_indices(len(slots), 1)
+    return rows[:, first] * len(ids) + rows[:, second]
+
+
+def pairwise_cover(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Candidates of ``candidates`` that hold, among them, every pair of
+    choices (:func:`choices_of`: two buffers' layouts, a layout and a knob,
+    two knobs) that any candidate of ``candidates`` holds together, in their
+    order: a covering array of strength two, picked greedily (first the
+    candidates that bring many pairs not yet held, then those that bring
+    fewer, down to one)."""
+    if not candidates:
+        return []
+    pairs = choice_pairs(candidates)
+    held = np.ones(int(pairs.max()) + 1, dtype=bool)
+    held[pairs.ravel()] = False  # ids no candidate holds count as held
+    picked: list[int] = []
+    threshold = pairs.shape[1]
+    while not held.all():
+        threshold = max(1, threshold // 2)
+        # a row's count of new pairs only falls as pairs are held: rows
+        # below the threshold now stay below it in this pass
+        rows = np.flatnonzero(np.count_nonzero(~held[pairs], axis=1) >= threshold)
+        for k in rows:
+            if np.count_nonzero(~held[pairs[k]]) >= threshold:
+                picked.append(int(k))
+                held[pairs[k]] = True
+    return [candidates[k] for k in sorted(picked)]
