@@ -20,12 +20,16 @@ Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
    time. Then ``tune_model(fuse=False)`` tunes the bare operators the unfused
    plan runs, the same way, for the unfused row. A database that holds the trials
    already is reused, so the tuning time is then this run's (little or none).
-2. Six implementations, each checked against ONNX Runtime's outputs on the
+2. Seven implementations, each checked against ONNX Runtime's outputs on the
    same random inputs (the largest absolute difference over the largest
    absolute output of ONNX Runtime):
 
    - ONNX Runtime, CPU execution provider, ``intra_op_num_threads=2``;
    - laytune planned and fused: ``laytune.load_model(model, database=db)``;
+   - laytune fused, measured in the plan: ``freeze_model(model, db,
+     measure=True)`` (``laytune freeze --model --measure``: each workload's
+     kernel chosen by timing a few recorded candidates in the whole plan),
+     loaded from that frozen file;
    - laytune planned, unfused: the same records, ``fuse=False``;
    - laytune untuned: no records, the starts derived from each convolution's
      and matmul's statement (``load_model(model)``: what a model nobody
@@ -127,6 +131,7 @@ class Outcome:
     tuning_s: float
     tuning: Any
     unfused_tuning_s: float
+    measure_s: float
     implementations: list[Implementation]
     top_steps: list[tuple[str, float]]
     profiled_s: float
@@ -198,6 +203,7 @@ def time_all(implementations: Sequence[Implementation], rounds: int) -> None:
 
 MODEL_HOST = Path(__file__).resolve().parents[1] / "examples" / "opencl_host" / "model_host.c"
 C_HOST = "laytune exported, C host"
+MEASURED = "laytune fused, measured in the plan"
 
 
 @contextlib.contextmanager
@@ -262,7 +268,7 @@ def bench_model(
     name: str, quick: bool, device: Any, trials: int, database: str, repeats: int
 ) -> Outcome:
     import laytune
-    from laytune.plan import from_onnx, random_inputs
+    from laytune.plan import freeze_model, from_onnx, random_inputs
 
     model, words = build(name, quick)
     graph = from_onnx(model)
@@ -271,11 +277,18 @@ def bench_model(
         f"{words}: {len(graph.ops)} operators; tuning {trials} trials per workload", file=sys.stderr
     )
     tuning, tuning_s = tune(graph, device, trials, database)
+    frozen_dir = tempfile.TemporaryDirectory()
+    start = time.perf_counter()
+    measured = freeze_model(
+        model, database, Path(frozen_dir.name) / "measured.json", device, measure=True
+    )
+    measure_s = time.perf_counter() - start
     _, unfused_tuning_s = tune(graph, device, trials, database, fuse=False)
     ort = onnx_runtime(model)
     expected = [np.asarray(a, dtype=np.float64) for a in ort(inputs)]
     models = {
         "laytune planned, fused": laytune.load_model(model, database, device),
+        MEASURED: laytune.load_model(model, str(measured), device),
         "laytune planned, unfused": laytune.load_model(model, database, device, fuse=False),
         "laytune untuned, derived starts": laytune.load_model(model, None, device),
         "laytune per operator, logical layouts": laytune.load_model(
@@ -283,6 +296,7 @@ def bench_model(
         ),
     }
     with contextlib.ExitStack() as stack:
+        stack.callback(frozen_dir.cleanup)
         for m in models.values():
             stack.callback(m.close)
         exported = stack.enter_context(tempfile.TemporaryDirectory())
@@ -310,6 +324,7 @@ def bench_model(
         tuning_s,
         tuning,
         unfused_tuning_s,
+        measure_s,
         impls,
         steps[:TOP_STEPS],
         profile.device_median,
@@ -360,6 +375,7 @@ def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, l
             tuned = {
                 "laytune planned, fused": o.tuning_s,
                 "laytune planned, unfused": o.unfused_tuning_s,
+                MEASURED: o.tuning_s + o.measure_s,
             }.get(impl.name)
             rows.append(
                 [
@@ -388,14 +404,23 @@ def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, l
         "llrrrrrr",
     )
     for o in outcomes:
-        fused, unfused = o.implementations[1], o.implementations[2]
+        by_name = {impl.name: impl for impl in o.implementations}
+        fused, unfused = by_name["laytune planned, fused"], by_name["laytune planned, unfused"]
+        measured = by_name.get(MEASURED)
         lines += [
             "",
             f"## {o.words}",
             "",
             f"Tuning: {_tuning_words(o)}. Unfused / fused: "
             f"{unfused.median / fused.median:.2f}x by the medians, "
-            f"{min(unfused.walls) / min(fused.walls):.2f}x by the minima.",
+            f"{min(unfused.walls) / min(fused.walls):.2f}x by the minima."
+            + (
+                ""
+                if measured is None
+                else f" Planned / measured in the plan (its choice took {o.measure_s:.0f} s "
+                f"beyond the tuning): {fused.median / measured.median:.2f}x by the medians, "
+                f"{min(fused.walls) / min(measured.walls):.2f}x by the minima."
+            ),
             "",
             f"The fused plan's costliest launches (OpenCL events, median of 5 runs; "
             f"all launches {_ms(o.profiled_s)} ms a run):",

@@ -513,6 +513,8 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
     from laytune.plan import freeze_model
     from laytune.records import freeze, load_frozen
 
+    if args.measure and not args.model:
+        raise LaytuneError("freeze --measure times candidates in a model's plan: give --model")
     if args.model and (args.workload or args.device):
         raise LaytuneError(
             "freeze --model freezes what the model's plan runs on the default device "
@@ -524,7 +526,7 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
         return EXIT_NO_RESULT
     if args.model:
         out = "laytune-model.json" if args.out is None else args.out
-        path = freeze_model(args.model, db, out, fuse=not args.no_fuse)
+        path = freeze_model(args.model, db, out, fuse=not args.no_fuse, measure=args.measure)
     else:
         keys = None
         if args.workload:
@@ -822,6 +824,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     freeze.add_argument(
         "--no-fuse", action="store_true", help="with --model: the plan without epilogue fusion"
+    )
+    freeze.add_argument(
+        "--measure",
+        action="store_true",
+        help="with --model: choose each workload's kernel by timing a few recorded candidates "
+        "in the whole plan on the device (minutes), not by the records' times alone",
     )
     db_option(freeze)
     freeze.set_defaults(run=_cmd_freeze)

@@ -42,6 +42,7 @@ from laytune.plan._export import MODEL_RTOL, export_model, model_stem
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._fuse import Fusion, fuse_epilogues
 from laytune.plan._graph import Graph, GraphError, Op, Tensor
+from laytune.plan._measured import MeasuredChoice, measure_choices
 from laytune.plan._model import (
     CriticalWorkload,
     Model,
@@ -72,6 +73,7 @@ __all__ = [
     "GraphError",
     "LayoutSource",
     "LoweredPlan",
+    "MeasuredChoice",
     "Model",
     "ModelTuning",
     "Op",
@@ -96,6 +98,7 @@ __all__ = [
     "load_model",
     "lookup_candidate",
     "lower_plan",
+    "measure_choices",
     "model_stem",
     "plan_conversions",
     "plan_layouts",

@@ -387,7 +387,11 @@ class CompiledPlan:
     """
 
     def __init__(
-        self, plan: Plan, context: cl.Context | None = None, conversions: Any = None
+        self,
+        plan: Plan,
+        context: cl.Context | None = None,
+        conversions: Any = None,
+        programs: dict[tuple[str, str], cl.Program] | None = None,
     ) -> None:
         if context is None:
             from laytune.runners import default_device
@@ -399,6 +403,7 @@ class CompiledPlan:
         if conversions is None and plan.device.key == self.info.key:
             conversions = plan.conversions
         self.conversions = conversions
+        self._programs = {} if programs is None else programs
         self.lowered = lowered = lower_plan(plan, self.info, conversions)
         self.tuned: list[str] = list(lowered.tuned)  # rewrites a recorded conversion kernel runs
         self.views: list[str] = list(
@@ -452,12 +457,18 @@ class CompiledPlan:
             cl.enqueue_copy(self.queue, self._mem[i], np.ascontiguousarray(physical).reshape(-1))
 
     def _build(self, program: KernelProgram) -> cl.Program:
+        key = (program.source, " ".join(program.build_options))
+        built = self._programs.get(key)
+        if built is not None:
+            return built
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pyopencl warns about any non-empty build log
             try:
-                return build_source(self.context, program.source, program.build_options)
+                built = build_source(self.context, program.source, program.build_options)
             except cl.Error as err:
                 raise PlanError(f"building {program.name} failed: {err}") from None
+        self._programs[key] = built
+        return built
 
     # -- running --------------------------------------------------------------------
     def _enqueue(self) -> list[cl.Event]:

@@ -488,6 +488,8 @@ def freeze_model(
     device: Any = None,
     *,
     fuse: bool = True,
+    measure: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> Path:
     """Freeze the kernels ``model``'s plan runs: plan it from the records of
     ``database`` on ``device`` (default: :func:`laytune.runners.default_device`)
@@ -496,7 +498,15 @@ def freeze_model(
     record to the frozen file ``path``. ``load_model(model, database=path)``
     and ``laytune plan MODEL --db path`` then plan the same model from that
     file alone: the same candidates, so the same layouts, fusions and kernels,
-    with no records database. Returns the path."""
+    with no records database. Returns the path.
+
+    ``measure``: choose each workload's candidate by timing the plan on the
+    device instead (:func:`laytune.plan.measure_choices`: a few recorded
+    candidates per workload, each in the whole plan, in interleaved rounds;
+    ResNet-18 on 2 cores: about 5 minutes), since records timed one launch
+    at a time in a job's own moments need not rank kernels as the plan runs
+    them; ``say`` gets a line per workload (default: stderr). The file then
+    holds the measured choice, and plans from it run that."""
     from laytune.records import freeze
     from laytune.runners import default_device, select_device
 
@@ -517,6 +527,12 @@ def freeze_model(
                 f"{records.safe_url} has no verified record of any layout-critical operator of "
                 f"{graph.name!r} on {device.info.name}: tune it first (laytune tune-model)"
             )
+        if measure:
+            from laytune.plan._measured import measure_choices
+
+            tell = say or _stderr
+            tell(f"timing the candidates of {graph.name!r} in its plan on {device.info.name}")
+            chosen, _ = measure_choices(graph, records, device, chosen, fuse=fuse, say=tell)
         return freeze(records, path, device=device.info.key, candidates=chosen)
     finally:
         if opened:

@@ -628,13 +628,21 @@ class Plan:
     def __str__(self) -> str:
         return self.describe()
 
-    def compile(self, context: cl.Context | None = None, conversions: Any = None) -> CompiledPlan:
+    def compile(
+        self,
+        context: cl.Context | None = None,
+        conversions: Any = None,
+        programs: dict[tuple[str, str], cl.Program] | None = None,
+    ) -> CompiledPlan:
         """Build every kernel of the plan for one OpenCL device (``context``'s
         first; default: :func:`laytune.runners.default_device`). Rewrites
         run the best conversion kernels ``conversions`` (a
         :class:`laytune.records.RecordedConversions`) records; default: those
-        of the records database the plan was made from, on the plan's device."""
-        return CompiledPlan(self, context, conversions)
+        of the records database the plan was made from, on the plan's device.
+        ``programs``: programs built in ``context`` before, by source and
+        build options, taken from and added to (plans that share kernels
+        build each once)."""
+        return CompiledPlan(self, context, conversions, programs)
 
 
 def rewrite_label(rewrite: Rewrite) -> str:

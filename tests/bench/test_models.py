@@ -51,13 +51,14 @@ def _outcome(name: str, walls: dict[str, list[float]]) -> Outcome:
     impls = [Implementation(label, lambda: [], "7", 1e-7, times) for label, times in walls.items()]
     tuning = SimpleNamespace(jobs=[SimpleNamespace(kind="operator")] * 3, measured=24)
     steps = [("conv", 2e-3), ("add", 1e-3)]
-    return Outcome(name, name, 12.0, tuning, 9.0, impls, steps, 4e-3, "plan")
+    return Outcome(name, name, 12.0, tuning, 9.0, 3.0, impls, steps, 4e-3, "plan")
 
 
 def test_the_report_gives_each_implementation_its_ratio_to_onnx_runtime() -> None:
     walls = {
         "ONNX Runtime (2 threads)": [4e-3, 6e-3, 5e-3],
         "laytune planned, fused": [2e-3, 3e-3, 2.5e-3],
+        "laytune fused, measured in the plan": [2e-3, 2e-3, 2.5e-3],
         "laytune planned, unfused": [5e-3, 5e-3, 3e-3],
         "laytune per operator, logical layouts": [10e-3, 20e-3, 30e-3],
     }
@@ -73,4 +74,10 @@ def test_the_report_gives_each_implementation_its_ratio_to_onnx_runtime() -> Non
     assert "| tiny | laytune planned, unfused | 5.00 | 3.00 | 1.00x | 7 | 1.0e-07 | 9 s |" in text
     assert "| tiny | laytune per operator, logical layouts | 20.00 | 10.00 | 0.25x | 7 |" in text
     assert "Unfused / fused: 2.00x by the medians, 1.50x by the minima." in text
+    assert "| tiny | laytune fused, measured in the plan | 2.00 | 2.00 | 2.50x | 7 |" in text
+    assert "1.0e-07 | 15 s |" in text  # the tuning and the choice measured in the plan
+    assert (
+        "Planned / measured in the plan (its choice took 3 s beyond the tuning): "
+        "1.25x by the medians, 1.00x by the minima." in text
+    )
     assert "| conv | 2.00 | 50% |" in text

@@ -1,0 +1,160 @@
+"""Choosing a model's kernels by timing them in its plan.
+
+The records rank each layout-critical workload's candidates one launch at
+a time, each timed in a cache state of its own (cold after a flush where
+the weights outgrow the cache, warm otherwise) and at its own moment of a
+job that may take minutes. A model runs its launches back to back: each
+kernel reads the activations its producer has just written, and its
+layouts decide how fast the planned operators around it run (a max pool
+after a convolution runs vectors over NCHW8c, scalars over NCHW). So the
+record that ranks first need not run fastest in the plan.
+
+:func:`measure_choices` settles it by measuring: one workload at a time,
+largest first, it compiles the plan once per candidate the records offer
+(the planner's choice, the fastest kernels cold and warm, the statement's
+derived start where it was recorded), times those plans on the device in
+interleaved rounds (each round runs every plan once, so that the machine's
+drift between rounds falls on all alike), and keeps the candidate whose
+plan ran fastest by the median of its times relative to the current
+choice's, round by round. The others stay as they are chosen so far.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from laytune.plan._graph import Graph
+from laytune.space import Candidate
+
+__all__ = ["MeasuredChoice", "measure_choices"]
+
+#: Candidates per workload timed in the plan besides the current choice.
+ALTERNATIVES = 4
+#: Interleaved rounds per workload.
+ROUNDS = 7
+#: A candidate replaces the current choice only if its plan runs at most
+#: this fraction of the current one's time (the rest is the device's noise).
+MARGIN = 0.99
+
+
+@dataclass(frozen=True)
+class MeasuredChoice:
+    """What :func:`measure_choices` found for one workload: the candidate
+    kept, and per candidate timed, its plan's time relative to the first
+    choice's (median over rounds; the first choice 1.0)."""
+
+    workload_key: str
+    candidate: Candidate
+    relative: tuple[tuple[str, float], ...]
+
+    @property
+    def changed(self) -> bool:
+        return self.candidate.key != self.relative[0][0]
+
+
+def _warm_s(record: Any) -> float:
+    """A record's warm kernel time: its warm repeats where it was timed cold."""
+    warm = (record.result or {}).get("warm_value_s")
+    return float(warm) if warm else float(record.compute_s)
+
+
+def _offered(records: Any, workload: Any, device: Any, current: Candidate) -> list[Candidate]:
+    """The current choice, then the recorded candidates worth timing in the
+    plan: the derived start, the fastest kernels cold and warm."""
+    from laytune.plan._planner import _derived_option
+
+    found = [
+        r
+        for r in records.records(workload=workload.key, device=device.key, status="ok")
+        if r.compute_s is not None
+    ]
+    recorded = {r.candidate.key: r.candidate for r in found}
+    picked = [current]
+    start = _derived_option(workload, device)
+    order = [
+        *(o.candidate for o in start if o.candidate.key in recorded),
+        *(r.candidate for r in sorted(found, key=lambda r: (r.compute_s, r.id or 0))),
+    ]
+    by_warm = [r.candidate for r in sorted(found, key=lambda r: (_warm_s(r), r.id or 0))]
+    for k in range(len(order)):
+        for candidate in (order[k], by_warm[k] if k < len(by_warm) else None):
+            if candidate is not None and all(candidate.key != p.key for p in picked):
+                picked.append(candidate)
+        if len(picked) > ALTERNATIVES:
+            break
+    return picked[: ALTERNATIVES + 1]
+
+
+def _time_plans(compiled: list[Any], inputs: Mapping[str, Any], rounds: int) -> list[float]:
+    """Per plan, the median over ``rounds`` interleaved rounds of its device
+    time (the sum of its launches' events) over the first plan's."""
+    ratios: list[list[float]] = [[] for _ in compiled]
+    for _ in range(rounds):
+        times = [c.profile(inputs, repeats=2, warmup=1) for c in compiled]
+        first = min(times[0].device_seconds)
+        for k, t in enumerate(times):
+            ratios[k].append(min(t.device_seconds) / first)
+    return [statistics.median(r) for r in ratios]
+
+
+def measure_choices(
+    graph: Graph,
+    records: Any,
+    device: Any,
+    chosen: Mapping[str, Candidate],
+    *,
+    fuse: bool = True,
+    rounds: int = ROUNDS,
+    say: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Candidate], list[MeasuredChoice]]:
+    """The candidates (workload key -> candidate, as a layout source maps
+    them) that run ``graph`` fastest on ``device`` (a
+    :class:`~laytune.runners.Device`), measured in its plan as the module
+    docstring says, starting from ``chosen`` (the planner's choice from
+    ``records``, a records store); and what was measured per workload."""
+    import pyopencl as cl
+
+    from laytune.plan._model import random_inputs, tuned_workloads
+    from laytune.plan._planner import plan_layouts
+
+    tell = say or (lambda line: None)
+    current = dict(chosen)
+    inputs = random_inputs(graph)
+    context = cl.Context([device.open()])
+    programs: dict[tuple[str, str], Any] = {}  # the plans share all kernels but one or two
+    found: list[MeasuredChoice] = []
+    for item in tuned_workloads(graph, fuse):
+        key = item.workload.key
+        if key not in current:
+            continue
+        offered = _offered(records, item.workload, device.info, current[key])
+        if len(offered) < 2:
+            continue
+        compiled = []
+        try:
+            for candidate in offered:
+                plan = plan_layouts(
+                    graph, {**current, key: candidate}, device.info, fuse=fuse, records=records
+                )
+                compiled.append(plan.compile(context, programs=programs))
+            relative = _time_plans(compiled, inputs, rounds)
+        finally:
+            for c in compiled:
+                c.release()
+        best = min(range(len(offered)), key=lambda k: relative[k])
+        keep = best if relative[best] <= MARGIN else 0
+        current[key] = offered[keep]
+        choice = MeasuredChoice(
+            key, offered[keep], tuple((c.key, r) for c, r in zip(offered, relative, strict=True))
+        )
+        found.append(choice)
+        times = ", ".join(f"{r:.3f}" for r in relative)
+        tell(
+            f"  {key} ({', '.join(item.ops)}): {len(offered)} candidates timed in the plan "
+            f"(relative {times}): "
+            + (f"took candidate {keep + 1}, {relative[keep]:.3f}" if keep else "kept the first")
+        )
+    return current, found

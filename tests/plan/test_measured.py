@@ -1,0 +1,95 @@
+"""Choosing a model's kernels by timing them in its plan: where the records
+rank a slow kernel first, the plan's own times pick the fast one, and the
+frozen file keeps it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import laytune
+from laytune import ops
+from laytune.codegen import lower
+from laytune.plan import Graph, freeze_model, measure_choices, plan_layouts
+from laytune.plan._model import _recorded_choices
+from laytune.records import Record, load_frozen, open_database
+from laytune.search import standard_candidates
+from laytune.space import SearchSpace
+from tests.plan.graphs import weights
+
+SIZE = 256
+
+
+def _graph() -> tuple[Graph, ops.Workload]:
+    matmul = ops.matmul(SIZE, SIZE, SIZE)
+    g = Graph("one matmul")
+    a = g.input("a", (SIZE, SIZE))
+    g.output(g.apply(matmul, "mm", A=a, B=g.constant("b", weights((SIZE, SIZE), 1))))
+    return g, matmul
+
+
+def _record(workload, device, candidate, seconds: float) -> Record:
+    program = lower(workload, candidate, device)
+    return Record(
+        workload.key,
+        device.key,
+        candidate,
+        "ok",
+        value_s=seconds,
+        compute_s=seconds,
+        program=program.to_json(),
+        device_name=device.name,
+    )
+
+
+def test_the_plan_times_pick_the_kernel_the_records_misrank(tmp_path: Path, laytune_device):
+    """Records say the scalar kernel (one output per work-item, logical
+    layouts) runs in a tenth of the register-blocked start's time; on the
+    device it runs several times slower. The planner freezes the scalar one;
+    timed in the plan, the start wins, and the frozen file holds it."""
+    device = laytune_device.info
+    graph, matmul = _graph()
+    space = SearchSpace(matmul, device)
+    scalar = space.identity()
+    (start,) = standard_candidates(space, 1)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with open_database(url) as db:
+        db.add(_record(matmul, device, scalar, 1e-4))
+        db.add(_record(matmul, device, start, 1e-3))
+        planned = plan_layouts(graph, db, device, fuse=False)
+        chosen = dict(_recorded_choices(planned, graph, db, device.key))
+        assert chosen == {matmul.key: scalar}  # the records' word
+        lines: list[str] = []
+        measured, found = measure_choices(
+            graph, db, laytune_device, chosen, fuse=False, say=lines.append
+        )
+    assert measured == {matmul.key: start}
+    (choice,) = found
+    assert choice.changed and choice.candidate == start
+    relative = dict(choice.relative)
+    assert relative[scalar.key] == 1.0 and relative[start.key] < 0.5
+    assert len(lines) == 1 and "took candidate" in lines[0]
+
+    path = freeze_model(
+        graph, url, tmp_path / "model.json", laytune_device, fuse=False, measure=True, say=print
+    )
+    (entry,) = load_frozen(path)
+    assert entry.candidate == start and entry.time_s == 1e-3
+    inputs = {"a": np.random.default_rng(0).standard_normal((SIZE, SIZE)).astype(np.float32)}
+    with laytune.load_model(graph, database=str(path), device=laytune_device, fuse=False) as model:
+        assert [p.candidate for p in model.plan.placements if p.frozen] == [start]
+        (got,) = model(**inputs)
+    (want,) = graph.reference(inputs).values()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_workload_with_one_recorded_candidate_is_not_timed(tmp_path: Path, laytune_device):
+    device = laytune_device.info
+    graph, matmul = _graph()
+    only = SearchSpace(matmul, device).identity()
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with open_database(url) as db:
+        db.add(_record(matmul, device, only, 1e-3))
+        measured, found = measure_choices(graph, db, laytune_device, {matmul.key: only}, fuse=False)
+    assert measured == {matmul.key: only} and found == []
