@@ -1342,17 +1342,23 @@ class Rules:
             found = self._break_memo[key] = (valid, alone)
         return found
 
-    def walk(self, state: State, i: int = 0) -> Iterator[State]:
-        """Every valid assignment of steps ``i`` onward, in order."""
+    def walk(
+        self, state: State, i: int = 0, held: Mapping[str, Any] | None = None
+    ) -> Iterator[State]:
+        """Every valid assignment of steps ``i`` onward, in order; with
+        ``held`` (step name -> value), only those that give its steps those
+        values (the others are not walked)."""
         if i == len(self.steps):
             yield state
             return
         step = self.steps[i]
         for value in self.domain(i, state):
+            if held and step.name in held and not strict_in(value, (held[step.name],)):
+                continue
             child = dict(state)
             step.apply(child, value)
             if self.count(child, frozenset(), i + 1, cap=1):
-                yield from self.walk(child, i + 1)
+                yield from self.walk(child, i + 1, held)
 
     def explain(self, state: State, values: Mapping[str, Any]) -> list[str]:
         """Why the assignment ``values`` is invalid (empty when valid); the

@@ -493,13 +493,19 @@ class SearchSpace:
             p.name: value for p in self._plans if p.role == "input" and layouts[p.name].has_padding
         }
 
-    def enumerate(self) -> Iterator[Candidate]:
+    def enumerate(self, held: Mapping[str, Any] | None = None) -> Iterator[Candidate]:
         """Every valid candidate once, in a deterministic order (for small
-        spaces; it is a generator, so ``itertools.islice`` works on any)."""
+        spaces; it is a generator, so ``itertools.islice`` works on any).
+        ``held`` (knob name -> value): only the candidates with those
+        values, in the same order, the others never made (the staged
+        candidates of a space: ``held={"local_stage": True}``)."""
+        unknown = sorted(set(held or ()) - set(self.knobs))
+        if unknown:
+            raise KeyError(f"space has no knob {unknown} (knobs: {self.knobs})")
         ranges = [range(len(p.layouts)) for p in self._plans]
         for choice in itertools.product(*ranges):
             sig = self._signature_of(choice)
-            for state in self._rules.walk(facts_state(sig)):
+            for state in self._rules.walk(facts_state(sig), 0, held):
                 yield self._candidate(choice, state)
 
     def candidates_with(self, layouts: Mapping[str, Layout]) -> Iterator[Candidate]:

@@ -591,3 +591,15 @@ def test_every_global_family_appears_whatever_the_local_families(local_families)
         assert got == global_layouts(shape, "float32", ["identity", fam], plain), fam
     every = global_layouts(shape, "float32", GLOBAL_FAMILIES, opts)
     assert any(lay.family == "texture" for lay in every)
+
+
+def test_enumerating_with_knobs_held_is_the_whole_enumeration_filtered(device):
+    options = SpaceOptions(families=("identity",), blocks=(1, 4), groups=(0, 2, 16), unrolls=(1,))
+    space = SearchSpace(make_matmul(16, 16, 32), device, options)
+    every = list(space.enumerate())
+    assert {c.knob("local_stage") for c in every} == {True, False}
+    for held in ({"local_stage": True}, {"local_stage": False, "block.j": 4}, {"copy": "rows"}):
+        want = [c for c in every if all(c.knob(k) == v for k, v in held.items())]
+        assert want and list(space.enumerate(held=held)) == want
+    with pytest.raises(KeyError, match="no knob"):
+        next(space.enumerate(held={"colour": 1}))
