@@ -6,9 +6,12 @@ import numpy as np
 
 from laytune import layout as L
 from laytune import ops
+from laytune.codegen import lower
+from laytune.device_info import DeviceInfo
 from laytune.layout import Layout
 from laytune.ops import Workload
 from laytune.plan import Graph
+from laytune.records import Record
 from laytune.space import Candidate
 
 NCHW4C = "lambda i, j, k, l: [i, j // 4, k, l, j % 4]"
@@ -35,6 +38,24 @@ def conv_candidate(
         },
         knobs or {},
         pads or {},
+    )
+
+
+def record_of(
+    workload: Workload, device: DeviceInfo, candidate: Candidate, seconds: float
+) -> Record:
+    """A verified record of ``candidate`` with its lowered program, timed ``seconds``
+    (a time written by the test, not measured)."""
+    program = lower(workload, candidate, device)
+    return Record(
+        workload.key,
+        device.key,
+        candidate,
+        "ok",
+        value_s=seconds,
+        compute_s=seconds,
+        program=program.to_json(),
+        device_name=device.name,
     )
 
 

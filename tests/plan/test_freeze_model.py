@@ -11,27 +11,12 @@ import pytest
 
 import laytune
 from laytune.cli import main
-from laytune.codegen import lower
 from laytune.exceptions import ArgumentTypeError, FrozenFileError, PlanError
 from laytune.layout import identity
 from laytune.plan import freeze_model, plan_layouts
-from laytune.records import Record, freeze, load_frozen, open_database
+from laytune.records import freeze, load_frozen, open_database
 from laytune.space import Candidate
-from tests.plan.graphs import residual_graph, seed_graph
-
-
-def _record(workload, device, candidate: Candidate, seconds: float) -> Record:
-    program = lower(workload, candidate, device)
-    return Record(
-        workload.key,
-        device.key,
-        candidate,
-        "ok",
-        value_s=seconds,
-        compute_s=seconds,
-        program=program.to_json(),
-        device_name=device.name,
-    )
+from tests.plan.graphs import record_of, residual_graph, seed_graph
 
 
 def _database(tmp_path: Path, device) -> tuple[str, object]:
@@ -46,8 +31,8 @@ def _database(tmp_path: Path, device) -> tuple[str, object]:
                 {name: identity(layout.shape) for name, layout in candidate.layouts},
                 dict(candidate.knobs),
             )
-            db.add(_record(workloads[key], device, plain, 2e-3))
-            db.add(_record(workloads[key], device, candidate, 1e-3))
+            db.add(record_of(workloads[key], device, plain, 2e-3))
+            db.add(record_of(workloads[key], device, candidate, 1e-3))
     return url, graph
 
 
@@ -60,7 +45,7 @@ def _add_fused_records(url: str, graph, device) -> set[str]:
         for placement in plan.placements:
             workload = plan.graph.op(placement.op).workload
             if placement.frozen and "+epilogue[" in workload.key:
-                db.add(_record(workload, device, placement.candidate, 0.5e-3))
+                db.add(record_of(workload, device, placement.candidate, 0.5e-3))
                 keys.add(workload.key)
     return keys
 
@@ -124,7 +109,7 @@ def test_a_model_tuned_fused_only_plans_every_conv_from_its_records_and_its_file
         for t in tuned:
             w = t.workload
             plain = Candidate.make({b.name: identity(b.shape) for b in w.buffers}, {})
-            db.add(_record(w, device, plain, 1e-3))
+            db.add(record_of(w, device, plain, 1e-3))
     path = freeze_model(graph, url, tmp_path / "model.json", laytune_device)
     with open_database(url, read_only=True) as db:
         from_records = plan_layouts(graph, db, device, fuse=True)

@@ -10,13 +10,12 @@ import numpy as np
 
 import laytune
 from laytune import ops
-from laytune.codegen import lower
 from laytune.plan import Graph, freeze_model, measure_choices, plan_layouts
 from laytune.plan._model import _recorded_choices
-from laytune.records import Record, load_frozen, open_database
+from laytune.records import load_frozen, open_database
 from laytune.search import standard_candidates
 from laytune.space import SearchSpace
-from tests.plan.graphs import weights
+from tests.plan.graphs import record_of, weights
 
 SIZE = 256
 
@@ -27,20 +26,6 @@ def _graph() -> tuple[Graph, ops.Workload]:
     a = g.input("a", (SIZE, SIZE))
     g.output(g.apply(matmul, "mm", A=a, B=g.constant("b", weights((SIZE, SIZE), 1))))
     return g, matmul
-
-
-def _record(workload, device, candidate, seconds: float) -> Record:
-    program = lower(workload, candidate, device)
-    return Record(
-        workload.key,
-        device.key,
-        candidate,
-        "ok",
-        value_s=seconds,
-        compute_s=seconds,
-        program=program.to_json(),
-        device_name=device.name,
-    )
 
 
 def test_the_plan_times_pick_the_kernel_the_records_misrank(tmp_path: Path, laytune_device):
@@ -55,8 +40,8 @@ def test_the_plan_times_pick_the_kernel_the_records_misrank(tmp_path: Path, layt
     (start,) = standard_candidates(space, 1)
     url = f"sqlite:///{tmp_path / 'r.db'}"
     with open_database(url) as db:
-        db.add(_record(matmul, device, scalar, 1e-4))
-        db.add(_record(matmul, device, start, 1e-3))
+        db.add(record_of(matmul, device, scalar, 1e-4))
+        db.add(record_of(matmul, device, start, 1e-3))
         planned = plan_layouts(graph, db, device, fuse=False)
         chosen = dict(_recorded_choices(planned, graph, db, device.key))
         assert chosen == {matmul.key: scalar}  # the records' word
@@ -90,6 +75,6 @@ def test_a_workload_with_one_recorded_candidate_is_not_timed(tmp_path: Path, lay
     only = SearchSpace(matmul, device).identity()
     url = f"sqlite:///{tmp_path / 'r.db'}"
     with open_database(url) as db:
-        db.add(_record(matmul, device, only, 1e-3))
+        db.add(record_of(matmul, device, only, 1e-3))
         measured, found = measure_choices(graph, db, laytune_device, {matmul.key: only}, fuse=False)
     assert measured == {matmul.key: only} and found == []
