@@ -256,7 +256,12 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
         print(f"{args.model} has no layout-critical operator to tune", file=sys.stderr)
         return EXIT_NO_RESULT
     hint = _db_option(args.db, database.safe_url)
-    print(f"records in {database.safe_url}; see `laytune plan {shlex.quote(args.model)}{hint}`")
+    model = shlex.quote(args.model)
+    print(
+        f"records in {database.safe_url}; see `laytune plan {model}{hint}`, and "
+        f"`laytune freeze --model {model}{hint} --measure` for a frozen file of the "
+        "kernels that run fastest in the plan"
+    )
     missing = [j for j in tuning.jobs if j.result is not None and j.result.best is None]
     return EXIT_NO_RESULT if missing else EXIT_OK
 

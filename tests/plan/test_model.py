@@ -325,6 +325,7 @@ def test_tune_model_tunes_each_workload_once_resumes_and_the_plan_runs_it(
     studies = {r.study for r in records}
     assert len([s for s in studies if s.startswith(gemm)]) == 1  # one job for both Gemms
     assert "2 layout-critical workloads" in first.stdout
+    assert f"laytune freeze --model model.onnx --db {url} --measure" in first.stdout
     count = len(records)
 
     second = _laytune("tune-model", "model.onnx", "--trials", "2", "--db", url, cwd=tmp_path)
@@ -350,6 +351,14 @@ def test_tune_model_tunes_each_workload_once_resumes_and_the_plan_runs_it(
     assert replayed.stdout.count("frozen from the layout source") == shown.stdout.count(
         "frozen from the layout source"
     )
+    # or the kernels that run the plan fastest, timed in it
+    measured = _laytune("freeze", "--model", "model.onnx", "--db", url, "--out", "measured.json",
+                        "--measure", cwd=tmp_path)  # fmt: skip
+    assert measured.returncode == 0, measured.stdout + measured.stderr
+    assert "timing the candidates of 'test' in its plan" in measured.stderr
+    assert "froze 2 workload(s) into measured.json" in measured.stdout
+    alone = _laytune("freeze", "--db", url, "--measure", cwd=tmp_path)
+    assert alone.returncode != 0 and "give --model" in alone.stderr
     feeds = feeds_of(model)
     with (
         laytune.load_model(tmp_path / "model.onnx", database=url) as a,
