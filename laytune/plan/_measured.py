@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from laytune.plan._critical import random_inputs, tuned_workloads
 from laytune.plan._graph import Graph
 from laytune.space import Candidate
 
@@ -117,7 +118,6 @@ def measure_choices(
     ``records``, a records store); and what was measured per workload."""
     import pyopencl as cl
 
-    from laytune.plan._model import random_inputs, tuned_workloads
     from laytune.plan._planner import plan_layouts
 
     tell = say or (lambda line: None)

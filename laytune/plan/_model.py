@@ -31,14 +31,20 @@ import os
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from laytune.exceptions import ArgumentTypeError, PlanError
-from laytune.plan._fuse import bare_candidate, fuse_epilogues
+from laytune.plan._critical import (
+    CriticalWorkload,
+    critical_workloads,
+    random_inputs,
+    tuned_workloads,
+)
+from laytune.plan._fuse import bare_candidate
 from laytune.plan._graph import Graph
 from laytune.plan._onnx import from_onnx
 from laytune.plan._planner import Plan, plan_layouts
@@ -64,55 +70,6 @@ __all__ = [
 
 #: Plans made while tuning a model's conversions, at most (see :func:`tune_model`).
 _PLAN_ROUNDS = 4
-
-
-@dataclass(frozen=True)
-class CriticalWorkload:
-    """One distinct layout-critical workload of a graph and the operators that run it."""
-
-    workload: Any
-    ops: tuple[str, ...]
-
-
-def critical_workloads(graph: Graph) -> list[CriticalWorkload]:
-    """The distinct layout-critical workloads of ``graph`` (see the module
-    docstring), largest first by flops, graph order among equals. Operators
-    with one key share one entry; a buffer is a weight of it only where every
-    one of them reads a constant there."""
-    from laytune.search import classify
-
-    return _distinct(graph, [op for op in graph.ops if classify(op.workload) is not None])
-
-
-def _distinct(graph: Graph, critical: list[Any]) -> list[CriticalWorkload]:
-    """The distinct workloads of the operators ``critical`` of ``graph``, as
-    :func:`critical_workloads` says."""
-    found: dict[str, CriticalWorkload] = {}
-    for op in critical:
-        seen = found.get(op.workload.key)
-        if seen is None:
-            found[op.workload.key] = CriticalWorkload(op.workload, (op.name,))
-            continue
-        weights = tuple(w for w in seen.workload.weights if w in op.workload.weights)
-        found[op.workload.key] = CriticalWorkload(
-            replace(seen.workload, weights=weights), (*seen.ops, op.name)
-        )
-    return sorted(found.values(), key=lambda c: -c.workload.flops)
-
-
-def tuned_workloads(graph: Graph, fuse: bool = True) -> list[CriticalWorkload]:
-    """The workloads :func:`tune_model` tunes: :func:`critical_workloads`
-    of ``graph``, or with ``fuse`` of ``graph`` with every layout-critical
-    operator's element-wise readers folded into it
-    (:func:`~laytune.plan.fuse_epilogues`), the kernels a plan made with
-    ``fuse=True`` runs: a fused operator's records are then its own, not the
-    bare operator's with an epilogue measured by nobody."""
-    bare = critical_workloads(graph)
-    if not fuse:
-        return bare
-    critical = {name for c in bare for name in c.ops}
-    fused, _ = fuse_epilogues(graph, critical)
-    return _distinct(fused, [op for op in fused.ops if op.name in critical])
 
 
 def plan_conversions(plan: Plan) -> list[Any]:
@@ -316,16 +273,6 @@ def _tune_jobs(
     with owned:
         finished = tune_all()
     return ModelTuning(graph.name, device.name, db.safe_url, tuple(jobs), not finished)
-
-
-def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Uniform values in [-1, 1) for every graph input (what a plan is timed on)."""
-    rng = np.random.default_rng(seed)
-    return {
-        name: rng.uniform(-1, 1, t.shape).astype(t.dtype)
-        for name, t in graph.tensors.items()
-        if t.kind == "input"
-    }
 
 
 def _open_records(database: Any) -> tuple[Any, bool]:
