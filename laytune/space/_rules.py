@@ -650,16 +650,17 @@ class GroupStep(Step):
         self.dim = dim
         self.axes = grid_dims(setting.workload)[dim]
         self.name = group_knob(setting.workload, dim)
-        self.first = group_knob(setting.workload, 0)
         blocks = {block_knob(setting.workload, k) for k in self.axes}
+        # a later dimension reads whether the first took the driver's group
+        # (0), not its value: counting keys its memo on what later steps read
         self.reads = frozenset(
-            {"order", "local_stage", "#groups", "@orders", "subgroup", self.first, *blocks}
-            | ({"#walk"} if dim else set())
+            {"order", "local_stage", "#groups", "@orders", "subgroup", *blocks}
+            | ({"#walk", "#driver"} if dim else set())
         )
 
     @property
     def writes(self) -> frozenset[str]:
-        return frozenset({"#groups", "#walk"})
+        return frozenset({"#groups", "#walk"} | (set() if self.dim else {"#driver"}))
 
     def values(self, state: State) -> Sequence[Any]:
         return self.s.groups
@@ -667,6 +668,8 @@ class GroupStep(Step):
     def apply(self, state: State, value: Any) -> None:
         state[self.name] = value
         state["#groups"] = state.get("#groups", 1) * max(value, 1)
+        if not self.dim:
+            state["#driver"] = value == 0
         # the dimension the next work-group lies along (``prefetch``)
         walk = state["#walk"] if self.dim else ONE_GROUP
         if walk == ONE_GROUP:  # count the items only while it is still open
@@ -696,7 +699,7 @@ class GroupStep(Step):
 
     def check(self, state: State, value: Any) -> list[Broken]:
         out: list[Broken] = []
-        if self.dim and (state[self.first] == 0) != (value == 0):
+        if self.dim and state["#driver"] != (value == 0):
             return [(None, "work-group extents are all 0 (the driver's) or all set")]
         size = state["subgroup"]
         if not self.dim and size and (value == 0 or value % size):
