@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from laytune.exceptions import LaytuneError
 from laytune.plan._critical import random_inputs, tuned_workloads
 from laytune.plan._graph import Graph
 from laytune.space import Candidate
@@ -133,17 +134,30 @@ def measure_choices(
         offered = _offered(records, item.workload, device.info, current[key])
         if len(offered) < 2:
             continue
-        compiled = []
+        compiled, kept = [], []
         try:
-            for candidate in offered:
-                plan = plan_layouts(
-                    graph, {**current, key: candidate}, device.info, fuse=fuse, records=records
-                )
-                compiled.append(plan.compile(context, programs=programs))
-            relative = _time_plans(compiled, inputs, rounds)
+            for k, candidate in enumerate(offered):
+                try:
+                    plan = plan_layouts(
+                        graph, {**current, key: candidate}, device.info, fuse=fuse, records=records
+                    )
+                    compiled.append(plan.compile(context, programs=programs))
+                except LaytuneError as err:
+                    if k == 0:  # the current choice: the plan itself does not build
+                        raise
+                    tell(
+                        f"  {key}: candidate {candidate.key} left out, its plan does not "
+                        f"build: {err}"
+                    )
+                    continue
+                kept.append(candidate)
+            relative = _time_plans(compiled, inputs, rounds) if len(kept) > 1 else []
         finally:
             for c in compiled:
                 c.release()
+        offered = kept
+        if not relative:
+            continue
         best = min(range(len(offered)), key=lambda k: relative[k])
         keep = best if relative[best] <= MARGIN else 0
         current[key] = offered[keep]

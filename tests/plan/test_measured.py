@@ -12,9 +12,9 @@ import laytune
 from laytune import ops
 from laytune.plan import Graph, freeze_model, measure_choices, plan_layouts
 from laytune.plan._model import _recorded_choices
-from laytune.records import load_frozen, open_database
+from laytune.records import Record, load_frozen, open_database
 from laytune.search import standard_candidates
-from laytune.space import SearchSpace
+from laytune.space import Candidate, SearchSpace
 from tests.plan.graphs import record_of, weights
 
 SIZE = 256
@@ -78,3 +78,26 @@ def test_a_workload_with_one_recorded_candidate_is_not_timed(tmp_path: Path, lay
         db.add(record_of(matmul, device, only, 1e-3))
         measured, found = measure_choices(graph, db, laytune_device, {matmul.key: only}, fuse=False)
     assert measured == {matmul.key: only} and found == []
+
+
+def test_a_candidate_whose_plan_does_not_build_is_left_out_and_said(tmp_path: Path, laytune_device):
+    """A recorded candidate the plan cannot lower (a vector of 3: no OpenCL
+    type) is left out with the reason; the others are still timed."""
+    device = laytune_device.info
+    graph, matmul = _graph()
+    space = SearchSpace(matmul, device)
+    scalar = space.identity()
+    (start,) = standard_candidates(space, 1)
+    broken = Candidate.make(start.layout_map, {**start.knob_map, "vector": 3, "vector_axis": "j"})
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with open_database(url) as db:
+        db.add(record_of(matmul, device, scalar, 1e-4))
+        db.add(Record(matmul.key, device.key, broken, "ok", value_s=2e-4, compute_s=2e-4))
+        db.add(record_of(matmul, device, start, 1e-3))
+        lines: list[str] = []
+        measured, (choice,) = measure_choices(
+            graph, db, laytune_device, {matmul.key: scalar}, fuse=False, say=lines.append
+        )
+    assert measured == {matmul.key: start}
+    assert [k for k, _ in choice.relative] == [scalar.key, start.key]
+    assert any(f"candidate {broken.key} left out, its plan does not build" in x for x in lines)
