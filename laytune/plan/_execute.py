@@ -391,7 +391,7 @@ class CompiledPlan:
         plan: Plan,
         context: cl.Context | None = None,
         conversions: Any = None,
-        programs: dict[tuple[str, str], cl.Program] | None = None,
+        programs: dict[str, cl.Program] | None = None,
     ) -> None:
         if context is None:
             from laytune.runners import default_device
@@ -457,7 +457,7 @@ class CompiledPlan:
             cl.enqueue_copy(self.queue, self._mem[i], np.ascontiguousarray(physical).reshape(-1))
 
     def _build(self, program: KernelProgram) -> cl.Program:
-        key = (program.source, " ".join(program.build_options))
+        key = program.source_hash  # what the compiler sees: source and options
         built = self._programs.get(key)
         if built is not None:
             return built

@@ -21,6 +21,7 @@ choice's, round by round. The others stay as they are chosen so far.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -73,21 +74,19 @@ def _offered(records: Any, workload: Any, device: Any, current: Candidate) -> li
         for r in records.records(workload=workload.key, device=device.key, status="ok")
         if r.compute_s is not None
     ]
-    recorded = {r.candidate.key: r.candidate for r in found}
-    picked = [current]
-    start = _derived_option(workload, device)
+    recorded = {r.candidate.key for r in found}
     order = [
-        *(o.candidate for o in start if o.candidate.key in recorded),
+        *(o.candidate for o in _derived_option(workload, device) if o.candidate.key in recorded),
         *(r.candidate for r in sorted(found, key=lambda r: (r.compute_s, r.id or 0))),
     ]
     by_warm = [r.candidate for r in sorted(found, key=lambda r: (_warm_s(r), r.id or 0))]
-    for k in range(len(order)):
-        for candidate in (order[k], by_warm[k] if k < len(by_warm) else None):
-            if candidate is not None and all(candidate.key != p.key for p in picked):
-                picked.append(candidate)
+    picked = {current.key: current}
+    for candidate in itertools.chain.from_iterable(itertools.zip_longest(order, by_warm)):
+        if candidate is not None:
+            picked.setdefault(candidate.key, candidate)
         if len(picked) > ALTERNATIVES:
             break
-    return picked[: ALTERNATIVES + 1]
+    return list(picked.values())
 
 
 def _time_plans(compiled: list[Any], inputs: Mapping[str, Any], rounds: int) -> list[float]:
@@ -125,7 +124,7 @@ def measure_choices(
     current = dict(chosen)
     inputs = random_inputs(graph)
     context = cl.Context([device.open()])
-    programs: dict[tuple[str, str], Any] = {}  # the plans share all kernels but one or two
+    programs: dict[str, Any] = {}  # the plans share all kernels but one or two
     found: list[MeasuredChoice] = []
     for item in tuned_workloads(graph, fuse):
         key = item.workload.key

@@ -632,15 +632,15 @@ class Plan:
         self,
         context: cl.Context | None = None,
         conversions: Any = None,
-        programs: dict[tuple[str, str], cl.Program] | None = None,
+        programs: dict[str, cl.Program] | None = None,
     ) -> CompiledPlan:
         """Build every kernel of the plan for one OpenCL device (``context``'s
         first; default: :func:`laytune.runners.default_device`). Rewrites
         run the best conversion kernels ``conversions`` (a
         :class:`laytune.records.RecordedConversions`) records; default: those
         of the records database the plan was made from, on the plan's device.
-        ``programs``: programs built in ``context`` before, by source and
-        build options, taken from and added to (plans that share kernels
+        ``programs``: programs built in ``context`` before, by their
+        :attr:`~laytune.codegen.KernelProgram.source_hash`, taken from and added to (plans that share kernels
         build each once)."""
         return CompiledPlan(self, context, conversions, programs)
 
