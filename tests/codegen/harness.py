@@ -161,7 +161,7 @@ class VectorTrial(RandomTrial):
         return super().suggest_categorical(name, choices)
 
 
-_ABSENT = "absent"
+_ABSENT = object()  # a slot a candidate lacks: equal only to itself
 
 
 def choices_of(candidate: Candidate) -> list[tuple[str, Any]]:
