@@ -12,6 +12,10 @@ import pytest
 from laytune.cli import main
 from laytune.records import open_database
 
+#: One xdist worker runs the module, so the tuned database of its navigation
+#: tests (``navigable``, 12 s) is made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("cli")
+
 
 @pytest.mark.parametrize(
     ("argv", "message"),

@@ -19,7 +19,9 @@ from matplotlib.legend import Legend
 from laytune import cli, plots
 from tests import plot_records
 
-pytestmark = pytest.mark.slow  # each figure drawn and saved: a second or more each
+#: slow: each figure drawn and saved, a second or more each; one xdist worker
+#: draws them all once (the module's fixtures, 17 s, ran once per worker)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("plot_report")]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """SIGKILL at random moments of building and measuring, four times, then resume.
 
 A tuning job (``python -m tests.search.worker``: every candidate of a space of
-198, two per batch) is killed with SIGKILL, as the OOM killer would, at a
+175, two per batch) is killed with SIGKILL, as the OOM killer would, at a
 random moment once its build workers exist, so the kill lands while it
 starts its workers, builds, measures or writes. After each kill no process
 of the job may live 10 s later and every record committed before is still
@@ -41,7 +41,7 @@ WINDOW_S = 3.0
 
 def _start(url: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.search.worker", url, "exhaustive", "1000", "2", "wide"],
+        [sys.executable, "-m", "tests.search.worker", url, "exhaustive", "1000", "2", "killed"],
         cwd=jobs.ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -90,12 +90,12 @@ def test_killed_four_times_at_random_then_resumed_nothing_lost_or_doubled(tmp_pa
     storage = open_database(url).optuna_storage()
     trials_before = len(optuna.load_study(study_name=worker.STUDY, storage=storage).trials)
 
-    worker.main(url, "exhaustive", 1000, 2, "wide")
+    worker.main(url, "exhaustive", 1000, 2, "killed")
 
     with open_database(url) as database:
         records = database.records()
         claims = database.claims()
-    space = SearchSpace(worker.WORKLOAD, default_device().info, worker.WIDE)
+    space = SearchSpace(worker.WORKLOAD, default_device().info, worker.KILLED)
     keys = [r.candidate.key for r in records]
     assert len(keys) == len(set(keys)), "a candidate was recorded twice"
     assert set(keys) == {c.key for c in space.enumerate()}, "a candidate was lost"
