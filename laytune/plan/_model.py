@@ -176,9 +176,10 @@ def tune_model(
     layout-critical operator with the element-wise epilogue folded into it
     (:func:`tuned_workloads`); False: the operators alone."""
     from laytune.records import DEFAULT_URL, RecordStore, open_database
-    from laytune.runners import default_device, select_device
+    from laytune.runners import default_device, refuse_while_a_worker_starts, select_device
     from laytune.search import TuneOptions
 
+    refuse_while_a_worker_starts("laytune.tune_model")
     opts = options if options is not None else TuneOptions(trials=24)
     if opts.boundary or opts.study_name:
         raise ArgumentTypeError(

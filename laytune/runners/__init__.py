@@ -45,6 +45,7 @@ from laytune.runners._results import (
     RunResult,
 )
 from laytune.runners._runner import Runner
+from laytune.runners._worker import refuse_while_a_worker_starts
 from laytune.runners._workload import VerifiableWorkload, input_seed, timed_cold
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "input_seed",
     "list_devices",
     "memory_refusal",
+    "refuse_while_a_worker_starts",
     "register_opencl_runtimes",
     "select_device",
     "timed_cold",

@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from laytune.exceptions import WorkerError
+from laytune.exceptions import WorkerError, WorkerStartError
 from laytune.runners._devices import Device
 from laytune.runners._lifeline import follow_owner, spawning
 
@@ -103,6 +103,23 @@ def main_module_hint() -> str:
         f"{spawn} ({path}): a script must call laytune under "
         f'`if __name__ == "__main__":` (the worker\'s traceback is above)'
     )
+
+
+def refuse_while_a_worker_starts(what: str) -> None:
+    """Raise :class:`WorkerStartError` when this process is a worker that
+    multiprocessing's ``spawn`` is still starting: it is running the parent's
+    main script again, which calls ``what`` outside ``if __name__ ==
+    "__main__":``. Stopping here, before the job builds its space and starts
+    workers of its own, ends the child in a second; the parent then says why
+    (:func:`main_module_hint`). An unguarded script took 20 s to fail so."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise WorkerStartError(
+            f"{what} was called while this worker process starts: "
+            "multiprocessing's 'spawn' runs the main script again in each worker, "
+            'so a script must call laytune under `if __name__ == "__main__":`'
+        )
 
 
 def describe_exit(exitcode: int | None) -> str:

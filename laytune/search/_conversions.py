@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from laytune.records import default_boundary, open_database
+from laytune.runners import refuse_while_a_worker_starts
 from laytune.space import CONVERSION_OP, ConversionWorkload
 
 __all__ = ["conversions_of", "tune_conversions"]
@@ -66,6 +67,7 @@ def tune_conversions(
     from laytune.search._options import TuneOptions
     from laytune.search._tune import _resolve_device, tune
 
+    refuse_while_a_worker_starts("laytune.tune_conversions")
     opts = options if options is not None else TuneOptions(trials=24)
     device = _resolve_device(device)
     db = open_database(database)

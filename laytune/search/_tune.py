@@ -52,6 +52,7 @@ from laytune.runners import (
     build_cache_dir,
     default_device,
     memory_refusal,
+    refuse_while_a_worker_starts,
     select_device,
 )
 from laytune.search._held import with_held_layouts
@@ -431,6 +432,7 @@ def tune(
     database that fails during the job (a full disk, a lost server) raises
     :class:`~laytune.exceptions.DatabaseError`; what it committed before stays.
     """
+    refuse_while_a_worker_starts("laytune.tune")
     if legacy or isinstance(options, SpaceOptions):
         options = options_from_keywords(options, legacy)  # warns at the caller's line
     opts = options if options is not None else TuneOptions()

@@ -46,6 +46,32 @@ def test_a_script_without_the_main_guard_stops_with_the_reason(tmp_path: Path) -
     assert "WorkerStartError: the measuring worker did not start" in done.stderr
     assert 'call laytune under `if __name__ == "__main__":`' in done.stderr
     assert str(script) in done.stderr
+    # the worker stopped at the call, before it built a space or started workers
+    assert "laytune.tune was called while this worker process starts" in done.stderr
+
+
+@pytest.mark.parametrize("entry", ["tune", "tune_model", "tune_conversions"])
+def test_a_job_entered_while_a_worker_starts_stops_before_any_work(
+    entry: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import multiprocessing
+
+    import laytune
+    from laytune import ops
+    from laytune.exceptions import WorkerStartError
+    from laytune.plan import tune_model
+    from laytune.search import tune_conversions
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    db = tmp_path / "never.db"
+    calls = {
+        "tune": lambda: laytune.tune(ops.copy((4, 4)), database=f"sqlite:///{db}"),
+        "tune_model": lambda: tune_model("no-such-model.onnx", database=f"sqlite:///{db}"),
+        "tune_conversions": lambda: tune_conversions(f"sqlite:///{db}"),
+    }
+    with pytest.raises(WorkerStartError, match=f"laytune.{entry} was called while this worker"):
+        calls[entry]()
+    assert not db.exists()  # nothing was opened
 
 
 def test_a_script_read_from_stdin_stops_with_the_reason(tmp_path: Path) -> None:
