@@ -229,6 +229,8 @@ def _cmd_tune_conversions(args: argparse.Namespace) -> int:
         return EXIT_NO_RESULT
     for result in results:
         print(result.summary())
+    if results[-1].stop_reason.startswith("interrupted"):
+        return EXIT_INTERRUPTED
     print("prices, freeze, export and plans now use the fastest recorded conversion kernels")
     return EXIT_OK
 

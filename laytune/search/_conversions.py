@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from laytune.records import default_boundary, open_database
-from laytune.runners import refuse_while_a_worker_starts
+from laytune.runners import Builder, Runner, build_cache_dir, refuse_while_a_worker_starts
 from laytune.space import CONVERSION_OP, ConversionWorkload
 
 __all__ = ["conversions_of", "tune_conversions"]
@@ -63,7 +63,10 @@ def tune_conversions(
     :class:`~laytune.search.TuneResult` per conversion, in order. Each
     conversion is a job of its own small space
     (:class:`laytune.space.ConversionSpace`) under ``options`` (a
-    :class:`~laytune.search.TuneOptions`; default: 24 trials)."""
+    :class:`~laytune.search.TuneOptions`; default: 24 trials). The jobs share
+    one builder and one runner, so their workers start once. Ctrl-C ends the
+    job it lands in as :func:`tune` does and no later job starts: the last
+    result's ``stop_reason`` then starts with "interrupted"."""
     from laytune.search._options import TuneOptions
     from laytune.search._tune import _resolve_device, tune
 
@@ -78,7 +81,24 @@ def tune_conversions(
             continue
         for workload in conversions_of(best):
             jobs.setdefault(workload.key, workload)
-    return [
-        tune(workload, device, options=opts, database=db, progress=progress)
-        for workload in jobs.values()
-    ]
+    results: list[Any] = []
+    if not jobs:
+        return results
+    with (
+        Builder(device, cache_dir=build_cache_dir()) as builder,
+        Runner(device, opts.measure) as runner,
+    ):
+        for workload in jobs.values():
+            result = tune(
+                workload,
+                device,
+                options=opts,
+                database=db,
+                progress=progress,
+                builder=builder,
+                runner=runner,
+            )
+            results.append(result)
+            if result.stop_reason.startswith("interrupted"):
+                break
+    return results

@@ -217,3 +217,54 @@ def test_tune_conversions_on_a_conv2d_database(
     assert len(knobs) == 6
     kinds = {(k.get("kernel"), k.get("vector"), k.get("items")) for k in knobs}
     assert ("gather", 2, 1) in kinds and any(kind == "tile" for kind, _, _ in kinds)
+
+
+def test_the_conversion_jobs_share_their_workers_and_stop_at_an_interrupt(
+    tmp_path: Path, laytune_device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record that packs X and unpacks Y pays for two conversions: their
+    jobs get one builder and one runner; a job ended by Ctrl-C is the last."""
+    import laytune.search._tune as tune_module
+
+    device = laytune_device
+    workload = ops.conv2d(1, 8, 2, 2, 8, 1)
+    shapes = {b.name: b.shape for b in workload.buffers}
+    wanted = {name: identity(shape) for name, shape in shapes.items()}
+    wanted["X"] = block(shapes["X"], 1, 8)
+    wanted["Y"] = block(shapes["Y"], 1, 8)
+    candidate = next(iter(SearchSpace(workload, device.info).candidates_with(wanted)))
+    db = open_database(f"sqlite:///{tmp_path / 'two.db'}")
+    db.add(
+        Record(
+            workload.key,
+            device.key,
+            candidate,
+            "ok",
+            value_s=1e-3,
+            program=lower(workload, candidate, device.info).to_json(),
+            result={
+                "pack_times": [{"buffer": "X", "value_s": 2e-4}],
+                "unpack_times": [{"buffer": "Y", "value_s": 2e-4}],
+            },
+            device_name=device.name,
+        )
+    )
+    assert len(conversions_of(db.best(workload, device))) == 2
+
+    class Stopped:
+        def __init__(self, reason: str) -> None:
+            self.stop_reason = reason
+
+    for reasons, expected in ((["trial budget", "trial budget"], 2), (["interrupted (Ctrl-C)"], 1)):
+        calls: list[tuple[object, object]] = []
+
+        def fake_tune(workload, device, *, builder, runner, reasons=reasons, calls=calls, **_):
+            calls.append((builder, runner))
+            return Stopped(reasons[len(calls) - 1])
+
+        monkeypatch.setattr(tune_module, "tune", fake_tune)
+        results = tune_conversions(db, device, options=TuneOptions(trials=2))
+        assert [r.stop_reason for r in results] == reasons[:expected]
+        assert len(calls) == expected
+        assert calls[0][0] is not None and calls[0][1] is not None
+        assert len(set(calls)) == 1  # the same builder and runner for every job
