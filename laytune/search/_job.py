@@ -284,9 +284,12 @@ def status_line(job: Job) -> str:
 
 #: Where the progress line stops counting the space: an exact count walks the
 #: rules once per distinct combination of layout facts, minutes for a fused
-#: convolution with a residual input (2487 of them, 262 trillion candidates),
-#: where counting up to this cap takes a fraction of a second.
-COUNT_CAP = 10**9
+#: convolution with a residual input (2487 of them, 262 trillion candidates).
+#: Up to a million the count takes 0.01-0.11 s for that conv, matmuls and a
+#: 512^2 transpose; up to a billion it took 1.8 s (matmul 256 x 16 x 256),
+#: 2.8 s (1024^3) and 4.4 s (the transpose's 35.7 million) at every job's
+#: start, on the host the build workers compile on.
+COUNT_CAP = 10**6
 
 
 class Progress(TuneCallback):
