@@ -178,6 +178,31 @@ def test_freeze_keeps_the_faster_pack_and_its_time(
         assert entry.program.pack[0].kernel.endswith("_tuned")
 
 
+def _add_blocked_record(db, workload, device, blocked: tuple[str, ...]) -> None:
+    """A record of ``workload`` whose ``blocked`` buffers are NCHW8c (the
+    input X packed, the output Y unpacked per call), the others identity."""
+    shapes = {b.name: b.shape for b in workload.buffers}
+    wanted = {name: identity(shape) for name, shape in shapes.items()}
+    wanted.update({name: block(shapes[name], 1, 8) for name in blocked})
+    candidate = next(iter(SearchSpace(workload, device.info).candidates_with(wanted)))
+    times = [{"buffer": name, "value_s": 2e-4} for name in blocked]
+    db.add(
+        Record(
+            workload.key,
+            device.key,
+            candidate,
+            "ok",
+            value_s=1e-3,
+            program=lower(workload, candidate, device.info).to_json(),
+            result={
+                "pack_times": [t for t in times if t["buffer"] != "Y"],
+                "unpack_times": [t for t in times if t["buffer"] == "Y"],
+            },
+            device_name=device.name,
+        )
+    )
+
+
 @pytest.mark.slow  # starts the build and measure workers; the cause is in tests/space
 def test_tune_conversions_on_a_conv2d_database(
     tmp_path: Path, laytune_device, capsys: pytest.CaptureFixture[str]
@@ -189,23 +214,9 @@ def test_tune_conversions_on_a_conv2d_database(
     device = laytune_device
     workload = ops.conv2d(1, 8, 2, 2, 8, 1)
     shapes = {b.name: b.shape for b in workload.buffers}
-    wanted = {name: identity(shape) for name, shape in shapes.items()}
-    wanted["Y"] = block(shapes["Y"], 1, 8)
-    candidate = next(iter(SearchSpace(workload, device.info).candidates_with(wanted)))
     url = f"sqlite:///{tmp_path / 'conv2d.db'}"
     db = open_database(url)
-    db.add(
-        Record(
-            workload.key,
-            device.key,
-            candidate,
-            "ok",
-            value_s=1e-3,
-            program=lower(workload, candidate, device.info).to_json(),
-            result={"pack_times": [], "unpack_times": [{"buffer": "Y", "value_s": 2e-4}]},
-            device_name=device.name,
-        )
-    )
+    _add_blocked_record(db, workload, device, ("Y",))
     (unpack,) = conversions_of(db.best(workload, device))
     assert unpack == ConversionWorkload(block(shapes["Y"], 1, 8), identity(shapes["Y"]))
 
@@ -228,27 +239,8 @@ def test_the_conversion_jobs_share_their_workers_and_stop_at_an_interrupt(
 
     device = laytune_device
     workload = ops.conv2d(1, 8, 2, 2, 8, 1)
-    shapes = {b.name: b.shape for b in workload.buffers}
-    wanted = {name: identity(shape) for name, shape in shapes.items()}
-    wanted["X"] = block(shapes["X"], 1, 8)
-    wanted["Y"] = block(shapes["Y"], 1, 8)
-    candidate = next(iter(SearchSpace(workload, device.info).candidates_with(wanted)))
     db = open_database(f"sqlite:///{tmp_path / 'two.db'}")
-    db.add(
-        Record(
-            workload.key,
-            device.key,
-            candidate,
-            "ok",
-            value_s=1e-3,
-            program=lower(workload, candidate, device.info).to_json(),
-            result={
-                "pack_times": [{"buffer": "X", "value_s": 2e-4}],
-                "unpack_times": [{"buffer": "Y", "value_s": 2e-4}],
-            },
-            device_name=device.name,
-        )
-    )
+    _add_blocked_record(db, workload, device, ("X", "Y"))
     assert len(conversions_of(db.best(workload, device))) == 2
 
     class Stopped:
