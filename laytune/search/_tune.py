@@ -615,8 +615,11 @@ class _Scheduler:
         future = self.builder.submit(_programs(pending))
         while pending:
             checkpoint()
-            built = future.result()
+            # proposed while this batch compiles in the build workers, where
+            # the host had waited idle (its first proposal, with the model
+            # strategy's pool and first fit, is seconds): it reads no build
             following = self._following(len(pending))
+            built = future.result()
             programs = _programs(following)
             if programs and self.overlap:  # build the next batch while this one is measured
                 future = self.builder.submit(programs)
