@@ -207,7 +207,7 @@ def _tune_jobs(
     fuse: bool,
 ) -> ModelTuning:
     from laytune.records import Boundary
-    from laytune.runners import Builder, Runner, build_cache_dir
+    from laytune.runners import local_workers
     from laytune.search import study_name_for, tune
 
     tell = (say or _stderr) if progress else (lambda line: None)
@@ -219,8 +219,7 @@ def _tune_jobs(
         """One builder and one runner for every job (their workers start once,
         and only when something is left to measure)."""
         if not pools:
-            pools.append(owned.enter_context(Builder(device, cache_dir=build_cache_dir())))
-            pools.append(owned.enter_context(Runner(device, opts.measure)))
+            pools.extend(owned.enter_context(local_workers(device, opts.measure)))
         return pools[0], pools[1]
 
     def run(workload: Any, kind: str, ops: tuple[str, ...], number: str) -> bool:

@@ -8,7 +8,8 @@ reference. Both take a batch and return a batch of the same length and order
 (or a future of it); a candidate's failure is a result with an
 :class:`ErrorKind`, never an exception. :class:`Builder` (parallel worker
 processes) and :class:`Runner` (an isolated worker process) are the local
-implementations.
+implementations; :func:`local_workers` opens both as a job makes them, for
+several jobs to share.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from laytune.runners._devices import (
     select_device,
 )
 from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context, image_format
+from laytune.runners._local import local_workers
 from laytune.runners._memory import allocation_bytes, memory_refusal
 from laytune.runners._opencl_runtime import register_opencl_runtimes
 from laytune.runners._results import (
@@ -79,6 +81,7 @@ __all__ = [
     "image_format",
     "input_seed",
     "list_devices",
+    "local_workers",
     "memory_refusal",
     "refuse_while_a_worker_starts",
     "register_opencl_runtimes",

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from laytune.records import default_boundary, open_database
-from laytune.runners import Builder, Runner, build_cache_dir, refuse_while_a_worker_starts
+from laytune.runners import local_workers, refuse_while_a_worker_starts
 from laytune.space import CONVERSION_OP, ConversionWorkload
 
 __all__ = ["conversions_of", "tune_conversions"]
@@ -84,10 +84,7 @@ def tune_conversions(
     results: list[Any] = []
     if not jobs:
         return results
-    with (
-        Builder(device, cache_dir=build_cache_dir()) as builder,
-        Runner(device, opts.measure) as runner,
-    ):
+    with local_workers(device, opts.measure) as (builder, runner):
         for workload in jobs.values():
             result = tune(
                 workload,
