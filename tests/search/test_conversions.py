@@ -231,7 +231,10 @@ def test_tune_conversions_on_a_conv2d_database(
 
 
 def test_the_conversion_jobs_share_their_workers_and_stop_at_an_interrupt(
-    tmp_path: Path, laytune_device, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    laytune_device,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A record that packs X and unpacks Y pays for two conversions: their
     jobs get one builder and one runner; a job ended by Ctrl-C is the last."""
@@ -247,6 +250,9 @@ def test_the_conversion_jobs_share_their_workers_and_stop_at_an_interrupt(
         def __init__(self, reason: str) -> None:
             self.stop_reason = reason
 
+        def summary(self) -> str:
+            return f"stopped: {self.stop_reason}"
+
     for reasons, expected in ((["trial budget", "trial budget"], 2), (["interrupted (Ctrl-C)"], 1)):
         calls: list[tuple[object, object]] = []
 
@@ -260,3 +266,9 @@ def test_the_conversion_jobs_share_their_workers_and_stop_at_an_interrupt(
         assert len(calls) == expected
         assert calls[0][0] is not None and calls[0][1] is not None
         assert len(set(calls)) == 1  # the same builder and runner for every job
+    # the command: interrupted, it exits 130 without claiming the kernels are in use
+    monkeypatch.setattr(tune_module, "tune", lambda *a, **k: Stopped("interrupted (Ctrl-C)"))
+    argv = ["tune-conversions", "--db", f"sqlite:///{tmp_path / 'two.db'}", "--quiet"]
+    assert main(argv) == 130
+    out = capsys.readouterr().out
+    assert "stopped: interrupted (Ctrl-C)" in out and "now use the fastest" not in out
