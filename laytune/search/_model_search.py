@@ -137,22 +137,24 @@ class ModelSearch:
         change = int(self.rng.integers(len(params)))
         return self.space.suggest(_Draw(self.rng, params, change))
 
-    def pool(self, exclude: Collection[str]) -> list[Candidate]:
-        """Up to ``pool`` distinct candidates not in ``exclude`` nor observed:
-        a quarter neighbours of the best measured, the rest uniform draws; in
-        a space of at most four pools, every such candidate instead.
+    def pool(self, exclude: Collection[str], size: int | None = None) -> list[Candidate]:
+        """Up to ``size`` (default: ``pool``) distinct candidates not in
+        ``exclude`` nor observed: a quarter neighbours of the best measured,
+        the rest uniform draws; in a space of at most four pools, every such
+        candidate instead.
 
         Uniform draws that no batch took are kept for the next pool, which
         draws only as many new ones as were taken: a job's pools cost one
         pool of draws and features, not one per batch."""
+        size = self.pool_size if size is None else size
         if self._all is None:
             small = self.space.size_up_to(4 * self.pool_size + 1) <= 4 * self.pool_size
             self._all = list(self.space.enumerate()) if small else []
         if self._all:
             left = [c for c in self._all if c.key not in exclude and c.key not in self.observed]
-            if len(left) <= self.pool_size:
+            if len(left) <= size:
                 return left
-            return [left[k] for k in sorted(self.rng.choice(len(left), self.pool_size, False))]
+            return [left[k] for k in sorted(self.rng.choice(len(left), size, False))]
 
         def fresh(key: str) -> bool:
             return key not in exclude and key not in self.observed
@@ -162,7 +164,7 @@ class ModelSearch:
         )
         parents = [c for _, _, c in measured[:_PARENTS]]
         found: dict[str, Candidate] = {}
-        near = self.pool_size // 4 if parents else 0
+        near = size // 4 if parents else 0
         for attempt in range(near * 2):
             checkpoint()
             if len(found) >= near:
@@ -171,7 +173,7 @@ class ModelSearch:
             if fresh(candidate.key):
                 found.setdefault(candidate.key, candidate)
         kept = {k: c for k, c in self._kept.items() if fresh(k) and k not in found}
-        wanted = self.pool_size - len(found)
+        wanted = size - len(found)
         for _ in range(2 * max(0, wanted - len(kept))):
             checkpoint()
             if len(kept) >= wanted:
@@ -181,7 +183,7 @@ class ModelSearch:
                 kept.setdefault(candidate.key, candidate)
         self._kept = kept
         for key, candidate in kept.items():
-            if len(found) >= self.pool_size:
+            if len(found) >= size:
                 break
             found[key] = candidate
         return list(found.values())
@@ -189,13 +191,16 @@ class ModelSearch:
     def propose(self, count: int, exclude: Collection[str] = ()) -> list[Candidate]:
         """Up to ``count`` new candidates: the best predicted of a pool, and
         ``explore`` of them (a share rounded at random) drawn from the pool
-        at random; all at random while the model cannot be trained."""
-        pool = self.pool(exclude)
+        at random; all at random while the model cannot be trained, from a
+        pool of ``count`` (a pool of hundreds ranks nothing without a model,
+        and its draws cost seconds on a job's first batch)."""
+        trained = self.train()
+        pool = self.pool(exclude) if trained else self.pool(exclude, count)
         self.explored = []
         if not pool:
             return []
         order = self.rng.permutation(len(pool))
-        if not self.train():
+        if not trained:
             picked = [pool[k] for k in order[:count]]
             self.explored = list(picked)
             return picked

@@ -142,6 +142,36 @@ def test_batches_are_the_best_predicted_plus_exploration(space: SearchSpace) -> 
     assert min(tiles) >= 2.0  # the model learned that larger register tiles are faster
 
 
+def test_an_untrained_batch_draws_only_what_it_proposes(space: SearchSpace) -> None:
+    """Without a model a pool ranks nothing: the first batch of a job draws
+    its candidates alone (at most two tries each), not a pool of hundreds."""
+    calls = []
+
+    class Counting:
+        def __init__(self, inner: SearchSpace) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str):
+            return getattr(self.inner, name)
+
+        def suggest(self, trial):
+            calls.append(1)
+            return self.inner.suggest(trial)
+
+        def size_up_to(self, cap: int) -> int:
+            return cap  # more than four pools: drawn, not enumerated
+
+    search = ModelSearch(Counting(space), seed=3, pool=96)
+    batch = search.propose(8)
+    assert len(batch) == 8 and len({c.key for c in batch}) == 8
+    assert search.explored == batch
+    assert 8 <= len(calls) <= 16
+    _synthetic(search, 24)
+    calls.clear()
+    search.propose(8)
+    assert len(calls) >= 96 - 8  # trained: a whole pool is drawn and ranked
+
+
 def test_a_pool_keeps_the_draws_no_batch_took(space: SearchSpace) -> None:
     """A job's next pool is last pool's uniform draws less those taken, with
     fresh neighbours of the best and only as many new draws as were taken;
