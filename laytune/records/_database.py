@@ -377,6 +377,12 @@ class Database(RecordStore):
                     self._optuna_storage = _retry(
                         lambda: optuna.storages.RDBStorage(self.url, engine_kwargs=engine_kwargs)
                     )
+                if self.is_sqlite:
+                    # optuna's own connections commit as the records' do: in WAL
+                    # mode with synchronous=NORMAL, a commit is not an fsync
+                    engine = self._optuna_storage.engine
+                    sa.event.listen(engine, "connect", _sqlite_pragmas)
+                    engine.dispose()  # the connection made for the schema predates the pragma
             except Exception as err:
                 raise DatabaseError(
                     f"cannot open optuna storage on {self.safe_url}: "

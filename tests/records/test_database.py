@@ -334,3 +334,12 @@ def test_identity_twins_of_a_vector_transpose_include_the_direct_read(db) -> Non
     assert baseline is not None and baseline.value_s == 8e-6
     assert twin is not None and twin.candidate == direct
     assert db.to_dataframe()["layout_speedup"].iloc[2] == pytest.approx(2.0)
+
+
+def test_optuna_commits_on_sqlite_as_the_records_do(db) -> None:
+    """The study's connections are in WAL mode with synchronous=NORMAL, as the
+    records' are: a commit of a trial's param is not an fsync."""
+    engine = db.optuna_storage().engine
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
