@@ -23,7 +23,7 @@ from laytune.space import (
     layout_keys,
 )
 
-__all__ = ["STRATEGIES", "make_sampler", "params_of"]
+__all__ = ["STRATEGIES", "make_sampler", "params_of", "trial_params_of"]
 
 
 def _tpe(seed: int) -> Any:
@@ -111,6 +111,7 @@ class _Replay:
         self.space = space
         self.candidate = candidate
         self.params: dict[str, Any] = {}
+        self.choices: dict[str, list[Any]] = {}  # what each param was asked with
         # a knob the candidate lacks (a record older than the knob, a user's
         # own candidate) is read at its default, as the code generator reads
         # it; a conversion's knobs have none (absent is a value of its own)
@@ -130,9 +131,11 @@ class _Replay:
             value = layout_keys(layouts)[_index_of(layouts, wanted)]
         else:
             value = self.knobs.get(base)
-        if value not in list(choices):
+        choices = list(choices)
+        if value not in choices:
             raise _NotInSpace
         self.params[name] = value
+        self.choices[name] = choices
         return value
 
 
@@ -146,6 +149,30 @@ def params_of(space: SearchSpace, candidate: Candidate) -> tuple[dict[str, Any],
     except _NotInSpace:
         return None
     return replay.params, found
+
+
+def trial_params_of(
+    space: SearchSpace, candidate: Candidate
+) -> tuple[dict[str, Any], dict[str, Any], Candidate] | None:
+    """The params and distributions of an optuna trial whose ``space.suggest``
+    gives ``candidate`` (as :func:`params_of`), without the params of one
+    choice (a trial is never asked those: ``tune``'s trials take a lone
+    choice without asking), and the candidate; None when the space does
+    not hold it. A trial created with them holds every param it will be
+    asked from its first write."""
+    import optuna
+
+    replay = _Replay(space, candidate)
+    try:
+        found = space.suggest(replay)
+    except _NotInSpace:
+        return None
+    asked = {name: c for name, c in replay.choices.items() if len(c) > 1}
+    params = {name: replay.params[name] for name in asked}
+    distributions = {
+        name: optuna.distributions.CategoricalDistribution(c) for name, c in asked.items()
+    }
+    return params, distributions, found
 
 
 def exhaustive_order(space: SearchSpace) -> Iterator[Candidate]:

@@ -61,7 +61,7 @@ from laytune.search._model_search import ModelProposals
 from laytune.search._options import TuneOptions, options_from_keywords
 from laytune.search._pricing import JobPricing, boundary_tag
 from laytune.search._starts import conversion_starts, standard_candidates
-from laytune.search._strategies import make_sampler, params_of
+from laytune.search._strategies import make_sampler, params_of, trial_params_of
 from laytune.space import Candidate, ConversionSpace, ConversionWorkload, SearchSpace, SpaceOptions
 
 __all__ = [
@@ -147,13 +147,16 @@ class _Proposer:
             storage.get_study_id_from_name(job.study.study_name),
         )
 
-    def _new_trial(self, fixed_params: dict[str, Any] | None = None) -> Any:
+    def _new_trial(
+        self, params: dict[str, Any] | None = None, distributions: dict[str, Any] | None = None
+    ) -> Any:
         """A RUNNING trial that names its owner from the moment it exists.
 
         ``study.ask()`` and naming the owner after it would leave a trial
         without an owner, RUNNING for ever, when the job stops in between;
-        so the trial is added whole (``study.add_trial``), owner included, in
-        one write. ``fixed_params`` fix its parameters (a forced candidate),
+        so the trial is created whole, owner included, in one write.
+        ``params`` (with their ``distributions``) are a forced candidate's,
+        written in that same write, so that asking them writes nothing;
         never through a WAITING trial: one could be popped by two workers at
         once on SQLite, which locks no rows, or by another job of the study.
         """
@@ -165,7 +168,8 @@ class _Proposer:
         study.add_trial(
             optuna.trial.create_trial(
                 state=optuna.trial.TrialState.RUNNING,
-                system_attrs={"fixed_params": fixed_params} if fixed_params else {},
+                params=params or {},
+                distributions=distributions or {},
                 user_attrs={"owner": self.owner, "proposal": mark},
             )
         )
@@ -179,10 +183,10 @@ class _Proposer:
             checkpoint()
             if candidate.key in known:
                 continue
-            found = params_of(self.job.space, candidate)
-            if found is None or found[1].key in known:
+            found = trial_params_of(self.job.space, candidate)
+            if found is None or found[2].key in known:
                 continue
-            return self._new_trial(found[0])
+            return self._new_trial(found[0], found[1])
         return None
 
     def _claim(self, key: str) -> bool:

@@ -18,7 +18,8 @@ from laytune import ops
 from laytune.exceptions import TuningError
 from laytune.records import is_baseline, open_database
 from laytune.search import TuneCallback, TuneOptions, params_of
-from laytune.space import SearchSpace
+from laytune.search._strategies import trial_params_of
+from laytune.space import Candidate, SearchSpace
 from tests.search import worker
 from tests.search.devices import written_cpu
 
@@ -312,6 +313,34 @@ def test_standard_layouts_are_tried_before_the_sampler(tmp_path: Path) -> None:
     here = SearchSpace(ops.matmul(64, 64, 64), laytune.runners.default_device().info)
     assert tried[1:6] == [c.key for c in standard_candidates(here, 5)]
     assert result.measured == 6
+
+
+def test_a_forced_trial_is_created_with_its_params_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every candidate of the exhaustive strategy is forced: its trial is
+    created holding the params the space asks (those of more than one
+    choice), so asking them writes nothing."""
+    writes: list[str] = []
+    original = optuna.storages.RDBStorage.set_trial_param
+
+    def counting(self, trial_id, name, value, distribution):
+        writes.append(name)
+        return original(self, trial_id, name, value, distribution)
+
+    monkeypatch.setattr(optuna.storages.RDBStorage, "set_trial_param", counting)
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    result = run_tune(url, strategy="exhaustive", trials=6, batch=3, warm_start=0)
+    assert result.measured == 6
+    assert writes == []
+    study = optuna.load_study(study_name=result.study_name, storage=url)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) >= 6 and any(t.params for t in done)
+    space = SearchSpace(worker.WORKLOAD, laytune.runners.default_device().info, TINY)
+    for trial in done:
+        assert all(len(d.choices) > 1 for d in trial.distributions.values())
+        candidate = Candidate.from_json(trial.user_attrs["candidate"])
+        assert trial.params == trial_params_of(space, candidate)[0]
 
 
 @pytest.mark.slow
