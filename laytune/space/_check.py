@@ -51,7 +51,7 @@ from laytune.space._facts import (
 from laytune.space._generate import SpaceOptions
 from laytune.space._knobs import axis_by_name, grid_dims, knob_names
 from laytune.space._matrix import half_storage_only
-from laytune.space._rules import Rules, Setting, build_steps, facts_state
+from laytune.space._rules import Rules, Setting, build_steps
 from laytune.space._staging import (
     StagingPlan,
     local_vector_dims,
@@ -337,7 +337,7 @@ def _check(
 
     facts, refused = facts_of(workload, {n: layouts[n] for n in buffers}, device, plan)
     rules = Rules(build_steps(_check_setting(workload, device), lambda key: refused.get(key, "")))
-    state = facts_state(facts)
+    state = rules.state_of(facts)
     state["@local_copies"] = _local_copies(
         plan, layouts, dtypes, knobs["local_stage"] is True, subgroup_sizes(device)
     )

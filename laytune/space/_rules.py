@@ -22,7 +22,12 @@ State keys: knob names hold chosen values; ``@vectors``, ``@crossed``, ``@padded
 the space's choice of local layouts, or by ``check_candidate`` from the
 candidate's); ``#copy_subgroups`` the sub-group sizes the chosen copy allows;
 ``#blocks`` and ``#groups`` the products of the register
-blocks and work-group extents chosen so far.
+blocks and work-group extents chosen so far; ``#order_items`` the work-items
+of the chosen order (dimension 0); ``@reduce_vectors`` the part of
+``@vectors`` along reduce axes (:meth:`Rules.state_of` derives it). A late
+step reads such a part, not the whole fact, so that the counts after the
+last step reading the whole are shared by the layouts that differ only in
+what it asked.
 """
 
 from __future__ import annotations
@@ -175,11 +180,28 @@ PREFERENCES = frozenset({"order_duplicates_logical", "register_budget"})
 
 
 class OrderStep(Step):
+    """``order``. Writes ``#order_items``: the work-items along NDRange
+    dimension 0 when the chosen order follows a buffer's layout (its
+    physical size), 0 in the logical order; the work-group steps read that,
+    not the layouts' orders."""
+
     name = "order"
     reads = frozenset({"@orders"})
 
+    @property
+    def writes(self) -> frozenset[str]:
+        return frozenset({"#order_items"})
+
     def values(self, state: State) -> Sequence[Any]:
         return (ORDER_LOGICAL, *self.s.orders)
+
+    def apply(self, state: State, value: Any) -> None:
+        state[self.name] = value
+        state["#order_items"] = (
+            0
+            if value == ORDER_LOGICAL
+            else next(size for name, _, size in state["@orders"] if name == value)
+        )
 
     def check(self, state: State, value: Any) -> list[Broken]:
         for name, keeps, _ in state["@orders"]:
@@ -654,7 +676,7 @@ class GroupStep(Step):
         # a later dimension reads whether the first took the driver's group
         # (0), not its value: counting keys its memo on what later steps read
         self.reads = frozenset(
-            {"order", "local_stage", "#groups", "@orders", "subgroup", *blocks}
+            {"order", "local_stage", "#groups", "#order_items", "subgroup", *blocks}
             | ({"#walk", "#driver"} if dim else set())
         )
 
@@ -682,7 +704,7 @@ class GroupStep(Step):
         if order != ORDER_LOGICAL:
             if self.dim:
                 return 1
-            return next(size for name, _, size in state["@orders"] if name == order)
+            return state["#order_items"]
         w = self.s.workload
         return math.prod(-(-self.s.extent(k) // state[block_knob(w, k)]) for k in self.axes)
 
@@ -954,9 +976,14 @@ class ReduceVectorStep(Step):
             "reduce_order",
             "split",
             "unroll",
-            "@vectors",
+            "@reduce_vectors",
         }
     )
+
+    def derived(self, state: State) -> State:
+        """``@reduce_vectors``: the pairs of ``@vectors`` along reduce axes."""
+        reduce = set(reduce_axes(self.s.workload))
+        return {"@reduce_vectors": frozenset(p for p in state["@vectors"] if p[0] in reduce)}
 
     def values(self, state: State) -> Sequence[Any]:
         w = self.s.workload
@@ -977,7 +1004,7 @@ class ReduceVectorStep(Step):
         name, extent = self.s.axis_name(axis), self.s.extent(axis)
         if extent % (value * unroll):
             why.append(f"{value} x unroll {unroll} does not divide the {extent} values of {name!r}")
-        elif (axis, value) not in state["@vectors"]:
+        elif (axis, value) not in state["@reduce_vectors"]:
             why.append(f"some input does not hold {value} consecutive values of {name!r}")
         return [("reduce_vector", f"reduce_vector {value}: {w}") for w in why]
 
@@ -1220,6 +1247,16 @@ class Rules:
         self._domains: dict[tuple[Any, ...], list[Any]] = {}
         self._lifting: dict[tuple[Any, ...], tuple[int, dict[str, int]]] = {}
         self._break_memo: dict[tuple[Any, ...], tuple[list[Any], list[tuple[Any, str]]]] = {}
+
+    def state_of(self, facts: LayoutFacts) -> State:
+        """The state the steps start from: the layout facts
+        (:func:`facts_state`) and the parts of them steps read instead
+        (:meth:`Step.derived`)."""
+        state = facts_state(facts)
+        base = dict(state)
+        for step in self.steps:
+            state.update(step.derived(base))
+        return state
 
     def domain(self, i: int, state: State, lifted: frozenset[str] = frozenset()) -> list[Any]:
         """The values of step ``i`` that break no rule but those in

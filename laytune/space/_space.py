@@ -63,7 +63,6 @@ from laytune.space._rules import (
     Step,
     build_steps,
     copy_outcome,
-    facts_state,
 )
 from laytune.space._staging import StagingPlan, local_vector_dims, local_window_dims
 from laytune.space._workload import VECTOR_WIDTHS, WorkloadLike, dtype_bytes, local_buffer_name
@@ -419,7 +418,8 @@ class SearchSpace:
 
     def _count(self, lifted: frozenset[str] = frozenset()) -> int:
         return sum(
-            n * self._rules.count(facts_state(sig), lifted) for sig, n in self._signatures.items()
+            n * self._rules.count(self._rules.state_of(sig), lifted)
+            for sig, n in self._signatures.items()
         )
 
     def __len__(self) -> int:
@@ -435,7 +435,7 @@ class SearchSpace:
         space is small costs a few walks down the rules, not a count of all."""
         total = 0
         for sig, n in self._signatures.items():
-            total += n * self._rules.count(facts_state(sig), frozenset(), 0, cap)
+            total += n * self._rules.count(self._rules.state_of(sig), frozenset(), 0, cap)
             if total >= cap:
                 return cap
         return total
@@ -505,7 +505,7 @@ class SearchSpace:
         ranges = [range(len(p.layouts)) for p in self._plans]
         for choice in itertools.product(*ranges):
             sig = self._signature_of(choice)
-            for state in self._rules.walk(facts_state(sig), 0, held):
+            for state in self._rules.walk(self._rules.state_of(sig), 0, held):
                 yield self._candidate(choice, state)
 
     def candidates_with(self, layouts: Mapping[str, Layout]) -> Iterator[Candidate]:
@@ -515,7 +515,7 @@ class SearchSpace:
         not checked against the space's families or budgets."""
         given = {p.name: layouts[p.name] for p in self._plans}
         facts, _ = facts_of(self.workload, given, self.device, self._staging)
-        for state in self._rules.walk(facts_state(facts)):
+        for state in self._rules.walk(self._rules.state_of(facts)):
             yield self._make(given, state)
 
     def suggest(self, trial: Any) -> Candidate:
@@ -537,7 +537,7 @@ class SearchSpace:
         for plan in self._plans:
             key = trial.suggest_categorical(f"layout:{plan.name}", plan.keys)
             choice.append(plan.keys.index(key))
-        state = facts_state(self._signature_of(choice))
+        state = self._rules.state_of(self._signature_of(choice))
         rules = self._rules
         for i, step in enumerate(self._steps):
             domain = []
@@ -607,7 +607,7 @@ class SearchSpace:
         ]
         more: Counter[str] = Counter()
         for sig, n in self._signatures.items():
-            for rule, added in self._rules.lifting_counts(facts_state(sig))[1].items():
+            for rule, added in self._rules.lifting_counts(self._rules.state_of(sig))[1].items():
                 more[rule] += n * added
         for rule in JOINT_RULES:
             removed = more[rule]
@@ -638,7 +638,7 @@ class SearchSpace:
             return None
 
         for sig in self._signatures:
-            found = search(facts_state(sig), 0)
+            found = search(rules.state_of(sig), 0)
             if found:
                 return found
         return f"a candidate against rule {rule}"

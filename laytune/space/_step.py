@@ -81,6 +81,16 @@ class Step:
         """State keys besides its own name that :meth:`apply` sets."""
         return frozenset()
 
+    def derived(self, state: State) -> State:
+        """State keys this step reads in place of a layout fact, computed once
+        from the facts (``state`` before any knob): the part of a fact its
+        rules ask about. The engine memoises on what the remaining steps
+        read, so a late step that reads a whole fact keys every step before
+        it on that fact; reading only its part lets layouts that differ
+        elsewhere share the count of every step after the last that reads
+        the whole."""
+        return {}
+
     def classes(self, state: State, domain: Sequence[Any]) -> list[tuple[Any, int]] | None:
         """``domain`` as (representative, count) pairs whose values write the
         same state (counting needs one of each when no later step reads the
