@@ -192,3 +192,18 @@ def test_a_matrix_vector_product_starts_with_dot_products_of_row_blocks(env: Env
     # with columns enough for a vector, the outer product's blocks lead as before
     wide = standard_candidates(SearchSpace(ops.matmul(64, 2 * lanes, 96), env.info), 1)[0]
     assert wide.knob("reduce_vector") == 1 and wide.knob("vector") > 1
+
+
+def test_a_vector_by_a_matrix_spends_the_rows_registers_on_columns(env: Env) -> None:
+    """One row of output: the blocks sized for 8 rows by 2 or 3 vectors would
+    hold 2 or 3 accumulators; the starts widen them to the columns the
+    missing rows' registers would have held (1 x 4096 x 4096: 64 columns per
+    work-item, 3.41 ms in a 16-trial job, where 16 columns took 7.83)."""
+    lanes = simd_lanes(env.info)
+    gevm = ops.matmul(1, 32 * lanes, 48)
+    first = standard_candidates(SearchSpace(gevm, env.info), 1)[0]
+    assert first.knob("block.i") == 1 and first.knob("vector") == lanes
+    columns = first.knob("block.j")
+    assert columns > 3 * lanes and columns % lanes == 0
+    assert columns // lanes <= env.info.block_registers()
+    _matches_numpy(env, gevm, first, seed=3)
