@@ -139,15 +139,24 @@ class _Replay:
         return value
 
 
+def _replayed(space: SearchSpace, candidate: Candidate) -> tuple[_Replay, Candidate] | None:
+    """``candidate`` replayed through ``space.suggest``: what was asked, and
+    the candidate the space derives; None when the space does not hold it."""
+    replay = _Replay(space, candidate)
+    try:
+        return replay, space.suggest(replay)
+    except _NotInSpace:
+        return None
+
+
 def params_of(space: SearchSpace, candidate: Candidate) -> tuple[dict[str, Any], Candidate] | None:
     """The optuna params under which ``space.suggest`` gives ``candidate`` (its
     layouts and knobs; pad values follow the space), and the candidate the
     space derives; None when the space does not hold it."""
-    replay = _Replay(space, candidate)
-    try:
-        found = space.suggest(replay)
-    except _NotInSpace:
+    replayed = _replayed(space, candidate)
+    if replayed is None:
         return None
+    replay, found = replayed
     return replay.params, found
 
 
@@ -162,11 +171,10 @@ def trial_params_of(
     asked from its first write."""
     import optuna
 
-    replay = _Replay(space, candidate)
-    try:
-        found = space.suggest(replay)
-    except _NotInSpace:
+    replayed = _replayed(space, candidate)
+    if replayed is None:
         return None
+    replay, found = replayed
     asked = {name: c for name, c in replay.choices.items() if len(c) > 1}
     params = {name: replay.params[name] for name in asked}
     distributions = {
