@@ -910,6 +910,10 @@ def main(argv: Sequence[str] | None = None, *, held: Any = None) -> int:
     status = [1]
     if program:  # registered before anything else registers, so it runs last
         atexit.register(lambda: exit_now(signals.status(status[0])))
+        # one command per process: no later job would take warm workers
+        from laytune.runners import keep_workers
+
+        keep_workers(0)
     previous = signals.install()
     if held is not None and held.first is not None:  # a stop came while the program loaded
         signals.first = held.first

@@ -38,7 +38,7 @@ import psutil
 import pyopencl as cl
 import pytest
 
-from laytune.runners import Device, default_device
+from laytune.runners import Device, default_device, release_workers
 
 # Python's and loky's resource trackers: they read a pipe that this process
 # holds, so they end with it, and nothing else can end them earlier.
@@ -84,6 +84,7 @@ def no_process_left_behind() -> Iterator[None]:
     """Torn down after every other session fixture: fails the run when a child
     process (other than the resource trackers) outlives it by 10 seconds."""
     yield
+    release_workers()  # those the last jobs left warm for a next one
     deadline = time.monotonic() + 10.0
     while (left := _live_children()) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -9,7 +9,8 @@ reference. Both take a batch and return a batch of the same length and order
 :class:`ErrorKind`, never an exception. :class:`Builder` (parallel worker
 processes) and :class:`Runner` (an isolated worker process) are the local
 implementations; :func:`local_workers` opens both as a job makes them, for
-several jobs to share.
+several jobs to share, and keeps them warm for the next job of the process
+(:func:`keep_seconds`, :func:`release_workers`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from laytune.runners._devices import (
     select_device,
 )
 from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context, image_format
-from laytune.runners._local import local_workers
+from laytune.runners._local import keep_seconds, keep_workers, local_workers, release_workers
 from laytune.runners._memory import allocation_bytes, memory_refusal
 from laytune.runners._opencl_runtime import register_opencl_runtimes
 from laytune.runners._results import (
@@ -80,11 +81,14 @@ __all__ = [
     "device_builds",
     "image_format",
     "input_seed",
+    "keep_seconds",
+    "keep_workers",
     "list_devices",
     "local_workers",
     "memory_refusal",
     "refuse_while_a_worker_starts",
     "register_opencl_runtimes",
+    "release_workers",
     "select_device",
     "timed_cold",
 ]

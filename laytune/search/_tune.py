@@ -45,12 +45,10 @@ from laytune.records import (
 from laytune.runners import (
     BaseBuilder,
     BaseRunner,
-    Builder,
     Device,
     RunInput,
-    Runner,
-    build_cache_dir,
     default_device,
+    local_workers,
     memory_refusal,
     refuse_while_a_worker_starts,
     select_device,
@@ -417,7 +415,10 @@ def tune(
       open and closes them. The local builder keeps what it compiles in
       :func:`laytune.runners.build_cache_dir` (a program built before, on
       the same device and driver, is not compiled again; bounded, least
-      recently used first; ``LAYTUNE_BUILD_CACHE=0`` turns it off).
+      recently used first; ``LAYTUNE_BUILD_CACHE=0`` turns it off). The
+      local workers of a job that ends normally stay warm for the next job
+      of this process (:func:`laytune.runners.keep_seconds`, 30 s by
+      default; :func:`laytune.runners.release_workers` closes them now).
 
     The keywords ``tune`` took before :class:`TuneOptions` (``trials=``,
     ``strategy=``, ..., ``options=`` for space options) still work for this
@@ -588,10 +589,9 @@ class _Scheduler:
             callback.on_start(job)
         try:
             with contextlib.ExitStack() as owned:
-                if builder is None:
-                    builder = owned.enter_context(Builder(job.device, cache_dir=build_cache_dir()))
-                if runner is None:
-                    runner = owned.enter_context(Runner(job.device, self.measure))
+                if builder is None or runner is None:
+                    local = owned.enter_context(local_workers(job.device, self.measure))
+                    builder, runner = builder or local[0], runner or local[1]
                 self.builder, self.runner = builder, runner
                 self.search()
                 self.measure_reference()
