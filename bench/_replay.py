@@ -36,6 +36,7 @@ from laytune.search import (
     Observation,
     make_sampler,
     params_of,
+    pool_for,
     spearman,
 )
 from laytune.space import Candidate, SearchSpace
@@ -187,12 +188,12 @@ def replay_model(
     oracle: Oracle,
     seed: int,
     budget: int,
-    pool: int = ModelSearch.DEFAULT_POOL,
+    pool: int | None = None,
     starts: Sequence[Candidate] = (),
 ) -> list[float]:
     """As :func:`replay_sampler`, for the model strategy (with the pool
-    ``tune`` draws unless ``pool`` says otherwise)."""
-    search = ModelSearch(space, seed, pool=pool)
+    ``tune`` draws for ``budget`` trials unless ``pool`` says otherwise)."""
+    search = ModelSearch(space, seed, pool=pool_for(budget) if pool is None else pool)
     forced = list({c.key: c for c in (space.identity(), *starts)}.values())[:budget]
     out = oracle.many(forced)
     for candidate, value in zip(forced, out, strict=True):

@@ -66,7 +66,7 @@ from bench._replay import (
 from laytune import ops
 from laytune.records import open_database
 from laytune.runners import Device, MeasureConfig, default_device
-from laytune.search import STRATEGIES, ModelSearch, standard_candidates
+from laytune.search import STRATEGIES, ModelSearch, pool_for, standard_candidates
 from laytune.space import SearchSpace, SpaceOptions
 
 RESULT_NAME = "search_efficiency.md"
@@ -455,8 +455,8 @@ def report(
         "time among the first N, over the best known ('-': the space holds fewer)",
         "- strategies: random, tpe (optuna TPE, 8 random starts), tpe-mv (multivariate TPE "
         "grouped by conditional sub-space), nsga2, model (gradient-boosted cost model, "
-        f"batches of {MODEL_BATCH}, the best predicted of {ModelSearch.DEFAULT_POOL} pooled "
-        "candidates, as tune runs it; 1 in 8 explored)",
+        f"batches of {MODEL_BATCH}, the best predicted of {pool_for(args.budget)} pooled "
+        "candidates, as tune runs it for this budget; 1 in 8 explored)",
         "",
         *_report.table(
             [

@@ -24,7 +24,7 @@ from laytune.search._job import (
     speedup_text,
 )
 from laytune.search._model import CostModel, Observation, spearman
-from laytune.search._model_search import ModelSearch, transfer_observations
+from laytune.search._model_search import ModelSearch, pool_for, transfer_observations
 from laytune.search._options import DEFAULT_MEASURE, TuneOptions
 from laytune.search._strategies import STRATEGIES, make_sampler, params_of
 from laytune.search._structure import Contraction, Window, classify
@@ -65,6 +65,7 @@ __all__ = [
     "make_sampler",
     "missing_reference",
     "params_of",
+    "pool_for",
     "spearman",
     "speedup_text",
     "standard_candidates",

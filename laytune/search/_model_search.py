@@ -33,7 +33,7 @@ from laytune.search._model import OTHER_OPERATOR, OTHER_SHAPE, CostModel, Observ
 from laytune.search._strategies import params_of
 from laytune.space import Candidate, SearchSpace
 
-__all__ = ["ModelProposals", "ModelSearch", "transfer_observations"]
+__all__ = ["ModelProposals", "ModelSearch", "pool_for", "transfer_observations"]
 
 _PARENTS = 8  # best measured candidates whose neighbours join the pool
 _TRANSFER_LIMIT = 3000  # most recent records of other workloads learned from
@@ -56,6 +56,15 @@ class _Draw:
         if position != self.change and kept is not _Draw and kept in choices:
             return kept
         return choices[int(self.rng.integers(len(choices)))]
+
+
+def pool_for(trials: int) -> int:
+    """The pool a job of ``trials`` ranks each batch from: 16 candidates per
+    trial of its budget, from 64 up to :attr:`ModelSearch.DEFAULT_POOL`
+    (reached at 32 trials). A short job picks a few candidates, which need
+    no pool of hundreds to be chosen from, and every draw and its features
+    cost milliseconds of host time while the device waits."""
+    return max(64, min(ModelSearch.DEFAULT_POOL, 16 * trials))
 
 
 def work_of(workload: Any) -> float:
@@ -273,7 +282,7 @@ class ModelProposals(Iterator[Candidate]):
         try:
             _check_model_library()
             transfer = transfer_observations(job.database, job.workload, job.device)
-            self.search = ModelSearch(job.space, seed, transfer=transfer)
+            self.search = ModelSearch(job.space, seed, pool=pool_for(job.trials), transfer=transfer)
         except Exception as err:  # anything that stops the model: the job goes on
             self._give_up(err)
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,10 +25,12 @@ from laytune.search import (
     Observation,
     TuneOptions,
     candidate_features,
+    pool_for,
     spearman,
     transfer_observations,
 )
 from laytune.search._model import OTHER_OPERATOR, OTHER_SHAPE
+from laytune.search._model_search import ModelProposals
 from laytune.space import SearchSpace, SpaceOptions
 from tests.search import worker
 
@@ -170,6 +173,20 @@ def test_an_untrained_batch_draws_only_what_it_proposes(space: SearchSpace) -> N
     calls.clear()
     search.propose(8)
     assert len(calls) >= 96 - 8  # trained: a whole pool is drawn and ranked
+
+
+def test_a_short_job_ranks_a_pool_in_proportion_to_its_budget(space: SearchSpace) -> None:
+    """A job of a few trials picks a few candidates: its pool is 16 per trial
+    of its budget (at least 64), and a job of 32 trials or more ranks the
+    whole default pool."""
+    nothing = SimpleNamespace(records=lambda **_: [])  # no records to transfer from
+    for trials, size in ((2, 64), (8, 128), (16, 256), (32, 512), (500, 512)):
+        job = SimpleNamespace(
+            space=space, trials=trials, database=nothing, workload=space.workload, device=None
+        )
+        proposals = ModelProposals(job, seed=0, batch=4)
+        assert proposals.search is not None and proposals.search.pool_size == size, trials
+    assert pool_for(10**6) == ModelSearch.DEFAULT_POOL
 
 
 def test_a_pool_keeps_the_draws_no_batch_took(space: SearchSpace) -> None:
