@@ -488,7 +488,21 @@ def _job_space(workload: Any, device: Device, opts: TuneOptions) -> tuple[str, B
         strategy = "tpe" if opts.strategy == "model" else opts.strategy
         return strategy, Boundary(()), ConversionSpace(workload, device.info)
     boundary = Boundary.of(workload, opts.boundary)
-    return opts.strategy, boundary, SearchSpace(workload, device.info, opts.space)
+    try:
+        space = _shared_space(workload, device.info, opts.space)
+    except TypeError:  # a workload (or options) that cannot be a key: a space of its own
+        space = SearchSpace(workload, device.info, opts.space)
+    return opts.strategy, boundary, space
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_space(workload: Any, device: Any, options: Any) -> SearchSpace:
+    """The space of ``workload`` on ``device`` under ``options``, shared by the
+    jobs of this process: a space is immutable, and its construction (every
+    layout's facts) and what it has counted and memoised since cost a job
+    seconds. Keyed by value (workloads, device facts and options compare by
+    their fields), the last four."""
+    return SearchSpace(workload, device, options)
 
 
 def _open_job(workload: Any, device: Device, opts: TuneOptions, db: RecordStore) -> Job:

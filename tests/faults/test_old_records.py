@@ -80,6 +80,7 @@ def test_the_model_strategy_builds_its_cost_model_from_old_records(tmp_path: Pat
         device=device,
         space=SearchSpace(CONV, device.info, SMALL),
         pricing=JobPricing(db, device, CONV, Boundary.default(CONV)),
+        trials=16,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error", ModelFallbackWarning)
