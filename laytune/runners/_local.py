@@ -76,6 +76,7 @@ class _Kept:
     builder: Builder
     runner: Runner
     timer: threading.Timer
+    pid: int  # a child forked since holds the parent's workers, not its own
 
 
 _lock = threading.Lock()
@@ -104,7 +105,7 @@ def _take(key: tuple[object, ...]) -> tuple[Builder, Runner] | None:
     global _kept
     with _lock:
         kept, _kept = _kept, None
-    if kept is None:
+    if kept is None or kept.pid != os.getpid():  # none, or the parent's: not ours to use
         return None
     kept.timer.cancel()
     if kept.key == key:
@@ -127,10 +128,10 @@ def _keep(key: tuple[object, ...], builder: Builder, runner: Runner, seconds: fl
     timer = threading.Timer(seconds, lambda: _expire(kept))
     timer.daemon = True  # an idle pool never holds up the interpreter's exit
     timer.name = "laytune-keep-workers"
-    kept = _Kept(key, builder, runner, timer)
+    kept = _Kept(key, builder, runner, timer, os.getpid())
     with _lock:
         previous, _kept = _kept, kept
-    if previous is not None:
+    if previous is not None and previous.pid == os.getpid():
         previous.timer.cancel()
         _close(previous.builder, previous.runner)
     timer.start()
@@ -141,7 +142,7 @@ def release_workers() -> None:
     global _kept
     with _lock:
         kept, _kept = _kept, None
-    if kept is not None:
+    if kept is not None and kept.pid == os.getpid():
         kept.timer.cancel()
         _close(kept.builder, kept.runner)
 

@@ -8,6 +8,7 @@ leaves them to the next job on the same device and settings, for
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -61,9 +62,8 @@ def no_workers_kept(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Start and end with no kept workers; every job here compiles (its
     build workers start)."""
     monkeypatch.setenv("LAYTUNE_BUILD_CACHE", "0")
-    release_workers()
+    release_workers()  # closes what it kept before it returns
     _OTHERS.clear()
-    _until_gone(_workers(), 5.0)
     _OTHERS.update(_workers())
     yield
     _OTHERS.clear()
@@ -135,3 +135,23 @@ def test_a_bad_setting_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         keep_workers(-2)
     monkeypatch.setenv("LAYTUNE_KEEP_WORKERS_S", "0")
     assert keep_seconds() == 0
+
+
+def test_a_forked_child_leaves_the_parents_kept_workers_alone(
+    laytune_device: Device, tmp_path: object
+) -> None:
+    db = f"sqlite:///{tmp_path}/fork.db"
+    _tune(laytune_device, db)
+    kept = _workers()
+    assert kept
+    child = os.fork()
+    if child == 0:  # the child: its release must not close what its parent keeps
+        try:
+            release_workers()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert status == 0
+    assert _workers() == kept
+    _tune(laytune_device, db, seed=1)
+    assert _workers() == kept  # still the parent's, warm
