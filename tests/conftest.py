@@ -34,16 +34,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pyopencl as cl
 import pytest
 
 from laytune.runners import Device, default_device, release_workers
-
-# Python's and loky's resource trackers: they read a pipe that this process
-# holds, so they end with it, and nothing else can end them earlier.
-_TRACKERS = ("multiprocessing.resource_tracker", "loky.backend.resource_tracker")
-
+from tests import jobs
 
 _CACHE_ENV = "LAYTUNE_CACHE_DIR"
 _CACHE_KEY = pytest.StashKey[str]()
@@ -65,20 +60,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.pop(_CACHE_ENV, None)
 
 
-def _live_children() -> list[psutil.Process]:
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.status() == psutil.STATUS_ZOMBIE:
-                continue
-            command = " ".join(child.cmdline())
-        except psutil.NoSuchProcess:
-            continue
-        if not any(tracker in command for tracker in _TRACKERS):
-            found.append(child)
-    return found
-
-
 @pytest.fixture(scope="session", autouse=True)
 def no_process_left_behind() -> Iterator[None]:
     """Torn down after every other session fixture: fails the run when a child
@@ -86,17 +67,11 @@ def no_process_left_behind() -> Iterator[None]:
     yield
     release_workers()  # those the last jobs left warm for a next one
     deadline = time.monotonic() + 10.0
-    while (left := _live_children()) and time.monotonic() < deadline:
+    while (left := jobs.live_children()) and time.monotonic() < deadline:
         time.sleep(0.2)
     if left:
-        described = []
-        for child in left:
-            try:
-                described.append(f"{child.pid}: {' '.join(child.cmdline())[:160]}")
-            except psutil.NoSuchProcess:
-                continue
-        if described:
-            pytest.fail("the tests left child processes alive:\n" + "\n".join(described))
+        described = [f"{pid}: {command[:160]}" for pid, command in left.items()]
+        pytest.fail("the tests left child processes alive:\n" + "\n".join(described))
 
 
 @pytest.fixture(autouse=True)

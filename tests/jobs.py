@@ -90,6 +90,26 @@ def wait_for_session_end(session: int, timeout_s: float) -> list[str]:
     return [describe(process) for process in alive]
 
 
+#: Python's and loky's resource trackers: they read a pipe that this process
+#: holds, so they end with it, and nothing else can end them earlier.
+TRACKERS = ("multiprocessing.resource_tracker", "loky.backend.resource_tracker")
+
+
+def live_children() -> dict[int, str]:
+    """This process's live descendants but the resource trackers: pid -> command line."""
+    found = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            command = " ".join(child.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        if not any(tracker in command for tracker in TRACKERS):
+            found[child.pid] = command
+    return found
+
+
 def describe(process: psutil.Process) -> str:
     try:
         return f"{process.pid}: {' '.join(process.cmdline())[:160]}"

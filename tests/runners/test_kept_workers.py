@@ -12,7 +12,6 @@ import os
 import time
 from collections.abc import Iterator
 
-import psutil
 import pytest
 
 import laytune
@@ -26,6 +25,7 @@ from laytune.runners import (
     local_workers,
     release_workers,
 )
+from tests import jobs
 
 WORKLOAD = ops.copy((32, 32))
 
@@ -37,17 +37,12 @@ _OTHERS: set[int] = set()
 def _workers() -> set[int]:
     """The live worker processes of this process (loky's and the measuring
     one) but those that were there before the test."""
-    found = set()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.status() == psutil.STATUS_ZOMBIE:
-                continue
-            command = " ".join(child.cmdline())
-        except psutil.NoSuchProcess:
-            continue
-        if ("loky" in command and "resource_tracker" not in command) or "spawn_main" in command:
-            found.add(child.pid)
-    return found - _OTHERS
+    workers = {
+        pid
+        for pid, command in jobs.live_children().items()
+        if "loky" in command or "spawn_main" in command
+    }
+    return workers - _OTHERS
 
 
 def _until_gone(pids: set[int], timeout_s: float = 15.0) -> set[int]:
