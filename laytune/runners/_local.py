@@ -78,6 +78,10 @@ class _Kept:
     timer: threading.Timer
     pid: int  # a child forked since holds the parent's workers, not its own
 
+    def close(self) -> None:
+        self.timer.cancel()
+        _close(self.builder, self.runner)
+
 
 _lock = threading.Lock()
 _kept: _Kept | None = None
@@ -101,16 +105,22 @@ def _close(builder: Builder, runner: Runner) -> None:
         builder.close()
 
 
-def _take(key: tuple[object, ...]) -> tuple[Builder, Runner] | None:
+def _swap(kept: _Kept | None) -> _Kept | None:
+    """Keep ``kept`` instead of what was kept; the latter, if this process
+    kept it (a forked child's are its parent's: not its to use or close)."""
     global _kept
     with _lock:
-        kept, _kept = _kept, None
-    if kept is None or kept.pid != os.getpid():  # none, or the parent's: not ours to use
-        return None
-    kept.timer.cancel()
-    if kept.key == key:
+        previous, _kept = _kept, kept
+    return previous if previous is not None and previous.pid == os.getpid() else None
+
+
+def _take(key: tuple[object, ...]) -> tuple[Builder, Runner] | None:
+    kept = _swap(None)
+    if kept is not None and kept.key == key:
+        kept.timer.cancel()
         return kept.builder, kept.runner
-    _close(kept.builder, kept.runner)
+    if kept is not None:  # a job wants other ones
+        kept.close()
     return None
 
 
@@ -120,31 +130,25 @@ def _expire(kept: _Kept) -> None:
         if _kept is not kept:  # taken or released meanwhile
             return
         _kept = None
-    _close(kept.builder, kept.runner)
+    kept.close()
 
 
 def _keep(key: tuple[object, ...], builder: Builder, runner: Runner, seconds: float) -> None:
-    global _kept
     timer = threading.Timer(seconds, lambda: _expire(kept))
     timer.daemon = True  # an idle pool never holds up the interpreter's exit
     timer.name = "laytune-keep-workers"
     kept = _Kept(key, builder, runner, timer, os.getpid())
-    with _lock:
-        previous, _kept = _kept, kept
-    if previous is not None and previous.pid == os.getpid():
-        previous.timer.cancel()
-        _close(previous.builder, previous.runner)
+    previous = _swap(kept)
+    if previous is not None:
+        previous.close()
     timer.start()
 
 
 def release_workers() -> None:
     """Close the workers that finished jobs left warm, now (also at exit)."""
-    global _kept
-    with _lock:
-        kept, _kept = _kept, None
-    if kept is not None and kept.pid == os.getpid():
-        kept.timer.cancel()
-        _close(kept.builder, kept.runner)
+    kept = _swap(None)
+    if kept is not None:
+        kept.close()
 
 
 atexit.register(release_workers)

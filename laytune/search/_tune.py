@@ -489,10 +489,10 @@ def _job_space(workload: Any, device: Device, opts: TuneOptions) -> tuple[str, B
         return strategy, Boundary(()), ConversionSpace(workload, device.info)
     boundary = Boundary.of(workload, opts.boundary)
     try:
-        space = _shared_space(workload, device.info, opts.space)
+        hash((workload, device.info, opts.space))
     except TypeError:  # a workload (or options) that cannot be a key: a space of its own
-        space = SearchSpace(workload, device.info, opts.space)
-    return opts.strategy, boundary, space
+        return opts.strategy, boundary, SearchSpace(workload, device.info, opts.space)
+    return opts.strategy, boundary, _shared_space(workload, device.info, opts.space)
 
 
 @functools.lru_cache(maxsize=4)
@@ -605,7 +605,8 @@ class _Scheduler:
             with contextlib.ExitStack() as owned:
                 if builder is None or runner is None:
                     local = owned.enter_context(local_workers(job.device, self.measure))
-                    builder, runner = builder or local[0], runner or local[1]
+                    builder = local[0] if builder is None else builder
+                    runner = local[1] if runner is None else runner
                 self.builder, self.runner = builder, runner
                 self.search()
                 self.measure_reference()
