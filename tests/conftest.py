@@ -75,6 +75,23 @@ def no_process_left_behind() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def xdist_groups_hold(request: pytest.FixtureRequest) -> None:
+    """Fails a test marked ``xdist_group`` that pytest-xdist's loadgroup did
+    not group: xdist sends a group to one worker by the ``@name`` it appends
+    to each grouped test's id, and a pytest whose ids it can no longer change
+    (9.2 with xdist 3.8) lost every group without a word, so module fixtures
+    were built on both workers and each started its own PostgreSQL server."""
+    node = request.node
+    if not request.config.getoption("loadgroup", default=False):
+        return
+    if node.get_closest_marker("xdist_group") is not None and "@" not in node.nodeid:
+        pytest.fail(
+            f"pytest {pytest.__version__} and this pytest-xdist ignore xdist_group marks; "
+            "install the versions the test extra names (pyproject.toml)"
+        )
+
+
+@pytest.fixture(autouse=True)
 def no_stop_signals_left_installed() -> Iterator[None]:
     """Fails the test that leaves the program's stop handlers installed: with
     a signal noted, every later search in the same worker would stop at its
