@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 # Bytecode for the checkout's own packages, which an editable install leaves
-# uncompiled: where PYTHONDONTWRITEBYTECODE is set (CI images often set it),
+# uncompiled: where PYTHONDONTWRITEBYTECODE is set (some images set it),
 # every process (a command, a build or measuring worker, a notebook's kernel)
 # would otherwise compile laytune's source again, about 0.6 s each. Python
 # reads these files even when it may not write them; an edited module's file

@@ -81,9 +81,9 @@ def xdist_groups_hold(request: pytest.FixtureRequest) -> None:
     to each grouped test's id, and a pytest whose ids it can no longer change
     (9.2 with xdist 3.8) lost every group without a word, so module fixtures
     were built on both workers and each started its own PostgreSQL server."""
-    node = request.node
     if not request.config.getoption("loadgroup", default=False):
         return
+    node = request.node
     if node.get_closest_marker("xdist_group") is not None and "@" not in node.nodeid:
         pytest.fail(
             f"pytest {pytest.__version__} and this pytest-xdist ignore xdist_group marks; "
