@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +147,10 @@ class TuneResult:
     why there is no ``reference`` when there is none (the space's reason
     for refusing identity layouts with the best's knobs, or what became of
     its measurement).
+
+    ``trials`` is read from the database on first use (and kept), so that a
+    caller that only prints :meth:`summary` (``laytune tune``) never imports
+    pandas; ``read_trials`` is what reads it.
     """
 
     workload_key: str
@@ -162,9 +168,14 @@ class TuneResult:
     failures: dict[str, int]
     stop_reason: str
     elapsed_s: float
-    trials: Any
+    read_trials: Callable[[], Any] = field(default=lambda: None, repr=False, compare=False)
     boundary: Boundary = field(default_factory=lambda: Boundary(()))
     no_reference: str = ""
+
+    @functools.cached_property
+    def trials(self) -> Any:
+        """This study's records as a DataFrame (:data:`laytune.records.FRAME_COLUMNS`)."""
+        return self.read_trials()
 
     @property
     def speedup(self) -> float | None:

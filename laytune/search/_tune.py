@@ -731,7 +731,7 @@ def _result(job: Job) -> TuneResult:
         failures=dict(job.failures),
         stop_reason=job.stop_reason or "done",
         elapsed_s=job.elapsed_s,
-        trials=db.to_dataframe(study=name),
+        read_trials=functools.partial(db.to_dataframe, study=name),
     )
 
 

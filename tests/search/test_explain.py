@@ -64,7 +64,7 @@ def _result(best, reference, boundary=HELD, baseline=None, trials=None) -> TuneR
         failures={},
         stop_reason="trial budget (24) spent",
         elapsed_s=1.0,
-        trials=pd.DataFrame() if trials is None else trials,
+        read_trials=lambda: pd.DataFrame() if trials is None else trials,
         boundary=Boundary.of(MATMUL, boundary),
     )
 

@@ -54,7 +54,6 @@ def test_the_summary_carries_the_reason() -> None:
         failures={},
         stop_reason="done",
         elapsed_s=0.1,
-        trials=None,
     )
     assert "- from the layouts (not measured: identity layouts, the same knobs)" in (
         result.summary()

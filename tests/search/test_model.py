@@ -227,7 +227,9 @@ def test_a_job_that_ends_before_the_model_trains_never_imports_scikit_learn(
     tmp_path: Path,
 ) -> None:
     """Importing scikit-learn takes about a second; a job whose batches end
-    before the model has four measurements to learn from does not pay it."""
+    before the model has four measurements to learn from does not pay it.
+    Nor does it import pandas (half a second) until its result's trials are
+    read: ``laytune tune`` prints a summary and never reads them."""
     script = tmp_path / "short.py"
     script.write_text(
         "import sys\n"
@@ -235,15 +237,18 @@ def test_a_job_that_ends_before_the_model_trains_never_imports_scikit_learn(
         "from laytune import ops\n"
         "if __name__ == '__main__':\n"
         "    options = laytune.TuneOptions(trials=2, batch=2, strategy='model', warm_start=0)\n"
-        f"    laytune.tune(ops.copy((16, 16)), options=options, database='sqlite:///{tmp_path}/s.db',"
-        " progress=False)\n"
-        "    print('sklearn' in sys.modules)\n"
+        "    result = laytune.tune(ops.copy((16, 16)), options=options,"
+        f" database='sqlite:///{tmp_path}/s.db', progress=False)\n"
+        "    result.summary()\n"
+        "    print('sklearn' in sys.modules, 'pandas' in sys.modules)\n"
+        "    read = len(result.trials) == result.measured + result.references\n"
+        "    print(read, 'pandas' in sys.modules)\n"
     )
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert done.stdout.strip().splitlines()[-2:] == ["False False", "True True"]
 
 
 @pytest.mark.slow
