@@ -10,12 +10,11 @@ program takes its stop signals over at once: :mod:`laytune.__main__`):
 
 from __future__ import annotations
 
+from laytune._lazy import lazy_exports
 from laytune.exceptions import LaytuneError
 
 TYPE_CHECKING = False  # not typing's: importing typing would slow the program's start
 if TYPE_CHECKING:
-    from typing import Any
-
     from laytune.device_info import DeviceInfo
 
 __version__ = "0.1.0"
@@ -33,21 +32,17 @@ __all__ = [
     "tune",
 ]
 
-_LAZY = {
-    "DeviceInfo": "laytune.device_info",
-    "tune": "laytune.search",
-    "TuneOptions": "laytune.search",
-    "open_database": "laytune.records",
-    "freeze": "laytune.records",
-    "load_frozen": "laytune.records",
-    "load_model": "laytune.plan",
-    "export": "laytune.records",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'laytune' has no attribute {name!r}")
+# each name is imported on first use (laytune._lazy)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "DeviceInfo": "laytune.device_info",
+        "tune": "laytune.search",
+        "TuneOptions": "laytune.search",
+        "open_database": "laytune.records",
+        "freeze": "laytune.records",
+        "load_frozen": "laytune.records",
+        "load_model": "laytune.plan",
+        "export": "laytune.records",
+    },
+)

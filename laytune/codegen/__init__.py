@@ -11,11 +11,16 @@ Nothing here touches a device.
 
 from __future__ import annotations
 
-from laytune.codegen._conversion import ConversionKernel
-from laytune.codegen._convert import conversion_kernel, lower_conversion_workload
-from laytune.codegen._lower import GENERIC_DEVICE, lower, lower_conversion
-from laytune.codegen._nest import GridDim, Nest, ReduceLoop, Tile, plan_nest
-from laytune.codegen._program import ArgRef, BufferSpec, KernelProgram, Launch
+from laytune._lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing typing would slow every worker's start
+if TYPE_CHECKING:
+    from laytune.codegen._conversion import ConversionKernel
+    from laytune.codegen._convert import conversion_kernel, lower_conversion_workload
+    from laytune.codegen._lower import GENERIC_DEVICE, lower, lower_conversion
+    from laytune.codegen._nest import GridDim, Nest, ReduceLoop, Tile, plan_nest
+    from laytune.codegen._program import ArgRef, BufferSpec, KernelProgram, Launch
+
 
 __all__ = [
     "GENERIC_DEVICE",
@@ -34,3 +39,26 @@ __all__ = [
     "lower_conversion_workload",
     "plan_nest",
 ]
+
+# each name is imported on first use: a worker process that unpickles one
+# class of this package imports that class's module, not the whole package
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ConversionKernel": "laytune.codegen._conversion",
+        "conversion_kernel": "laytune.codegen._convert",
+        "lower_conversion_workload": "laytune.codegen._convert",
+        "GENERIC_DEVICE": "laytune.codegen._lower",
+        "lower": "laytune.codegen._lower",
+        "lower_conversion": "laytune.codegen._lower",
+        "GridDim": "laytune.codegen._nest",
+        "Nest": "laytune.codegen._nest",
+        "ReduceLoop": "laytune.codegen._nest",
+        "Tile": "laytune.codegen._nest",
+        "plan_nest": "laytune.codegen._nest",
+        "ArgRef": "laytune.codegen._program",
+        "BufferSpec": "laytune.codegen._program",
+        "KernelProgram": "laytune.codegen._program",
+        "Launch": "laytune.codegen._program",
+    },
+)

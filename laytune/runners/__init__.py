@@ -15,41 +15,46 @@ several jobs to share, and keeps them warm for the next job of the process
 
 from __future__ import annotations
 
-from laytune._cl_build import build_source
-from laytune.device_info import DeviceInfo
-from laytune.runners._base import BaseBuilder, BaseRunner
-from laytune.runners._builder import Builder
-from laytune.runners._cache import build_cache_dir
-from laytune.runners._config import (
-    Clock,
-    MeasureConfig,
-    Statistic,
-    Tolerance,
-    default_flush_bytes,
-)
-from laytune.runners._devices import (
-    Device,
-    default_device,
-    device_builds,
-    list_devices,
-    select_device,
-)
-from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context, image_format
-from laytune.runners._local import keep_seconds, keep_workers, local_workers, release_workers
-from laytune.runners._memory import allocation_bytes, memory_refusal
-from laytune.runners._opencl_runtime import register_opencl_runtimes
-from laytune.runners._results import (
-    BuildResult,
-    ConversionTiming,
-    ErrorKind,
-    LaunchCounts,
-    OutputCheck,
-    RunInput,
-    RunResult,
-)
-from laytune.runners._runner import Runner
-from laytune.runners._worker import refuse_while_a_worker_starts
-from laytune.runners._workload import VerifiableWorkload, input_seed, timed_cold
+from laytune._lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing typing would slow every worker's start
+if TYPE_CHECKING:
+    from laytune._cl_build import build_source
+    from laytune.device_info import DeviceInfo
+    from laytune.runners._base import BaseBuilder, BaseRunner
+    from laytune.runners._builder import Builder
+    from laytune.runners._cache import build_cache_dir
+    from laytune.runners._config import (
+        Clock,
+        MeasureConfig,
+        Statistic,
+        Tolerance,
+        default_flush_bytes,
+    )
+    from laytune.runners._devices import (
+        Device,
+        default_device,
+        device_builds,
+        list_devices,
+        select_device,
+    )
+    from laytune.runners._execute import ExecutionError, ProgramExecutor, as_context, image_format
+    from laytune.runners._local import keep_seconds, keep_workers, local_workers, release_workers
+    from laytune.runners._memory import allocation_bytes, memory_refusal
+    from laytune.runners._opencl_runtime import register_opencl_runtimes
+    from laytune.runners._results import (
+        BuildResult,
+        ConversionTiming,
+        ErrorKind,
+        LaunchCounts,
+        OutputCheck,
+        RunInput,
+        RunResult,
+    )
+    from laytune.runners._runner import Runner
+    from laytune.runners._worker import refuse_while_a_worker_starts
+    from laytune.runners._workload import VerifiableWorkload, input_seed, timed_cold
+
 
 __all__ = [
     "BaseBuilder",
@@ -92,3 +97,50 @@ __all__ = [
     "select_device",
     "timed_cold",
 ]
+
+# each name is imported on first use: a worker process that unpickles one
+# class of this package imports that class's module, not the whole package
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "build_source": "laytune._cl_build",
+        "DeviceInfo": "laytune.device_info",
+        "BaseBuilder": "laytune.runners._base",
+        "BaseRunner": "laytune.runners._base",
+        "Builder": "laytune.runners._builder",
+        "build_cache_dir": "laytune.runners._cache",
+        "Clock": "laytune.runners._config",
+        "MeasureConfig": "laytune.runners._config",
+        "Statistic": "laytune.runners._config",
+        "Tolerance": "laytune.runners._config",
+        "default_flush_bytes": "laytune.runners._config",
+        "Device": "laytune.runners._devices",
+        "default_device": "laytune.runners._devices",
+        "device_builds": "laytune.runners._devices",
+        "list_devices": "laytune.runners._devices",
+        "select_device": "laytune.runners._devices",
+        "ExecutionError": "laytune.runners._execute",
+        "ProgramExecutor": "laytune.runners._execute",
+        "as_context": "laytune.runners._execute",
+        "image_format": "laytune.runners._execute",
+        "keep_seconds": "laytune.runners._local",
+        "keep_workers": "laytune.runners._local",
+        "local_workers": "laytune.runners._local",
+        "release_workers": "laytune.runners._local",
+        "allocation_bytes": "laytune.runners._memory",
+        "memory_refusal": "laytune.runners._memory",
+        "register_opencl_runtimes": "laytune.runners._opencl_runtime",
+        "BuildResult": "laytune.runners._results",
+        "ConversionTiming": "laytune.runners._results",
+        "ErrorKind": "laytune.runners._results",
+        "LaunchCounts": "laytune.runners._results",
+        "OutputCheck": "laytune.runners._results",
+        "RunInput": "laytune.runners._results",
+        "RunResult": "laytune.runners._results",
+        "Runner": "laytune.runners._runner",
+        "refuse_while_a_worker_starts": "laytune.runners._worker",
+        "VerifiableWorkload": "laytune.runners._workload",
+        "input_seed": "laytune.runners._workload",
+        "timed_cold": "laytune.runners._workload",
+    },
+)

@@ -3,121 +3,126 @@ knobs of the loop nest around them and the rules between knobs."""
 
 from __future__ import annotations
 
-from laytune.intrinsics import (
-    MATRIX_INTRINSICS,
-    MATRIX_TILE,
-    FragmentLoad,
-    MatrixIntrinsic,
-    matrix_intrinsic,
-)
-from laytune.layout import LAYOUT_FAMILIES, SCOPES, LayoutFamily
-from laytune.space._candidate import Candidate, PadValue
-from laytune.space._check import (
-    check_candidate,
-    implied_constraints,
-    stageable_buffers,
-    usable_staging,
-)
-from laytune.space._constraints import (
-    BankConflicts,
-    Constraint,
-    ContiguousTileCopy,
-    Image2DRead,
-    LocalMemoryBudget,
-    MatrixTileLoad,
-    PaddingBudget,
-    RowPointerTileLoad,
-    StridedTileCopy,
-    SubgroupBlockAccess,
-    UnalignedVectorAccess,
-    VectorAccess,
-    Verdict,
-    constraint_from_json,
-)
-from laytune.space._conversion import (
-    CONVERSION_OP,
-    ConversionGeometry,
-    ConversionWorkload,
-    conversion_geometry,
-    conversion_key,
-    layout_token,
-    source_offset,
-)
-from laytune.space._conversion_space import CONVERSION_KNOBS, ConversionSpace
-from laytune.space._copies import COPY_VARIANTS
-from laytune.space._facts import (
-    TRANSPOSE_WIDTHS,
-    LayoutFacts,
-    facts_of,
-    order_buffers,
-    serves_vector,
-    spatial_indexed,
-    stores_lane_by_lane,
-    subgroup_inputs,
-    vector_dim,
-    window_vector_dim,
-)
-from laytune.space._generate import (
-    GLOBAL_FAMILIES,
-    LOCAL_FAMILIES,
-    SpaceOptions,
-    layout_fingerprint,
-)
-from laytune.space._knobs import (
-    KNOB_SPECS,
-    ORDER_LOGICAL,
-    KnobSpec,
-    axis_by_name,
-    baseline_knobs,
-    block_knob,
-    complete_knobs,
-    grid_dims,
-    group_knob,
-    is_default,
-    knob_default,
-    knob_names,
-    knob_spec,
-    parse_reduce_order,
-    prefetch_inputs,
-    prefetch_worth,
-    reduce_axes,
-    reduce_order_text,
-    shared_dims,
-    spatial_axes,
-    walk_dim,
-    walk_dims,
-)
-from laytune.space._matrix import (
-    MATRIX_VARIANTS,
-    STORAGE_HALF_VARIANTS,
-    half_storage_only,
-    matrix_capability,
-    matrix_operands,
-)
-from laytune.space._matrix_rules import matrix_schedule
-from laytune.space._rules import JOINT_RULES, reads_outside
-from laytune.space._space import Rejection, SearchSpace, layout_keys
-from laytune.space._staging import (
-    StagedInput,
-    StagingPlan,
-    affine_terms,
-    local_vector_dims,
-    staging_plan,
-)
-from laytune.space._workload import (
-    IMAGE_DTYPES,
-    VECTOR_WIDTHS,
-    Axis,
-    AxisLike,
-    Buffer,
-    BufferLike,
-    ImageDtype,
-    WorkloadLike,
-    WorkloadSpec,
-    dtype_bytes,
-    local_buffer_name,
-    local_tiles,
-)
+from laytune._lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing typing would slow every worker's start
+if TYPE_CHECKING:
+    from laytune.intrinsics import (
+        MATRIX_INTRINSICS,
+        MATRIX_TILE,
+        FragmentLoad,
+        MatrixIntrinsic,
+        matrix_intrinsic,
+    )
+    from laytune.layout import LAYOUT_FAMILIES, SCOPES, LayoutFamily
+    from laytune.space._candidate import Candidate, PadValue
+    from laytune.space._check import (
+        check_candidate,
+        implied_constraints,
+        stageable_buffers,
+        usable_staging,
+    )
+    from laytune.space._constraints import (
+        BankConflicts,
+        Constraint,
+        ContiguousTileCopy,
+        Image2DRead,
+        LocalMemoryBudget,
+        MatrixTileLoad,
+        PaddingBudget,
+        RowPointerTileLoad,
+        StridedTileCopy,
+        SubgroupBlockAccess,
+        UnalignedVectorAccess,
+        VectorAccess,
+        Verdict,
+        constraint_from_json,
+    )
+    from laytune.space._conversion import (
+        CONVERSION_OP,
+        ConversionGeometry,
+        ConversionWorkload,
+        conversion_geometry,
+        conversion_key,
+        layout_token,
+        source_offset,
+    )
+    from laytune.space._conversion_space import CONVERSION_KNOBS, ConversionSpace
+    from laytune.space._copies import COPY_VARIANTS
+    from laytune.space._facts import (
+        TRANSPOSE_WIDTHS,
+        LayoutFacts,
+        facts_of,
+        order_buffers,
+        serves_vector,
+        spatial_indexed,
+        stores_lane_by_lane,
+        subgroup_inputs,
+        vector_dim,
+        window_vector_dim,
+    )
+    from laytune.space._generate import (
+        GLOBAL_FAMILIES,
+        LOCAL_FAMILIES,
+        SpaceOptions,
+        layout_fingerprint,
+    )
+    from laytune.space._knobs import (
+        KNOB_SPECS,
+        ORDER_LOGICAL,
+        KnobSpec,
+        axis_by_name,
+        baseline_knobs,
+        block_knob,
+        complete_knobs,
+        grid_dims,
+        group_knob,
+        is_default,
+        knob_default,
+        knob_names,
+        knob_spec,
+        parse_reduce_order,
+        prefetch_inputs,
+        prefetch_worth,
+        reduce_axes,
+        reduce_order_text,
+        shared_dims,
+        spatial_axes,
+        walk_dim,
+        walk_dims,
+    )
+    from laytune.space._matrix import (
+        MATRIX_VARIANTS,
+        STORAGE_HALF_VARIANTS,
+        half_storage_only,
+        matrix_capability,
+        matrix_operands,
+    )
+    from laytune.space._matrix_rules import matrix_schedule
+    from laytune.space._rules import JOINT_RULES, reads_outside
+    from laytune.space._space import Rejection, SearchSpace, layout_keys
+    from laytune.space._staging import (
+        StagedInput,
+        StagingPlan,
+        affine_terms,
+        local_vector_dims,
+        staging_plan,
+    )
+    from laytune.space._workload import (
+        IMAGE_DTYPES,
+        VECTOR_WIDTHS,
+        Axis,
+        AxisLike,
+        Buffer,
+        BufferLike,
+        ImageDtype,
+        WorkloadLike,
+        WorkloadSpec,
+        dtype_bytes,
+        local_buffer_name,
+        local_tiles,
+    )
+
 
 __all__ = [
     "CONVERSION_KNOBS",
@@ -223,3 +228,113 @@ __all__ = [
     "walk_dims",
     "window_vector_dim",
 ]
+
+# each name is imported on first use: a worker process that unpickles one
+# class of this package imports that class's module, not the whole package
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "MATRIX_INTRINSICS": "laytune.intrinsics",
+        "MATRIX_TILE": "laytune.intrinsics",
+        "FragmentLoad": "laytune.intrinsics",
+        "MatrixIntrinsic": "laytune.intrinsics",
+        "matrix_intrinsic": "laytune.intrinsics",
+        "LAYOUT_FAMILIES": "laytune.layout",
+        "SCOPES": "laytune.layout",
+        "LayoutFamily": "laytune.layout",
+        "Candidate": "laytune.space._candidate",
+        "PadValue": "laytune.space._candidate",
+        "check_candidate": "laytune.space._check",
+        "implied_constraints": "laytune.space._check",
+        "stageable_buffers": "laytune.space._check",
+        "usable_staging": "laytune.space._check",
+        "BankConflicts": "laytune.space._constraints",
+        "Constraint": "laytune.space._constraints",
+        "ContiguousTileCopy": "laytune.space._constraints",
+        "Image2DRead": "laytune.space._constraints",
+        "LocalMemoryBudget": "laytune.space._constraints",
+        "MatrixTileLoad": "laytune.space._constraints",
+        "PaddingBudget": "laytune.space._constraints",
+        "RowPointerTileLoad": "laytune.space._constraints",
+        "StridedTileCopy": "laytune.space._constraints",
+        "SubgroupBlockAccess": "laytune.space._constraints",
+        "UnalignedVectorAccess": "laytune.space._constraints",
+        "VectorAccess": "laytune.space._constraints",
+        "Verdict": "laytune.space._constraints",
+        "constraint_from_json": "laytune.space._constraints",
+        "CONVERSION_OP": "laytune.space._conversion",
+        "ConversionGeometry": "laytune.space._conversion",
+        "ConversionWorkload": "laytune.space._conversion",
+        "conversion_geometry": "laytune.space._conversion",
+        "conversion_key": "laytune.space._conversion",
+        "layout_token": "laytune.space._conversion",
+        "source_offset": "laytune.space._conversion",
+        "CONVERSION_KNOBS": "laytune.space._conversion_space",
+        "ConversionSpace": "laytune.space._conversion_space",
+        "COPY_VARIANTS": "laytune.space._copies",
+        "TRANSPOSE_WIDTHS": "laytune.space._facts",
+        "LayoutFacts": "laytune.space._facts",
+        "facts_of": "laytune.space._facts",
+        "order_buffers": "laytune.space._facts",
+        "serves_vector": "laytune.space._facts",
+        "spatial_indexed": "laytune.space._facts",
+        "stores_lane_by_lane": "laytune.space._facts",
+        "subgroup_inputs": "laytune.space._facts",
+        "vector_dim": "laytune.space._facts",
+        "window_vector_dim": "laytune.space._facts",
+        "GLOBAL_FAMILIES": "laytune.space._generate",
+        "LOCAL_FAMILIES": "laytune.space._generate",
+        "SpaceOptions": "laytune.space._generate",
+        "layout_fingerprint": "laytune.space._generate",
+        "KNOB_SPECS": "laytune.space._knobs",
+        "ORDER_LOGICAL": "laytune.space._knobs",
+        "KnobSpec": "laytune.space._knobs",
+        "axis_by_name": "laytune.space._knobs",
+        "baseline_knobs": "laytune.space._knobs",
+        "block_knob": "laytune.space._knobs",
+        "complete_knobs": "laytune.space._knobs",
+        "grid_dims": "laytune.space._knobs",
+        "group_knob": "laytune.space._knobs",
+        "is_default": "laytune.space._knobs",
+        "knob_default": "laytune.space._knobs",
+        "knob_names": "laytune.space._knobs",
+        "knob_spec": "laytune.space._knobs",
+        "parse_reduce_order": "laytune.space._knobs",
+        "prefetch_inputs": "laytune.space._knobs",
+        "prefetch_worth": "laytune.space._knobs",
+        "reduce_axes": "laytune.space._knobs",
+        "reduce_order_text": "laytune.space._knobs",
+        "shared_dims": "laytune.space._knobs",
+        "spatial_axes": "laytune.space._knobs",
+        "walk_dim": "laytune.space._knobs",
+        "walk_dims": "laytune.space._knobs",
+        "MATRIX_VARIANTS": "laytune.space._matrix",
+        "STORAGE_HALF_VARIANTS": "laytune.space._matrix",
+        "half_storage_only": "laytune.space._matrix",
+        "matrix_capability": "laytune.space._matrix",
+        "matrix_operands": "laytune.space._matrix",
+        "matrix_schedule": "laytune.space._matrix_rules",
+        "JOINT_RULES": "laytune.space._rules",
+        "reads_outside": "laytune.space._rules",
+        "Rejection": "laytune.space._space",
+        "SearchSpace": "laytune.space._space",
+        "layout_keys": "laytune.space._space",
+        "StagedInput": "laytune.space._staging",
+        "StagingPlan": "laytune.space._staging",
+        "affine_terms": "laytune.space._staging",
+        "local_vector_dims": "laytune.space._staging",
+        "staging_plan": "laytune.space._staging",
+        "IMAGE_DTYPES": "laytune.space._workload",
+        "VECTOR_WIDTHS": "laytune.space._workload",
+        "Axis": "laytune.space._workload",
+        "AxisLike": "laytune.space._workload",
+        "Buffer": "laytune.space._workload",
+        "BufferLike": "laytune.space._workload",
+        "ImageDtype": "laytune.space._workload",
+        "WorkloadLike": "laytune.space._workload",
+        "WorkloadSpec": "laytune.space._workload",
+        "dtype_bytes": "laytune.space._workload",
+        "local_buffer_name": "laytune.space._workload",
+        "local_tiles": "laytune.space._workload",
+    },
+)

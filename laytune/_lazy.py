@@ -1,0 +1,41 @@
+"""Packages whose names are imported on first use (PEP 562).
+
+A worker process imports what it unpickles: a build worker the function
+that compiles and the program it compiles, a measuring worker the runner's
+own modules. Were a package's ``__init__`` to import every module it
+re-exports, each worker would import the whole pipeline (code generation,
+the search space, joblib), about a third of a second per worker start, and
+every short job starts three. So the pipeline's packages name their
+exports in a table, and :func:`lazy_exports` imports each on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # not typing's: importing typing would slow every worker's start
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+
+def lazy_exports(
+    package: str, exports: dict[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package``, whose name ``n``
+    is ``exports[n]``'s attribute of that name, imported when first read
+    (``from package import n`` included) and kept in the package."""
+    namespace = importlib.import_module(package).__dict__
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(exports))
+
+    return __getattr__, __dir__
