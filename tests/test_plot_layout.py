@@ -129,10 +129,15 @@ def _meet(a, b) -> bool:
 
 def _overlaps(fig: Figure) -> list[str]:
     texts = _drawn_texts(fig)
+    # every pair at once (_meet's test on arrays): an address map with its
+    # numbers draws some 600 texts, 180 000 pairs
+    x0, y0, x1, y1 = np.array([[b.x0, b.y0, b.x1, b.y1] for _, b in texts]).reshape(-1, 4).T
+    width = np.minimum.outer(x1, x1) - np.maximum.outer(x0, x0)
+    height = np.minimum.outer(y1, y1) - np.maximum.outer(y0, y0)
+    first, second = np.nonzero(np.triu((width > 0.5) & (height > 0.5), 1))
     clashes = [
-        f"{a.get_text()!r} overlaps {b.get_text()!r}"
-        for (a, box_a), (b, box_b) in itertools.combinations(texts, 2)
-        if _meet(box_a, box_b)
+        f"{texts[i][0].get_text()!r} overlaps {texts[j][0].get_text()!r}"
+        for i, j in zip(first, second, strict=True)
     ]
     edge = fig.bbox
     clashes += [
