@@ -5,8 +5,10 @@ that compiles and the program it compiles, a measuring worker the runner's
 own modules. Were a package's ``__init__`` to import every module it
 re-exports, each worker would import the whole pipeline (code generation,
 the search space, joblib), about a third of a second per worker start, and
-every short job starts three. So the pipeline's packages name their
-exports in a table, and :func:`lazy_exports` imports each on first use.
+every short job starts three. The ``laytune`` program's parser reads one
+name of the search (its strategies) and took a second to print ``--help``.
+So the pipeline's packages name their exports in a table, and
+:func:`lazy_exports` imports each on first use.
 """
 
 from __future__ import annotations

@@ -77,11 +77,20 @@ def test_a_worker_imports_what_it_runs_not_the_pipeline() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
-    # and every name the lazy packages export resolves
+    # nor does the laytune program before its command runs (its parser, and
+    # no worker kept): `laytune --help` took a second
     probe = (
-        "import laytune, laytune.runners, laytune.codegen, laytune.space; "
-        "print(all(getattr(p, n) is not None for p in "
-        "(laytune, laytune.runners, laytune.codegen, laytune.space) for n in p.__all__))"
+        "import sys; from laytune.cli import _parser; _parser(); "
+        "from laytune.runners import keep_workers; keep_workers(0); "
+        "print(sorted(m for m in ('joblib', 'laytune.search._tune', 'sqlalchemy', 'optuna', "
+        "'pandas', 'pyopencl') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    # and every name the lazy packages export resolves
+    lazy = "laytune, laytune.runners, laytune.codegen, laytune.space, laytune.search, laytune.plan"
+    probe = (
+        f"import {lazy}; print(all(getattr(p, n) is not None for p in ({lazy}) for n in p.__all__))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "True"

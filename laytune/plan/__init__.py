@@ -29,38 +29,43 @@ and cancel with the index-map algebra (:class:`Rewrite`).
 
 from __future__ import annotations
 
-from laytune.plan._execute import (
-    CompiledPlan,
-    LoweredPlan,
-    PlanBuffer,
-    PlanLaunch,
-    PlanTiming,
-    Step,
-    lower_plan,
-)
-from laytune.plan._export import MODEL_RTOL, export_model, model_stem
-from laytune.plan._flow import FlowError, flow_layout
-from laytune.plan._fuse import Fusion, fuse_epilogues
-from laytune.plan._graph import Graph, GraphError, Op, Tensor
-from laytune.plan._measured import MeasuredChoice, measure_choices
-from laytune.plan._model import (
-    CriticalWorkload,
-    Model,
-    ModelTuning,
-    TunedWorkload,
-    critical_workloads,
-    freeze_model,
-    load_model,
-    plan_conversions,
-    plan_model,
-    random_inputs,
-    tune_model,
-    tuned_workloads,
-)
-from laytune.plan._onnx import ONNX_OPS, from_onnx
-from laytune.plan._planner import Placement, Plan, PlanError, Version, plan_layouts
-from laytune.plan._rewrite import Rewrite, same_layout
-from laytune.plan._source import LayoutSource, SourceLike, lookup_candidate
+from laytune._lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing typing would slow every worker's start
+if TYPE_CHECKING:
+    from laytune.plan._execute import (
+        CompiledPlan,
+        LoweredPlan,
+        PlanBuffer,
+        PlanLaunch,
+        PlanTiming,
+        Step,
+        lower_plan,
+    )
+    from laytune.plan._export import MODEL_RTOL, export_model, model_stem
+    from laytune.plan._flow import FlowError, flow_layout
+    from laytune.plan._fuse import Fusion, fuse_epilogues
+    from laytune.plan._graph import Graph, GraphError, Op, Tensor
+    from laytune.plan._measured import MeasuredChoice, measure_choices
+    from laytune.plan._model import (
+        CriticalWorkload,
+        Model,
+        ModelTuning,
+        TunedWorkload,
+        critical_workloads,
+        freeze_model,
+        load_model,
+        plan_conversions,
+        plan_model,
+        random_inputs,
+        tune_model,
+        tuned_workloads,
+    )
+    from laytune.plan._onnx import ONNX_OPS, from_onnx
+    from laytune.plan._planner import Placement, Plan, PlanError, Version, plan_layouts
+    from laytune.plan._rewrite import Rewrite, same_layout
+    from laytune.plan._source import LayoutSource, SourceLike, lookup_candidate
+
 
 __all__ = [
     "MODEL_RTOL",
@@ -108,3 +113,55 @@ __all__ = [
     "tune_model",
     "tuned_workloads",
 ]
+
+# each name is imported on first use: a worker process that unpickles one
+# class of this package imports that class's module, not the whole package
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CompiledPlan": "laytune.plan._execute",
+        "LoweredPlan": "laytune.plan._execute",
+        "PlanBuffer": "laytune.plan._execute",
+        "PlanLaunch": "laytune.plan._execute",
+        "PlanTiming": "laytune.plan._execute",
+        "Step": "laytune.plan._execute",
+        "lower_plan": "laytune.plan._execute",
+        "MODEL_RTOL": "laytune.plan._export",
+        "export_model": "laytune.plan._export",
+        "model_stem": "laytune.plan._export",
+        "FlowError": "laytune.plan._flow",
+        "flow_layout": "laytune.plan._flow",
+        "Fusion": "laytune.plan._fuse",
+        "fuse_epilogues": "laytune.plan._fuse",
+        "Graph": "laytune.plan._graph",
+        "GraphError": "laytune.plan._graph",
+        "Op": "laytune.plan._graph",
+        "Tensor": "laytune.plan._graph",
+        "MeasuredChoice": "laytune.plan._measured",
+        "measure_choices": "laytune.plan._measured",
+        "CriticalWorkload": "laytune.plan._model",
+        "Model": "laytune.plan._model",
+        "ModelTuning": "laytune.plan._model",
+        "TunedWorkload": "laytune.plan._model",
+        "critical_workloads": "laytune.plan._model",
+        "freeze_model": "laytune.plan._model",
+        "load_model": "laytune.plan._model",
+        "plan_conversions": "laytune.plan._model",
+        "plan_model": "laytune.plan._model",
+        "random_inputs": "laytune.plan._model",
+        "tune_model": "laytune.plan._model",
+        "tuned_workloads": "laytune.plan._model",
+        "ONNX_OPS": "laytune.plan._onnx",
+        "from_onnx": "laytune.plan._onnx",
+        "Placement": "laytune.plan._planner",
+        "Plan": "laytune.plan._planner",
+        "PlanError": "laytune.plan._planner",
+        "Version": "laytune.plan._planner",
+        "plan_layouts": "laytune.plan._planner",
+        "Rewrite": "laytune.plan._rewrite",
+        "same_layout": "laytune.plan._rewrite",
+        "LayoutSource": "laytune.plan._source",
+        "SourceLike": "laytune.plan._source",
+        "lookup_candidate": "laytune.plan._source",
+    },
+)

@@ -21,11 +21,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from laytune.exceptions import ConfigError
-from laytune.runners._builder import Builder
 from laytune.runners._cache import build_cache_dir
 from laytune.runners._config import MeasureConfig
 from laytune.runners._devices import Device
-from laytune.runners._runner import Runner
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the pools (joblib's loky among them) load with the first job, not
+    # with the laytune program, which sets how long workers are kept before any command
+    from laytune.runners._builder import Builder
+    from laytune.runners._runner import Runner
 
 __all__ = ["keep_seconds", "keep_workers", "local_workers", "release_workers"]
 
@@ -169,6 +173,9 @@ def local_workers(
     key = _key(device, measure)
     pair = _take(key)
     if pair is None:
+        from laytune.runners._builder import Builder
+        from laytune.runners._runner import Runner
+
         pair = Builder(device, cache_dir=build_cache_dir()), Runner(device, measure)
     builder, runner = pair
     try:

@@ -9,34 +9,39 @@ the best records pay for, each a workload of its own.
 
 from __future__ import annotations
 
-from laytune.search._conversions import conversions_of, tune_conversions
-from laytune.search._demo import Demo, demos
-from laytune.search._explain import explain_layouts
-from laytune.search._features import candidate_features
-from laytune.search._held import held_layouts, with_held_layouts
-from laytune.search._job import (
-    Job,
-    LogBatches,
-    Persist,
-    Progress,
-    TuneCallback,
-    TuneResult,
-    speedup_text,
-)
-from laytune.search._model import CostModel, Observation, spearman
-from laytune.search._model_search import ModelSearch, pool_for, transfer_observations
-from laytune.search._options import DEFAULT_MEASURE, TuneOptions
-from laytune.search._strategies import STRATEGIES, make_sampler, params_of
-from laytune.search._structure import Contraction, Window, classify
-from laytune.search._tune import (
-    conversion_starts,
-    layout_reference,
-    missing_reference,
-    standard_candidates,
-    study_name_for,
-    tune,
-    warm_start_candidates,
-)
+from laytune._lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing typing would slow every worker's start
+if TYPE_CHECKING:
+    from laytune.search._conversions import conversions_of, tune_conversions
+    from laytune.search._demo import Demo, demos
+    from laytune.search._explain import explain_layouts
+    from laytune.search._features import candidate_features
+    from laytune.search._held import held_layouts, with_held_layouts
+    from laytune.search._job import (
+        Job,
+        LogBatches,
+        Persist,
+        Progress,
+        TuneCallback,
+        TuneResult,
+        speedup_text,
+    )
+    from laytune.search._model import CostModel, Observation, spearman
+    from laytune.search._model_search import ModelSearch, pool_for, transfer_observations
+    from laytune.search._options import DEFAULT_MEASURE, TuneOptions
+    from laytune.search._strategies import STRATEGIES, make_sampler, params_of
+    from laytune.search._structure import Contraction, Window, classify
+    from laytune.search._tune import (
+        conversion_starts,
+        layout_reference,
+        missing_reference,
+        standard_candidates,
+        study_name_for,
+        tune,
+        warm_start_candidates,
+    )
+
 
 __all__ = [
     "DEFAULT_MEASURE",
@@ -76,3 +81,47 @@ __all__ = [
     "warm_start_candidates",
     "with_held_layouts",
 ]
+
+# each name is imported on first use: a worker process that unpickles one
+# class of this package imports that class's module, not the whole package
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "conversions_of": "laytune.search._conversions",
+        "tune_conversions": "laytune.search._conversions",
+        "Demo": "laytune.search._demo",
+        "demos": "laytune.search._demo",
+        "explain_layouts": "laytune.search._explain",
+        "candidate_features": "laytune.search._features",
+        "held_layouts": "laytune.search._held",
+        "with_held_layouts": "laytune.search._held",
+        "Job": "laytune.search._job",
+        "LogBatches": "laytune.search._job",
+        "Persist": "laytune.search._job",
+        "Progress": "laytune.search._job",
+        "TuneCallback": "laytune.search._job",
+        "TuneResult": "laytune.search._job",
+        "speedup_text": "laytune.search._job",
+        "CostModel": "laytune.search._model",
+        "Observation": "laytune.search._model",
+        "spearman": "laytune.search._model",
+        "ModelSearch": "laytune.search._model_search",
+        "pool_for": "laytune.search._model_search",
+        "transfer_observations": "laytune.search._model_search",
+        "DEFAULT_MEASURE": "laytune.search._options",
+        "TuneOptions": "laytune.search._options",
+        "STRATEGIES": "laytune.search._strategies",
+        "make_sampler": "laytune.search._strategies",
+        "params_of": "laytune.search._strategies",
+        "Contraction": "laytune.search._structure",
+        "Window": "laytune.search._structure",
+        "classify": "laytune.search._structure",
+        "conversion_starts": "laytune.search._tune",
+        "layout_reference": "laytune.search._tune",
+        "missing_reference": "laytune.search._tune",
+        "standard_candidates": "laytune.search._tune",
+        "study_name_for": "laytune.search._tune",
+        "tune": "laytune.search._tune",
+        "warm_start_candidates": "laytune.search._tune",
+    },
+)
