@@ -63,6 +63,12 @@ def test_importing_a_device_free_stage_changes_nothing(module: str) -> None:
     assert found == {"events": [], "environ": []}
 
 
+def _printed(code: str) -> str:
+    """What ``code`` prints, run by a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
 def test_a_worker_imports_what_it_runs_not_the_pipeline() -> None:
     """A build or measuring worker imports its own modules and the classes it
     unpickles; the pipeline's packages import their names on first use, so
@@ -75,8 +81,7 @@ def test_a_worker_imports_what_it_runs_not_the_pipeline() -> None:
         "print(sorted(m for m in ('joblib', 'laytune.codegen._emit', 'laytune.space._space', "
         "'laytune.search', 'laytune.records', 'sqlalchemy', 'optuna') if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    assert _printed(probe) == "[]"
     # nor does the laytune program before its command runs (its parser, and
     # no worker kept): `laytune --help` took a second
     probe = (
@@ -85,15 +90,13 @@ def test_a_worker_imports_what_it_runs_not_the_pipeline() -> None:
         "print(sorted(m for m in ('joblib', 'laytune.search._tune', 'sqlalchemy', 'optuna', "
         "'pandas', 'pyopencl') if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    assert _printed(probe) == "[]"
     # and every name the lazy packages export resolves
     lazy = "laytune, laytune.runners, laytune.codegen, laytune.space, laytune.search, laytune.plan"
     probe = (
         f"import {lazy}; print(all(getattr(p, n) is not None for p in ({lazy}) for n in p.__all__))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "True"
+    assert _printed(probe) == "True"
 
 
 def test_listing_devices_registers_the_runtimes_once() -> None:
@@ -126,5 +129,4 @@ def test_the_search_imports_pandas_only_to_make_a_frame() -> None:
         "print('pandas' in sys.modules); "
         "laytune.records.records_dataframe([]); print('pandas' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["False", "True"]
+    assert _printed(probe).split() == ["False", "True"]
