@@ -3,6 +3,9 @@ the device, against each workload's numpy reference."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
@@ -41,7 +44,7 @@ def _families(candidate) -> set[str]:
     return out
 
 
-def _check(env: Env, workload: ops.Workload, candidates: list) -> int:
+def _check(env: Env, workload: ops.Workload, candidates: Sequence) -> int:
     inputs = workload.make_inputs(7)
     expected = workload.reference(inputs)
     ran = 0
@@ -60,11 +63,12 @@ def _check(env: Env, workload: ops.Workload, candidates: list) -> int:
     return ran
 
 
-def _random_candidates(workload: ops.Workload, info) -> list:
+@functools.cache  # the coverage test below reads the same draws (spaces take seconds)
+def _random_candidates(workload: ops.Workload, info) -> tuple:
     space = SearchSpace(workload, info, OPTIONS)
     drawn = [space.suggest(RandomTrial(seed)) for seed in range(CANDIDATES)]
     drawn += [space.suggest(VectorTrial(seed)) for seed in range(10)]
-    return list(dict.fromkeys(drawn))
+    return tuple(dict.fromkeys(drawn))
 
 
 @pytest.mark.slow
@@ -82,10 +86,11 @@ STAGED = [
 ]
 
 
-def _staged_candidates(workload: ops.Workload, info) -> list:
+@functools.cache
+def _staged_candidates(workload: ops.Workload, info) -> tuple:
     space = SearchSpace(workload, info, OPTIONS)
     candidates = [space.suggest(StagingTrial(seed)) for seed in range(10)]
-    return list(dict.fromkeys(c for c in candidates if c.knob("local_stage")))
+    return tuple(dict.fromkeys(c for c in candidates if c.knob("local_stage")))
 
 
 @pytest.mark.parametrize("workload", STAGED, ids=lambda w: w.key)
