@@ -120,21 +120,22 @@ def _drawn_texts(fig: Figure) -> list[tuple[Text, object]]:
     return [(text, text.get_window_extent(renderer)) for text in drawn]
 
 
-def _meet(a, b) -> bool:
-    """Two boxes share more than half a pixel each way."""
-    width = min(a.x1, b.x1) - max(a.x0, b.x0)
-    height = min(a.y1, b.y1) - max(a.y0, b.y0)
-    return width > 0.5 and height > 0.5
+def _meet(boxes: list, others: list) -> np.ndarray:
+    """Whether each box of ``boxes`` (a row) shares more than half a pixel
+    each way with each of ``others`` (a column): every pair at once, as an
+    address map with its numbers draws some 600 texts, 180 000 pairs."""
+    a, b = (
+        np.array([[x.x0, x.y0, x.x1, x.y1] for x in xs]).reshape(-1, 4).T for xs in (boxes, others)
+    )
+    width = np.minimum.outer(a[2], b[2]) - np.maximum.outer(a[0], b[0])
+    height = np.minimum.outer(a[3], b[3]) - np.maximum.outer(a[1], b[1])
+    return (width > 0.5) & (height > 0.5)
 
 
 def _overlaps(fig: Figure) -> list[str]:
     texts = _drawn_texts(fig)
-    # every pair at once (_meet's test on arrays): an address map with its
-    # numbers draws some 600 texts, 180 000 pairs
-    x0, y0, x1, y1 = np.array([[b.x0, b.y0, b.x1, b.y1] for _, b in texts]).reshape(-1, 4).T
-    width = np.minimum.outer(x1, x1) - np.maximum.outer(x0, x0)
-    height = np.minimum.outer(y1, y1) - np.maximum.outer(y0, y0)
-    first, second = np.nonzero(np.triu((width > 0.5) & (height > 0.5), 1))
+    boxes = [box for _, box in texts]
+    first, second = np.nonzero(np.triu(_meet(boxes, boxes), 1))
     clashes = [
         f"{texts[i][0].get_text()!r} overlaps {texts[j][0].get_text()!r}"
         for i, j in zip(first, second, strict=True)
@@ -148,11 +149,13 @@ def _overlaps(fig: Figure) -> list[str]:
         or box.y0 < edge.y0 - 1
         or box.y1 > edge.y1 + 1
     ]
+    panels = [ax.get_window_extent() for ax in fig.axes]
     for legend in fig.findobj(Legend):
+        (covered,) = _meet([legend.get_window_extent()], panels)
         clashes += [
             f"a legend covers the panel {ax.get_title() or ax.get_label()!r}"
-            for ax in fig.axes
-            if _meet(legend.get_window_extent(), ax.get_window_extent())
+            for ax, hit in zip(fig.axes, covered, strict=True)
+            if hit
         ]
     return clashes
 
