@@ -16,6 +16,9 @@ from laytune.exceptions import LaytuneError
 TYPE_CHECKING = False  # not typing's: importing typing would slow the program's start
 if TYPE_CHECKING:
     from laytune.device_info import DeviceInfo
+    from laytune.plan import load_model
+    from laytune.records import export, freeze, load_frozen, open_database
+    from laytune.search import TuneOptions, tune
 
 __version__ = "0.1.0"
 
@@ -34,15 +37,11 @@ __all__ = [
 
 # each name is imported on first use (laytune._lazy)
 __getattr__, __dir__ = lazy_exports(
-    __name__,
+    globals(),
     {
-        "DeviceInfo": "laytune.device_info",
-        "tune": "laytune.search",
-        "TuneOptions": "laytune.search",
-        "open_database": "laytune.records",
-        "freeze": "laytune.records",
-        "load_frozen": "laytune.records",
-        "load_model": "laytune.plan",
-        "export": "laytune.records",
+        "laytune.device_info": ("DeviceInfo",),
+        "laytune.search": ("tune", "TuneOptions"),
+        "laytune.records": ("open_database", "freeze", "load_frozen", "export"),
+        "laytune.plan": ("load_model",),
     },
 )

@@ -7,8 +7,10 @@ re-exports, each worker would import the whole pipeline (code generation,
 the search space, joblib), about a third of a second per worker start, and
 every short job starts three. The ``laytune`` program's parser reads one
 name of the search (its strategies) and took a second to print ``--help``.
-So the pipeline's packages name their exports in a table, and
-:func:`lazy_exports` imports each on first use.
+So the pipeline's packages name their exports, module by module, in a
+table, and :func:`lazy_exports` imports each on first use. The same
+imports stand under ``TYPE_CHECKING`` for type checkers;
+``tests/test_import_side_effects.py`` checks that the two agree.
 """
 
 from __future__ import annotations
@@ -22,22 +24,23 @@ if TYPE_CHECKING:
 
 
 def lazy_exports(
-    package: str, exports: dict[str, str]
+    namespace: dict[str, Any], modules: dict[str, tuple[str, ...]]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The ``__getattr__`` and ``__dir__`` of ``package``, whose name ``n``
-    is ``exports[n]``'s attribute of that name, imported when first read
-    (``from package import n`` included) and kept in the package."""
-    namespace = importlib.import_module(package).__dict__
+    """The ``__getattr__`` and ``__dir__`` of the package whose globals are
+    ``namespace``: each name of ``modules[m]`` is module ``m``'s attribute of
+    that name, imported when first read (``from package import name``
+    included) and kept in the package."""
+    package = namespace["__name__"]
+    home = {name: module for module, names in modules.items() for name in names}
 
     def __getattr__(name: str) -> Any:
-        module = exports.get(name)
+        module = home.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        namespace[name] = value
+        value = namespace[name] = getattr(importlib.import_module(module), name)
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(exports))
+        return sorted(set(namespace) | set(home))
 
     return __getattr__, __dir__

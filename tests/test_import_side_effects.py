@@ -3,6 +3,9 @@ the file system: OpenCL runtimes are registered when a device is first needed.""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import json
 import os
 import subprocess
@@ -97,6 +100,41 @@ def test_a_worker_imports_what_it_runs_not_the_pipeline() -> None:
         f"import {lazy}; print(all(getattr(p, n) is not None for p in ({lazy}) for n in p.__all__))"
     )
     assert _printed(probe) == "True"
+
+
+LAZY_PACKAGES = ["laytune", "laytune.runners", "laytune.codegen", "laytune.space"]
+LAZY_PACKAGES += ["laytune.search", "laytune.plan"]
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_a_lazy_package_names_for_type_checkers_what_it_imports(package: str) -> None:
+    """A lazy package lists its names twice: in its table (what runs) and in
+    imports under ``TYPE_CHECKING`` (what type checkers read). Both name the
+    same objects, and every lazy name is exported."""
+    module = importlib.import_module(package)
+    tree = ast.parse(inspect.getsource(module))
+    (block,) = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+    ]
+    declared = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    eager = {  # what the package binds as it runs: its own imports and assignments
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    eager |= {a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert set(declared) == set(module.__all__) - eager
+    for name, source in declared.items():
+        assert getattr(module, name) is getattr(importlib.import_module(source), name), name
 
 
 def test_listing_devices_registers_the_runtimes_once() -> None:

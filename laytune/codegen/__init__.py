@@ -43,22 +43,12 @@ __all__ = [
 # each name is imported on first use: a worker process that unpickles one
 # class of this package imports that class's module, not the whole package
 __getattr__, __dir__ = lazy_exports(
-    __name__,
+    globals(),
     {
-        "ConversionKernel": "laytune.codegen._conversion",
-        "conversion_kernel": "laytune.codegen._convert",
-        "lower_conversion_workload": "laytune.codegen._convert",
-        "GENERIC_DEVICE": "laytune.codegen._lower",
-        "lower": "laytune.codegen._lower",
-        "lower_conversion": "laytune.codegen._lower",
-        "GridDim": "laytune.codegen._nest",
-        "Nest": "laytune.codegen._nest",
-        "ReduceLoop": "laytune.codegen._nest",
-        "Tile": "laytune.codegen._nest",
-        "plan_nest": "laytune.codegen._nest",
-        "ArgRef": "laytune.codegen._program",
-        "BufferSpec": "laytune.codegen._program",
-        "KernelProgram": "laytune.codegen._program",
-        "Launch": "laytune.codegen._program",
+        "laytune.codegen._conversion": ("ConversionKernel",),
+        "laytune.codegen._convert": ("conversion_kernel", "lower_conversion_workload"),
+        "laytune.codegen._lower": ("GENERIC_DEVICE", "lower", "lower_conversion"),
+        "laytune.codegen._nest": ("GridDim", "Nest", "ReduceLoop", "Tile", "plan_nest"),
+        "laytune.codegen._program": ("ArgRef", "BufferSpec", "KernelProgram", "Launch"),
     },
 )
