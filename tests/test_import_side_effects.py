@@ -135,6 +135,8 @@ def test_a_lazy_package_names_for_type_checkers_what_it_imports(package: str) ->
     assert set(declared) == set(module.__all__) - eager
     for name, source in declared.items():
         assert getattr(module, name) is getattr(importlib.import_module(source), name), name
+    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'no_such'"):
+        module.no_such  # noqa: B018
 
 
 def test_listing_devices_registers_the_runtimes_once() -> None:
