@@ -16,7 +16,11 @@ from laytune.space._matrix import (
 from laytune.space._step import Broken, Setting, State, Step, strict_in
 from laytune.space._workload import WorkloadLike
 
-__all__ = ["MatrixStep", "matrix_schedule"]
+__all__ = ["OFF_SCHEDULE", "MatrixStep", "ScheduleWatch", "matrix_schedule", "watch_schedule"]
+
+#: State key: whether the assignment so far sets some knob off the matrix
+#: kernels' schedule.
+OFF_SCHEDULE = "#off_schedule"
 
 
 def matrix_schedule(workload: WorkloadLike) -> dict[str, Any]:
@@ -60,7 +64,15 @@ class MatrixStep(Step):
         self.operands, _ = matrix_operands(setting.workload)
         self.available, self.why_none = matrix_capability(setting.device)
         self.storage_only = half_storage_only(setting.workload, setting.device)
-        self.reads = frozenset({*self.schedule, "@local_copies"})
+        # one key for the whole schedule (:class:`ScheduleWatch`), not each of
+        # its knobs: counting memoises on what later steps read, and reading
+        # every knob keyed each count on the whole assignment (an NVIDIA
+        # float16 matmul's space, its matrix kernels alone valid, took 80 s to
+        # count where it now takes under a second)
+        self.reads = frozenset({OFF_SCHEDULE, "@local_copies"})
+
+    def derived(self, state: State) -> State:
+        return {OFF_SCHEDULE: False}
 
     def values(self, state: State) -> Sequence[Any]:
         return self.s.matrices
@@ -77,24 +89,24 @@ class MatrixStep(Step):
                     )
                 ]
             return []
-        out: list[Broken] = []
-        for knob, want in self.schedule.items():
-            if not strict_in(state.get(knob), (want,)):
-                out.append(
-                    (
-                        None,
-                        f"matrix {value!r} runs its own schedule: {knob} must be {want!r}, "
-                        f"not {state.get(knob)!r}",
-                    )
+        if state[OFF_SCHEDULE]:
+            knob, want = next(
+                (k, v) for k, v in self.schedule.items() if not strict_in(state[k], (v,))
+            )
+            return [
+                (
+                    None,
+                    f"matrix {value!r} runs its own schedule: {knob} must be {want!r}, "
+                    f"not {state[knob]!r}",
                 )
-        if out:
-            return out
+            ]
         if value not in self.available:  # the device's reason alone: no layout would do
             if self.why_none:
                 why = f"device has no matrix intrinsic: {self.why_none}"
             else:
                 why = f"{self.s.device.name} has {', '.join(sorted(self.available))}, not {value}"
             return [("matrix_capability", f"matrix {value!r}: {why}")]
+        out: list[Broken] = []
         facts = {f.buffer: f for f in state.get("@local_copies") or ()}
         for buffer, op in zip(self.operands, ("a", "b"), strict=True):
             local = facts.get(f"{buffer}.local")
@@ -102,3 +114,54 @@ class MatrixStep(Step):
             if local is not None and key not in local.accepts:
                 out.append(("matrix_tile_load", f"matrix {value!r}: {local.why(key)}"))
         return out
+
+
+class ScheduleWatch(Step):
+    """The step of a knob the matrix kernels fix, as ``inner`` is, and
+    besides: choosing a value other than the schedule's (``want``) sets
+    :data:`OFF_SCHEDULE`. The matrix step then reads that one key."""
+
+    def __init__(self, inner: Step, want: Any) -> None:
+        super().__init__(inner.s)
+        self.inner, self.want = inner, want
+        self.name, self.reads = inner.name, inner.reads
+
+    def values(self, state: State) -> Sequence[Any]:
+        return self.inner.values(state)
+
+    def check(self, state: State, value: Any) -> list[Broken]:
+        return self.inner.check(state, value)
+
+    def apply(self, state: State, value: Any) -> None:
+        self.inner.apply(state, value)
+        if not strict_in(value, (self.want,)):
+            state[OFF_SCHEDULE] = True
+
+    @property
+    def writes(self) -> frozenset[str]:
+        return self.inner.writes | {OFF_SCHEDULE}
+
+    def derived(self, state: State) -> State:
+        return self.inner.derived(state)
+
+    def classes(self, state: State, domain: Sequence[Any]) -> list[tuple[Any, int]] | None:
+        if state[OFF_SCHEDULE]:  # already off: the values write what inner's do
+            return self.inner.classes(state, domain)
+        on = [v for v in domain if strict_in(v, (self.want,))]
+        off = [v for v in domain if not strict_in(v, (self.want,))]
+        grouped = self.inner.classes(state, off) if off else []
+        if grouped is None:
+            return None
+        return [(v, 1) for v in on] + grouped
+
+
+def watch_schedule(steps: Sequence[Step]) -> list[Step]:
+    """``steps`` with each knob a matrix step's schedule fixes watched
+    (:class:`ScheduleWatch`); unchanged where no step is a matrix step."""
+    matrix = next((step for step in steps if isinstance(step, MatrixStep)), None)
+    if matrix is None:
+        return list(steps)
+    return [
+        ScheduleWatch(step, matrix.schedule[step.name]) if step.name in matrix.schedule else step
+        for step in steps
+    ]

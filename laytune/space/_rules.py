@@ -59,7 +59,7 @@ from laytune.space._knobs import (
     walk_dims,
     walk_step,
 )
-from laytune.space._matrix_rules import MatrixStep
+from laytune.space._matrix_rules import MatrixStep, watch_schedule
 from laytune.space._step import Broken, Setting, State, Step, strict_in
 from laytune.space._workload import WorkloadLike, dtype_bytes
 
@@ -1207,9 +1207,9 @@ def build_steps(setting: Setting, reasons: Reasons = None) -> list[Step]:
     """The steps of ``setting.workload``, one per knob of
     :func:`~laytune.space._knobs.knob_slots`, in its order (the order of
     the knob table: it exists once)."""
-    return [
-        STEPS[spec.name](setting, reasons, arg) for _, spec, arg in knob_slots(setting.workload)
-    ]
+    return watch_schedule(
+        [STEPS[spec.name](setting, reasons, arg) for _, spec, arg in knob_slots(setting.workload)]
+    )
 
 
 def facts_state(facts: LayoutFacts) -> State:
