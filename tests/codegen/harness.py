@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import warnings
 from collections.abc import Sequence
@@ -34,6 +35,20 @@ def open_env() -> Env:
     device = default_device().open()
     context = cl.Context([device])
     return Env(device, context, cl.CommandQueue(context), DeviceInfo.from_cl_device(device))
+
+
+def cpu_form(info: DeviceInfo) -> DeviceInfo:
+    """``info`` where the device is a CPU; on another device (a GPU), its
+    limits described as a CPU's, the host's SIMD as its lanes. The tests
+    that pin the CPU's form of a derived start (vectors along the columns,
+    panels, dot products along ``k``) derive it from this on any device, and
+    its kernels still build and run there; a GPU's own form, warps along the
+    columns, is pinned in ``test_lockstep_starts``."""
+    if info.is_cpu:
+        return info
+    return dataclasses.replace(
+        info, device_type="CPU", lockstep_width=0, preferred_vector_widths=(), sub_group_sizes=()
+    )
 
 
 def build(env: Env, program: KernelProgram) -> cl.Program:

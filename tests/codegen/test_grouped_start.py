@@ -15,7 +15,7 @@ from laytune.ops import Workload
 from laytune.search import standard_candidates
 from laytune.search._starts import simd_lanes
 from laytune.space import SearchSpace
-from tests.codegen.harness import Env, build, run
+from tests.codegen.harness import Env, build, cpu_form, run
 
 
 def _grouped() -> Workload:
@@ -62,13 +62,14 @@ def test_the_start_without_conversions_stores_its_filters_in_rows(env: Env) -> N
     in the NCHW-like output, so the block's vectors are transposed in
     registers and stored as rows of output columns, no lane on its own, and
     the result is numpy's."""
+    info = cpu_form(env.info)  # the start's CPU form (a GPU's: test_lockstep_starts)
     workload = _grouped()
-    first, twin = standard_candidates(SearchSpace(workload, env.info), 4)[:2]
+    first, twin = standard_candidates(SearchSpace(workload, info), 4)[:2]
     assert twin.knob_map == first.knob_map
     assert twin.layout("X").is_identity and twin.layout("Y").is_identity
     assert not first.layout("Y").is_identity
     assert twin.layout("W") == first.layout("W")  # the weights: packed once, not per call
-    program = lower(workload, twin, env.info)
+    program = lower(workload, twin, info)
     assert [launch.kernel for launch in program.pack] == ["W_pack"] and not program.unpack
     compute = program.source.index(f"void {program.compute[0].kernel}(")
     body = program.source[compute:].split("__kernel", 1)[0]

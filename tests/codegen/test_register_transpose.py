@@ -13,7 +13,7 @@ from laytune.codegen import lower
 from laytune.codegen._shuffle import transpose_lines
 from laytune.search._starts import standard_candidates
 from laytune.space import Candidate, SearchSpace, SpaceOptions, baseline_knobs, check_candidate
-from tests.codegen.harness import Env, RandomTrial, build, run, run_one_item
+from tests.codegen.harness import Env, RandomTrial, build, cpu_form, run, run_one_item
 
 _ELEMENTS = {"float": np.float32, "ushort": np.uint16, "half": np.float16}
 
@@ -278,13 +278,14 @@ def test_the_rules_bound_a_panel_and_keep_it_to_inputs_without_runs(env: Env) ->
 def test_attention_scores_start_from_a_panel_with_nothing_packed(env: Env) -> None:
     """The third start of ``S = Q K^T`` (after the packed one and its twin
     that packs ``K`` alone) keeps every layout and holds ``K`` in a panel."""
+    info = cpu_form(env.info)  # the start's CPU form (a GPU's: test_lockstep_starts)
     workload = _scores(2, 16, 64, 32)
-    starts = standard_candidates(SearchSpace(workload, env.info), 3)
+    starts = standard_candidates(SearchSpace(workload, info), 3)
     panel = starts[2]
     assert panel.knob("vector_transpose") == "k"
     assert all(layout.is_identity for _, layout in panel.layouts)
     assert not starts[0].knob("vector_transpose") and not starts[1].knob("vector_transpose")
-    program = lower(workload, panel, env.info)
+    program = lower(workload, panel, info)
     inputs = workload.make_inputs(6)
     outputs, _ = run(env, program, inputs, build(env, program))
     np.testing.assert_allclose(outputs["S"], workload.reference(inputs)["S"], rtol=1e-5, atol=1e-4)

@@ -17,7 +17,7 @@ from laytune.ops import Workload
 from laytune.search import params_of, standard_candidates
 from laytune.search._starts import simd_lanes
 from laytune.space import SearchSpace
-from tests.codegen.harness import Env, build, run
+from tests.codegen.harness import Env, build, cpu_form, run
 
 
 def _matches_numpy(env: Env, workload: Workload, candidate: object, seed: int) -> None:
@@ -92,7 +92,8 @@ def test_columns_the_lanes_do_not_divide_keep_full_vectors(env: Env) -> None:
     blocks of rows and the right one read as it is (a panel holds no
     unaligned runs); before, the starts narrowed the vectors to 4 lanes. The
     depth of 19 is unrolled with a loop of single steps after."""
-    lanes = simd_lanes(env.info)
+    info = cpu_form(env.info)  # the start's CPU form (a GPU's: test_lockstep_starts)
+    lanes = simd_lanes(info)
     rows, columns, depth = 29, _odd(lanes), 19  # 29: 8- and 6-row blocks pad it little
     matmul = Workload.define(
         "odd_matmul",
@@ -100,7 +101,7 @@ def test_columns_the_lanes_do_not_divide_keep_full_vectors(env: Env) -> None:
         {"i": rows, "j": columns, "k": depth},
         {"A": (rows, depth), "B": (depth, columns)},
     )
-    space = SearchSpace(matmul, env.info)
+    space = SearchSpace(matmul, info)
     starts = standard_candidates(space, 4)
     assert all(params_of(space, start) is not None for start in starts)
     first = starts[0]
@@ -110,7 +111,7 @@ def test_columns_the_lanes_do_not_divide_keep_full_vectors(env: Env) -> None:
     # the prime depth unrolled all the same, its last steps one by one
     unroll = first.knob("unroll")
     assert unroll > 1 and depth % unroll
-    assert f"/* the last {depth % unroll} of {depth} */" in lower(matmul, first, env.info).source
+    assert f"/* the last {depth % unroll} of {depth} */" in lower(matmul, first, info).source
     _matches_numpy(env, matmul, first, seed=2)
 
 
@@ -119,7 +120,8 @@ def test_a_transposed_right_operand_is_permuted_to_hold_runs_along_the_columns(
 ) -> None:
     """Attention's scores ``S = Q K^T`` read ``K[b, j, k]`` across the columns
     ``j``: with 2L + 5 of them the first start lays ``K`` out as ``[b, k, j]``."""
-    lanes = simd_lanes(env.info)
+    info = cpu_form(env.info)  # the start's CPU form (a GPU's: test_lockstep_starts)
+    lanes = simd_lanes(info)
     keys = _odd(lanes)
     scores = Workload.define(
         "scores",
@@ -127,7 +129,7 @@ def test_a_transposed_right_operand_is_permuted_to_hold_runs_along_the_columns(
         {"b": 2, "i": 9, "j": keys, "k": 8},
         {"Q": (2, 9, 8), "K": (2, keys, 8)},
     )
-    first = standard_candidates(SearchSpace(scores, env.info), 1)[0]
+    first = standard_candidates(SearchSpace(scores, info), 1)[0]
     assert first.layout("K") == permute((2, keys, 8), (0, 2, 1))
     assert first.knob("vector") == lanes
     _matches_numpy(env, scores, first, seed=3)
@@ -178,9 +180,10 @@ def test_a_matrix_vector_product_starts_with_dot_products_of_row_blocks(env: Env
     operands hold it contiguously: the vector ``B[k, 0]`` too), sharing each
     vector of ``B`` between the rows; a scalar 8 x 1 block was the first
     start before (2.55 against 1.98 ms at 4096 x 4096)."""
-    lanes = simd_lanes(env.info)
+    info = cpu_form(env.info)  # the start's CPU form (a GPU's: test_lockstep_starts)
+    lanes = simd_lanes(info)
     gemv = ops.matmul(64, 1, 12 * lanes)
-    space = SearchSpace(gemv, env.info)
+    space = SearchSpace(gemv, info)
     starts = standard_candidates(space, 3)
     first = starts[0]
     assert first.knob("reduce_vector") == lanes and first.knob("block.i") == 4
@@ -190,7 +193,7 @@ def test_a_matrix_vector_product_starts_with_dot_products_of_row_blocks(env: Env
     for seed, start in enumerate(starts):
         _matches_numpy(env, gemv, start, seed=seed)
     # with columns enough for a vector, the outer product's blocks lead as before
-    wide = standard_candidates(SearchSpace(ops.matmul(64, 2 * lanes, 96), env.info), 1)[0]
+    wide = standard_candidates(SearchSpace(ops.matmul(64, 2 * lanes, 96), info), 1)[0]
     assert wide.knob("reduce_vector") == 1 and wide.knob("vector") > 1
 
 
@@ -199,11 +202,12 @@ def test_a_vector_by_a_matrix_spends_the_rows_registers_on_columns(env: Env) -> 
     hold 2 or 3 accumulators; the starts widen them to the columns the
     missing rows' registers would have held (1 x 4096 x 4096: 64 columns per
     work-item, 3.41 ms in a 16-trial job, where 16 columns took 7.83)."""
-    lanes = simd_lanes(env.info)
+    info = cpu_form(env.info)  # the start's CPU form (a GPU's: test_lockstep_starts)
+    lanes = simd_lanes(info)
     gevm = ops.matmul(1, 32 * lanes, 48)
-    first = standard_candidates(SearchSpace(gevm, env.info), 1)[0]
+    first = standard_candidates(SearchSpace(gevm, info), 1)[0]
     assert first.knob("block.i") == 1 and first.knob("vector") == lanes
     columns = first.knob("block.j")
     assert columns > 3 * lanes and columns % lanes == 0
-    assert columns // lanes <= env.info.block_registers()
+    assert columns // lanes <= info.block_registers()
     _matches_numpy(env, gevm, first, seed=3)
