@@ -596,7 +596,9 @@ def _wrap_loops(
     ``tail(n)``, the lines to write after a pass of ``n`` reduce steps (the
     prefetch's, :func:`~laytune.codegen._prefetch.prefetch_lines`), goes
     after as many of the innermost loops as make a constant count of steps
-    that divides ``every``; in each copy of an unrolled loop's body. Once
+    that divides ``every`` (or after a short innermost loop alone, where
+    ``every`` divides its steps, a power of two); in each copy of an
+    unrolled loop's body. Once
     after the copies instead, the BERT FFN's 128 x 3072 x 768 (6 x 2L,
     unrolled 4 times) took 6.2-6.5 ms where it took 3.3-3.5 on a Zen 3 host:
     the copies' own tests fold away where the counter's step is known."""
@@ -607,8 +609,18 @@ def _wrap_loops(
         edges = (bounds or {}).get(var.index, ([], []))
         constant = not (lp.guard or edges[0] or edges[1])
         if steps and tail is not None:
-            if constant and lp.unroll == 1 and every % (steps * lp.trips) == 0:
-                steps *= lp.trips  # the whole loop passes before the tail
+            # the whole loop passes before the tail: steps that divide every,
+            # or (a short innermost loop inside others) a power of two that
+            # every divides, at most 4 prefetches a pass
+            innermost = (
+                steps == 1
+                and len(loops) > 1
+                and lp.trips % every == 0
+                and lp.trips // every <= 4
+                and lp.trips & (lp.trips - 1) == 0
+            )
+            if constant and lp.unroll == 1 and (every % (steps * lp.trips) == 0 or innermost):
+                steps *= lp.trips
             else:
                 lines, steps = [*lines, *tail(steps)], 0
         note = ""

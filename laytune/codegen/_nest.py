@@ -170,7 +170,8 @@ class Prefetch:
     prefetches of ``step`` elements apart (a cache line where it divides
     the block), dealt out ``share`` to each of the items along the
     NDRange dimensions ``shared`` (those whose items read the same block),
-    one every ``every`` reduce steps."""
+    ``per`` every ``every`` reduce steps (``per`` > 1 only where a share
+    holds more lines than the reduction has steps, ``every`` then 1)."""
 
     buffer: str
     along: int
@@ -182,6 +183,7 @@ class Prefetch:
     touches: int
     share: int
     every: int
+    per: int = 1
 
 
 @dataclass(frozen=True)
@@ -399,7 +401,10 @@ def plan_prefetch(
         touches = block * math.prod(workload.axes[k].extent for k in reduce) // step
         share = -(-touches // items)
         every = 1 << max(0, (steps // share).bit_length() - 1) if steps >= share else 1
-        out.append(Prefetch(name, along, block, ahead, reduce, shared, step, touches, share, every))
+        per = -(-share // steps)  # two items over 512 steps share 1536 lines: 2 a step
+        out.append(
+            Prefetch(name, along, block, ahead, reduce, shared, step, touches, share, every, per)
+        )
     return tuple(out)
 
 

@@ -22,7 +22,10 @@ buffer.
 the steps of the innermost loops that the emitter puts it after, a power of
 two that divides ``every``: ``ahead`` then meets every multiple of
 ``every`` that it met step by step, and the same prefetches are issued,
-without a test in each step of a short loop (a convolution's 8 channels of
+without a test in each step of a short loop. Or the steps of the innermost
+loop alone, a power of two that ``every`` divides (AVX-512's blocks of 16
+channels, a prefetch every 4): the ``n / every`` prefetches of the pass go
+after it, untested, the same ones again (a convolution's 8 channels of
 a block, which the test kept from being unrolled: ResNet-18's conv2d (1,
 256, 14, 14) x 256 in blocks of 8 filters by the 14-wide row took 4.87 ms
 so on a Zen 3 host, 2.71 with the test after the channel loop and 2.63
@@ -51,13 +54,32 @@ def _rank(w: Writer, plan: Prefetch) -> str:
     return " + ".join(terms) if len(terms) == 1 else f"({' + '.join(terms)})"
 
 
-def _one(w: Writer, plan: Prefetch, counter: str) -> list[str]:
+def _one(w: Writer, plan: Prefetch, counter: str, n: int) -> list[str]:
+    """The prefetches of ``plan`` after a pass of ``n`` reduce steps: one
+    under the counter's test where ``n`` divides ``every``; ``n / every``
+    times ``per`` of them, untested, where ``every`` divides ``n`` (the
+    counter then meets a multiple of ``every`` at every pass)."""
+    shift = plan.every.bit_length() - 1
+    taken = f"({counter} >> {shift})" if shift else counter
+    if plan.per > 1:
+        taken = f"{taken} * {plan.per}"
+    if n % plan.every == 0:
+        out = []
+        for r in range(n // plan.every * plan.per):
+            lines = _lines(w, plan, f"{taken} + {r}" if r else taken)
+            out += ["{", *(f"    {line}" for line in lines), "}"]
+        return out
+    assert plan.every % n == 0, (plan.every, n)
+    lines = _lines(w, plan, taken)
+    return [f"if (({counter} & {plan.every - 1}) == 0) {{", *(f"    {line}" for line in lines), "}"]
+
+
+def _lines(w: Writer, plan: Prefetch, taken: str) -> list[str]:
+    """The prefetch of the ``taken``-th share of the work-item's part of the block."""
     scope, workload = w.scope, w.nest.workload
     buf = workload.buffer(plan.buffer)
     extent = workload.axes[plan.along].extent
     at = scope.var(f"{plan.buffer}_at", 0, (plan.touches - 1) * plan.step)
-    shift = plan.every.bit_length() - 1
-    taken = f"({counter} >> {shift})" if shift else counter
     lines = [
         f"const int {scope.name(at)} = min({_rank(w, plan)} * {plan.share} + {taken}, "
         f"{plan.touches - 1}) * {plan.step};"
@@ -84,7 +106,7 @@ def _one(w: Writer, plan: Prefetch, counter: str) -> list[str]:
     indices = [substitute(e, values) for e in buf.indices]
     offset = w.accesses[plan.buffer].flat_offset(indices)
     lines.append(f"__builtin_prefetch({pointer(plan.buffer, scope.c(offset))});")
-    return [f"if (({counter} & {plan.every - 1}) == 0) {{", *(f"    {line}" for line in lines), "}"]
+    return lines
 
 
 def prefetch_every(w: Writer) -> int:
@@ -101,11 +123,9 @@ def prefetch_lines(w: Writer) -> tuple[list[str], Callable[[int], list[str]] | N
     if not plans:
         return [], None
     counter = w.scope.name(w.scope.var("ahead", 0, 0))
-    step: list[str] = []
-    for plan in plans:
-        step += _one(w, plan, counter)
 
     def after(n: int) -> list[str]:
+        step = [line for plan in plans for line in _one(w, plan, counter, n)]
         return [*step, f"++{counter};" if n == 1 else f"{counter} += {n};"]
 
     return [f"int {counter} = 0;  /* reduce steps so far: when to prefetch */"], after

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import warnings
 from collections.abc import Sequence
@@ -43,11 +44,18 @@ def cpu_form(info: DeviceInfo) -> DeviceInfo:
     that pin the CPU's form of a derived start (vectors along the columns,
     panels, dot products along ``k``) derive it from this on any device, and
     its kernels still build and run there; a GPU's own form, warps along the
-    columns, is pinned in ``test_lockstep_starts``."""
+    columns, is pinned in ``test_lockstep_starts``. Its compute units are
+    the host's cores (a CPU runtime's), its work-group limits the device's,
+    so that the kernels launch there."""
     if info.is_cpu:
         return info
     return dataclasses.replace(
-        info, device_type="CPU", lockstep_width=0, preferred_vector_widths=(), sub_group_sizes=()
+        info,
+        device_type="CPU",
+        compute_units=os.cpu_count() or 1,
+        lockstep_width=0,
+        preferred_vector_widths=(),
+        sub_group_sizes=(),
     )
 
 

@@ -115,8 +115,10 @@ def test_the_derived_start_prefetches_and_the_rules_refuse_what_cannot(env: Env)
 
     assert "share" in reasons(info, **{"group.i": 1})
     assert "the driver's" in reasons(info, **{"group.i": 0, "group.j": 0})
-    whole = 1024 // first.knob("block.j")  # items along the columns (the device's blocks)
-    assert "no next one" in reasons(info, **{"group.j": whole})  # one group covers the grid
+    whole = -(-1024 // first.knob("block.j"))  # items along the columns (AVX-512's 48: 22)
+    # one group covers the grid (its 8 blocks of rows too: a host of 16
+    # cores splits them into two groups in the start)
+    assert "no next one" in reasons(info, **{"group.j": whole, "group.i": 8})
     # the next group lies down the rows, and B's block is the same there
     assert "does not index" in reasons(info, **{"group.j": whole, "group.i": 1})
     assert "__builtin_prefetch" in reasons(dataclasses.replace(info, builtins=()))
@@ -127,8 +129,9 @@ def test_the_derived_start_prefetches_and_the_rules_refuse_what_cannot(env: Env)
 @pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes(), _conv()])
 def test_the_prefetches_cover_the_next_block(env: Env, workload: Workload) -> None:
     """Every line of the next work-group's block is prefetched by some item:
-    the items' shares, taken one every ``every`` reduce steps, reach every
-    prefetch index."""
+    the items' shares, taken ``per`` every ``every`` reduce steps, reach
+    every prefetch index (two items over 512 steps of a block of 1536 lines,
+    AVX-512's 48 columns: two a step)."""
     info = _info(env)
     for start in standard_candidates(SearchSpace(workload, info), 4):
         knobs = complete_knobs(workload, start.knob_map)
@@ -137,9 +140,10 @@ def test_the_prefetches_cover_the_next_block(env: Env, workload: Workload) -> No
         steps = int(np.prod([loop.trips for loop in nest.loops]))
         items = int(np.prod([nest.grid[d].local for d in plan.shared]))
         taken = {
-            min(rank * plan.share + s // plan.every, plan.touches - 1)
+            min(rank * plan.share + s // plan.every * plan.per + r, plan.touches - 1)
             for rank in range(items)
             for s in range(0, steps, plan.every)
+            for r in range(plan.per)
         }
         assert taken == set(range(plan.touches))
         assert plan.step * plan.touches == plan.block * steps  # the block over the whole reduction
@@ -160,8 +164,15 @@ def test_prefetching_kernels_match_numpy(env: Env, workload: Workload) -> None:
     for start in standard_candidates(SearchSpace(workload, info), 3):  # packed, A as is, both
         assert start.knob("prefetch") is True
         program = lower(workload, start, info)
-        # once in the reduce loop's body, copied as the loop is unrolled
-        assert program.source.count("__builtin_prefetch(") == start.knob("unroll")
+        # per plan once in the reduce loop's body (``per`` times), copied as
+        # the loop is unrolled; or after the innermost loop, once per
+        # ``every`` of its steps
+        (plan,) = plan_nest(
+            workload, complete_knobs(workload, start.knob_map), start.layout_map, {}, 64
+        ).prefetch
+        hoisted = re.search(r"ahead \+= (\d+);", program.source)
+        per_pass = plan.per * (max(1, int(hoisted.group(1)) // plan.every) if hoisted else 1)
+        assert program.source.count("__builtin_prefetch(") == start.knob("unroll") * per_pass
         outputs, _ = run(env, program, inputs, build(env, program))
         np.testing.assert_allclose(outputs[workload.output.name], expected, rtol=1e-4, atol=1e-3)
 
@@ -203,18 +214,25 @@ def test_the_kernel_prefetches_every_line_of_every_next_panel(env: Env) -> None:
     the start's blocks of columns, which follow the device's lanes (32
     columns on AVX-512, 8 on AVX2), and the plan steps through a block by
     its rows where a row is shorter than a line (a panel's rows of 8
-    floats: each line is prefetched twice, once per row)."""
-    workload = ops.matmul(64, 1024, 1024)
-    space = SearchSpace(workload, _info(env))
+    floats: each line is prefetched twice, once per row). The columns are
+    the first multiple of the block at or above 1024 (AVX-512's 48: 1056),
+    so that no panel is padded."""
+    info = _info(env)
+    panels = standard_candidates(SearchSpace(ops.matmul(64, 1024, 1024), info), 4)
+    wide = next(c for c in panels if not c.layout("B").is_identity).knob("block.j")
+    columns = -(-1024 // wide) * wide
+    workload = ops.matmul(64, columns, 1024)
+    space = SearchSpace(workload, info)
     start = next(c for c in standard_candidates(space, 4) if not c.layout("B").is_identity)
     panel = start.knob("block.j")
-    assert start.layout("B") == panel_layout((1024, 1024), axis=1, factor=panel)
+    assert columns % panel == 0
+    assert start.layout("B") == panel_layout((1024, columns), axis=1, factor=panel)
     touched, count = _marks(env, workload, start, "B")
     assert count == start.knob("unroll")  # one per copy of the unrolled body
     line = 16  # floats in a 64-byte line
     lines = np.unique(touched // line)
     # panel 1 on, every line of it, and no line of panel 0
-    np.testing.assert_array_equal(lines, np.arange(1024 * panel // line, 1024 * 1024 // line))
+    np.testing.assert_array_equal(lines, np.arange(1024 * panel // line, 1024 * columns // line))
     # one mark per line where a panel's row fills one (AVX-512's 32 columns),
     # one per row of the panel where a line holds several (AVX2's 8: two)
     per_line = np.bincount(touched // line)[lines]
@@ -239,8 +257,9 @@ def test_a_convolution_prefetches_after_its_channel_loop_the_same_lines(
     program = lower(workload, start, _info(env))
     assert f"ahead += {split};" in program.source and "++ahead;" not in program.source
     after, _ = _marks(env, workload, start, "W")
-    # every = 1: no loop's steps divide it, so the test stays in each step
-    monkeypatch.setattr(kernel_module, "prefetch_every", lambda w: 1 if w.nest.prefetch else 0)
+    # every = 3: no loop's steps divide it, and it divides no power of two
+    # (the 8 or 16 channels), so the test stays in each step
+    monkeypatch.setattr(kernel_module, "prefetch_every", lambda w: 3 if w.nest.prefetch else 0)
     assert "++ahead;" in lower(workload, start, _info(env)).source
     each, _ = _marks(env, workload, start, "W")
     np.testing.assert_array_equal(after, each)
