@@ -145,6 +145,13 @@ def _keep(key: tuple[object, ...], builder: Builder, runner: Runner, seconds: fl
     previous = _swap(kept)
     if previous is not None:
         previous.close()
+    # run at exit before multiprocessing's own handler, which joins every
+    # child process: atexit runs the last registered first, and
+    # multiprocessing (imported with the pools, after this module) registers
+    # its handler later, so a script ending with workers kept waited for the
+    # timer (30 s) in that join before anything closed them
+    atexit.unregister(release_workers)
+    atexit.register(release_workers)
     timer.start()
 
 
