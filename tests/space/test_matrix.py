@@ -4,6 +4,7 @@ auto memory planning seed's example on the matrix path."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -252,6 +253,28 @@ def test_counting_reads_the_matrix_schedule_as_one_fact(monkeypatch: pytest.Monk
         knobs = candidate.knob_map
         assert knobs["matrix"] != "none"
         assert {k: knobs[k] for k in schedule} == schedule
+
+
+def test_one_fact_counts_what_every_knob_counted() -> None:
+    """Wider knobs than OPTIONS: the spaces hold as many candidates as when
+    the matrix step read every knob of its schedule (1143, 1156 and 13,
+    counted by that rule), and each candidate the walk offers passes the
+    check that reads the whole assignment."""
+    wide = dataclasses.replace(
+        OPTIONS,
+        unrolls=(1, 2, 4),
+        blocks=(1, 2, 4),
+        groups=(0, 4, 16),
+        vectors=(1, 2),
+        splits=(1, 2),
+    )
+    sizes = [len(SearchSpace(_half_matmul(), d, wide)) for d in (PLAIN, NVIDIA, NVIDIA_NO_FP16)]
+    assert sizes == [1143, 1156, 13]
+    space = SearchSpace(_half_matmul(), NVIDIA, wide)
+    offered = list(space.enumerate())
+    assert len(offered) == 1156
+    for candidate in offered[::7]:
+        assert check_candidate(space.workload, candidate, NVIDIA).ok
 
 
 def test_matrix_tile_load_strided_variant() -> None:
