@@ -22,14 +22,14 @@ buffer.
 the steps of the innermost loops that the emitter puts it after, a power of
 two that divides ``every``: ``ahead`` then meets every multiple of
 ``every`` that it met step by step, and the same prefetches are issued,
-without a test in each step of a short loop. Or the steps of the innermost
-loop alone, a power of two that ``every`` divides (AVX-512's blocks of 16
-channels, a prefetch every 4): the ``n / every`` prefetches of the pass go
-after it, untested, the same ones again (a convolution's 8 channels of
+without a test in each step of a short loop (a convolution's 8 channels of
 a block, which the test kept from being unrolled: ResNet-18's conv2d (1,
 256, 14, 14) x 256 in blocks of 8 filters by the 14-wide row took 4.87 ms
 so on a Zen 3 host, 2.71 with the test after the channel loop and 2.63
-without prefetches).
+without prefetches). Or the steps of a short innermost loop alone, a power
+of two that ``every`` divides (AVX-512's blocks of 16 channels, a prefetch
+every 4): the pass's ``n / every`` prefetches (``per`` times that) go after
+it, untested, the same ones as step by step.
 """
 
 from __future__ import annotations
