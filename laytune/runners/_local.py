@@ -145,24 +145,22 @@ def _keep(key: tuple[object, ...], builder: Builder, runner: Runner, seconds: fl
     previous = _swap(kept)
     if previous is not None:
         previous.close()
-    # run at exit before multiprocessing's own handler, which joins every
-    # child process: atexit runs the last registered first, and
-    # multiprocessing (imported with the pools, after this module) registers
-    # its handler later, so a script ending with workers kept waited for the
-    # timer (30 s) in that join before anything closed them
+    # registered here, once the pools exist, so that it runs at exit before
+    # multiprocessing's own handler, which joins every child process: atexit
+    # runs the last registered first, and registered when this module was
+    # imported (before the pools imported multiprocessing), a script ending
+    # with workers kept waited for the timer (30 s) in that join
     atexit.unregister(release_workers)
     atexit.register(release_workers)
     timer.start()
 
 
 def release_workers() -> None:
-    """Close the workers that finished jobs left warm, now (also at exit)."""
+    """Close the workers that finished jobs left warm, now (also at exit:
+    :func:`_keep` registers it)."""
     kept = _swap(None)
     if kept is not None:
         kept.close()
-
-
-atexit.register(release_workers)
 
 
 @contextlib.contextmanager
