@@ -66,6 +66,10 @@ def test_importing_a_device_free_stage_changes_nothing(module: str) -> None:
     assert found == {"events": [], "environ": []}
 
 
+LAZY_PACKAGES = ["laytune", "laytune.runners", "laytune.codegen", "laytune.space"]
+LAZY_PACKAGES += ["laytune.search", "laytune.plan"]
+
+
 def _printed(code: str) -> str:
     """What ``code`` prints, run by a fresh interpreter."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -95,15 +99,11 @@ def test_a_worker_imports_what_it_runs_not_the_pipeline() -> None:
     )
     assert _printed(probe) == "[]"
     # and every name the lazy packages export resolves
-    lazy = "laytune, laytune.runners, laytune.codegen, laytune.space, laytune.search, laytune.plan"
+    lazy = ", ".join(LAZY_PACKAGES)
     probe = (
         f"import {lazy}; print(all(getattr(p, n) is not None for p in ({lazy}) for n in p.__all__))"
     )
     assert _printed(probe) == "True"
-
-
-LAZY_PACKAGES = ["laytune", "laytune.runners", "laytune.codegen", "laytune.space"]
-LAZY_PACKAGES += ["laytune.search", "laytune.plan"]
 
 
 @pytest.mark.parametrize("package", LAZY_PACKAGES)
