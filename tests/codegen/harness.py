@@ -59,11 +59,21 @@ def cpu_form(info: DeviceInfo) -> DeviceInfo:
     )
 
 
-def build(env: Env, program: KernelProgram) -> cl.Program:
+#: The build option that turns the device compiler's optimisations off: a
+#: conv's kernel then builds in an eighth of the time (Intel's CPU runtime),
+#: and runs what the source says, which is what a test of the generated
+#: source checks. Jobs never build with it.
+UNOPTIMISED = "-cl-opt-disable"
+
+
+def build(env: Env, program: KernelProgram, *, optimise: bool = True) -> cl.Program:
+    """``program`` built on the test device as a job builds it, or with the
+    compiler's optimisations off (``optimise=False``, :data:`UNOPTIMISED`)."""
+    options = [*program.build_options, *(() if optimise else (UNOPTIMISED,))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return build_source(env.context, program.source, program.build_options)
+            return build_source(env.context, program.source, options)
         except cl.Error as err:
             raise AssertionError(f"build failed: {err}\n{program.source}") from None
 
@@ -190,12 +200,26 @@ _ABSENT = object()  # a slot a candidate lacks: equal only to itself
 def choices_of(candidate: Candidate) -> list[tuple[str, Any]]:
     """What a candidate chose, one (slot, choice) per buffer's layout, knob
     and pad value, in the candidate's order."""
-    found: list[tuple[str, Any]] = [
-        (f"layout:{name}", layout) for name, layout in candidate.layouts
+    names, choices = _slots_and_choices(candidate)
+    return list(zip(_slot_names(names), choices, strict=True))
+
+
+def _slots_and_choices(candidate: Candidate) -> tuple[tuple[tuple[str, ...], ...], tuple]:
+    """((layout names, knob names, pad names), the choices in that order)."""
+    parts = [
+        tuple(zip(*pairs, strict=True)) or ((), ())
+        for pairs in (candidate.layouts, candidate.knobs, candidate.pad_values)
     ]
-    found += [(f"knob:{name}", value) for name, value in candidate.knobs]
-    found += [(f"pad:{name}", value) for name, value in candidate.pad_values]
-    return found
+    return tuple(names for names, _ in parts), sum((values for _, values in parts), ())
+
+
+def _slot_names(names: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    return tuple(
+        f"{kind}:{name}" for kind, part in zip(_KINDS, names, strict=True) for name in part
+    )
+
+
+_KINDS = ("layout", "knob", "pad")
 
 
 def choice_pairs(candidates: Sequence[Candidate]) -> np.ndarray:
@@ -203,27 +227,51 @@ def choice_pairs(candidates: Sequence[Candidate]) -> np.ndarray:
     (:func:`choices_of`; a slot another candidate has and this one lacks,
     a local tile or a knob, counts as the choice "absent"); equal ids,
     equal pairs."""
-    chosen = [dict(choices_of(k)) for k in candidates]
-    slots = sorted({slot for c in chosen for slot in c})
-    ids: dict[tuple[str, Any], int] = {}
-    rows = np.array(
-        [[ids.setdefault((s, c.get(s, _ABSENT)), len(ids)) for s in slots] for c in chosen],
-        dtype=np.int64,
-    ).reshape(len(candidates), len(slots))
+    # Candidates that fill the same slots (most of a space) are read as one
+    # table: their choices in slot order, numbered per slot.
+    by_slots: dict[tuple, tuple[list[int], list[tuple]]] = {}
+    for row, candidate in enumerate(candidates):
+        names, choices = _slots_and_choices(candidate)
+        rows, table = by_slots.setdefault(names, ([], []))
+        rows.append(row)
+        table.append(choices)
+    slots = sorted({slot for names in by_slots for slot in _slot_names(names)})
+    column = {slot: index for index, slot in enumerate(slots)}
+    numbers: list[dict[Any, int]] = [{} for _ in slots]
+    count = 0
+    ids = np.empty((len(candidates), len(slots)), dtype=np.int64)
+    for names, (rows, table) in by_slots.items():
+        named = _slot_names(names)
+        for slot, choices in zip(named, zip(*table, strict=True), strict=True):
+            seen = numbers[column[slot]]
+            for choice in set(choices).difference(seen):
+                seen[choice] = count
+                count += 1
+            ids[rows, column[slot]] = [seen[choice] for choice in choices]
+        for slot in set(slots).difference(named):  # lacked: "absent"
+            seen = numbers[column[slot]]
+            if _ABSENT not in seen:
+                seen[_ABSENT] = count
+                count += 1
+            ids[rows, column[slot]] = seen[_ABSENT]
     first, second = np.triu_indices(len(slots), 1)
-    return rows[:, first] * len(ids) + rows[:, second]
+    return ids[:, first] * count + ids[:, second]
 
 
-def pairwise_cover(candidates: Sequence[Candidate]) -> list[Candidate]:
+def pairwise_cover(
+    candidates: Sequence[Candidate], pairs: np.ndarray | None = None
+) -> list[Candidate]:
     """Candidates of ``candidates`` that hold, among them, every pair of
     choices (:func:`choices_of`: two buffers' layouts, a layout and a knob,
     two knobs) that any candidate of ``candidates`` holds together, in their
     order: a covering array of strength two, picked greedily (first the
     candidates that bring many pairs not yet held, then those that bring
-    fewer, down to one)."""
+    fewer, down to one). ``pairs``: their :func:`choice_pairs`, when the
+    caller has them."""
     if not candidates:
         return []
-    pairs = choice_pairs(candidates)
+    if pairs is None:
+        pairs = choice_pairs(candidates)
     held = np.ones(int(pairs.max()) + 1, dtype=bool)
     held[pairs.ravel()] = False  # ids no candidate holds count as held
     picked: list[int] = []

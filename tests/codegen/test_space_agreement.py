@@ -83,9 +83,9 @@ def test_lower_accepts_the_small_space_whole_or_every_pair_of_its_choices(
     assert len(candidates) == len(space)
     assert any(c.knob("local_stage") for c in candidates)
     if len(candidates) > WHOLE:
-        cover = pairwise_cover(candidates)
-        # every two choices the space offers together are lowered together once
         pairs = choice_pairs(candidates)
+        cover = pairwise_cover(candidates, pairs)
+        # every two choices the space offers together are lowered together once
         kept = {id(c) for c in cover}
         chosen = np.array([id(c) in kept for c in candidates])
         size = int(pairs.max()) + 1
