@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from unittest import mock
 
 import numpy as np
@@ -22,7 +23,9 @@ from laytune.layout import block, identity, pad_rows, permute, row_xor, swizzle,
 from laytune.records import Record, open_database
 from laytune.space import Candidate, baseline_knobs
 
-pytestmark = pytest.mark.slow  # every figure drawn and measured: seconds each
+#: every figure drawn and measured, seconds each: once, by the module's
+#: fixture, on one worker (every test reads the same drawings)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("plot_layout")]
 
 DEVICE_KEY = "5c3a9d7e1f2b4c6d"
 DEVICE_NAME = "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz (Intel(R) OpenCL)"
@@ -132,8 +135,10 @@ def _meet(boxes: list, others: list) -> np.ndarray:
     return (width > 0.5) & (height > 0.5)
 
 
-def _overlaps(fig: Figure) -> list[str]:
-    texts = _drawn_texts(fig)
+def _overlaps(fig: Figure, texts: list[tuple[Text, object]] | None = None) -> list[str]:
+    """What overlaps in ``fig``: ``texts`` are its :func:`_drawn_texts`,
+    drawn now when not given."""
+    texts = _drawn_texts(fig) if texts is None else texts
     boxes = [box for _, box in texts]
     first, second = np.nonzero(np.triu(_meet(boxes, boxes), 1))
     clashes = [
@@ -182,20 +187,38 @@ FIGURES = {
 }
 
 
+@dataclass
+class Drawn:
+    figure: Figure
+    texts: list[tuple[Text, object]]  # :func:`_drawn_texts`
+    warned: list[str]  # warnings while it was made and drawn
+
+
+@pytest.fixture(scope="module")
+def drawn(database) -> dict[str, Drawn]:
+    """Each figure of :data:`FIGURES`, made and drawn once."""
+    out = {}
+    for name, make in FIGURES.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # "constrained_layout not applied" and the like
+            fig = make(database)
+            texts = _drawn_texts(fig)
+        out[name] = Drawn(fig, texts, [f"{w.category.__name__}: {w.message}" for w in caught])
+    return out
+
+
 @pytest.mark.parametrize("name", FIGURES)
-def test_no_text_overlaps_and_no_layout_warning(database, name: str) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # "constrained_layout not applied" and the like
-        fig = FIGURES[name](database)
-        assert _overlaps(fig) == []
+def test_no_text_overlaps_and_no_layout_warning(drawn, name: str) -> None:
+    assert drawn[name].warned == []
+    assert _overlaps(drawn[name].figure, drawn[name].texts) == []
 
 
 RECORDS_FIGURES = [name for name in FIGURES if not name.startswith("address map")]
 
 
 @pytest.mark.parametrize("name", RECORDS_FIGURES)
-def test_each_workload_and_the_device_are_named_once_in_short_form(database, name: str) -> None:
-    texts = _texts(FIGURES[name](database))
+def test_each_workload_and_the_device_are_named_once_in_short_form(drawn, name: str) -> None:
+    texts = [text.get_text() for text, _ in drawn[name].texts]
     for workload in WORKLOADS:
         assert sum(t == ops.short_key(workload.key) for t in texts) == 1, texts
         assert not any(workload.key in t for t in texts)
@@ -203,9 +226,8 @@ def test_each_workload_and_the_device_are_named_once_in_short_form(database, nam
 
 
 @pytest.mark.parametrize("name", RECORDS_FIGURES)
-def test_log_axes_carry_labelled_ticks_and_no_panel_holds_one_point(database, name: str) -> None:
-    fig = FIGURES[name](database)
-    FigureCanvasAgg(fig).draw()
+def test_log_axes_carry_labelled_ticks_and_no_panel_holds_one_point(drawn, name: str) -> None:
+    fig = drawn[name].figure
     for ax in fig.axes:
         assert ax.get_yscale() == "log"
         low, high = ax.get_ylim()
@@ -217,7 +239,8 @@ def test_log_axes_carry_labelled_ticks_and_no_panel_holds_one_point(database, na
         assert len(labelled) >= 2, (ax.get_title(), labelled)
         points = sum(len(c.get_offsets()) for c in ax.collections)
         assert name.startswith("convergence") or points >= 2
-    assert "buffer A.local" not in _texts(fig)  # staged once: one point, no panel
+    texts = [text.get_text() for text, _ in drawn[name].texts]
+    assert "buffer A.local" not in texts  # staged once: one point, no panel
 
 
 def test_the_convergence_time_axis_leaves_out_the_pause_between_runs(database) -> None:
