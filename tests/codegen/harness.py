@@ -78,6 +78,21 @@ def build(env: Env, program: KernelProgram, *, optimise: bool = True) -> cl.Prog
             raise AssertionError(f"build failed: {err}\n{program.source}") from None
 
 
+#: Of a series of candidates a test runs against its reference, one in this
+#: many is built as a job builds it (the first, then every fourth); the
+#: others with the compiler's optimisations off, an eighth of a conv
+#: kernel's build time. Both run the generated source; the optimised builds
+#: also catch source whose meaning the optimiser may change (a ``restrict``
+#: that an aliased buffer breaks).
+OPTIMISED_EVERY = 4
+
+
+def build_in_series(env: Env, program: KernelProgram, index: int) -> cl.Program:
+    """The ``index``-th program of a series built: optimised for one in
+    :data:`OPTIMISED_EVERY`, unoptimised otherwise."""
+    return build(env, program, optimise=index % OPTIMISED_EVERY == 0)
+
+
 def run_one_item(env: Env, source: str, data: np.ndarray) -> np.ndarray:
     """What the kernel ``t(src, dst)`` of ``source``, run by one work-item,
     writes into ``dst`` (as large as ``data``) from ``src`` holding ``data``."""

@@ -19,7 +19,7 @@ from laytune.codegen import lower
 from laytune.device_info import DeviceInfo
 from laytune.layout import identity, pad_every
 from laytune.space import Candidate, SearchSpace, SpaceOptions, check_candidate
-from tests.codegen.harness import Env, RandomTrial, build, run
+from tests.codegen.harness import Env, RandomTrial, build_in_series, run
 
 INSTRUCTION = {
     "rows": "async_work_group_copy",
@@ -86,12 +86,12 @@ def _drawn(workload: ops.Workload, env: Env, force: dict[str, Any], seeds: int) 
 def _verify(env: Env, workload: ops.Workload, candidates: list, needle: str) -> int:
     inputs = workload.make_inputs(3)
     expected = workload.reference(inputs)
-    for candidate in candidates:
+    for index, candidate in enumerate(candidates):
         program = lower(workload, candidate, env.info)
         assert needle in program.source, program.source
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            outputs, _ = run(env, program, inputs, build(env, program))
+            outputs, _ = run(env, program, inputs, build_in_series(env, program, index))
         for name, want in expected.items():
             np.testing.assert_allclose(
                 outputs[name], want, rtol=1e-4, atol=1e-4, err_msg=candidate.describe()

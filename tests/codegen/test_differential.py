@@ -12,7 +12,14 @@ import pytest
 from laytune import ops
 from laytune.codegen import lower
 from laytune.space import SearchSpace, SpaceOptions
-from tests.codegen.harness import Env, RandomTrial, StagingTrial, VectorTrial, build, run
+from tests.codegen.harness import (
+    Env,
+    RandomTrial,
+    StagingTrial,
+    VectorTrial,
+    build_in_series,
+    run,
+)
 
 WORKLOADS = [
     ops.copy((6, 40)),
@@ -44,22 +51,13 @@ def _families(candidate) -> set[str]:
     return out
 
 
-#: Every this many candidates, one is built as a job builds it (the first,
-#: then every fourth); the others with the compiler's optimisations off, an
-#: eighth of the build time. Both run the generated source against numpy;
-#: the optimised builds also catch source whose meaning the optimiser may
-#: change (a ``restrict`` that an aliased buffer breaks).
-OPTIMISED_EVERY = 4
-
-
 def _check(env: Env, workload: ops.Workload, candidates: Sequence) -> int:
     inputs = workload.make_inputs(7)
     expected = workload.reference(inputs)
     ran = 0
     for index, candidate in enumerate(candidates):
         program = lower(workload, candidate, env.info)  # the space offers only what lowers
-        built = build(env, program, optimise=index % OPTIMISED_EVERY == 0)
-        outputs, _ = run(env, program, inputs, built)
+        outputs, _ = run(env, program, inputs, build_in_series(env, program, index))
         for name, want in expected.items():
             np.testing.assert_allclose(
                 outputs[name],

@@ -13,7 +13,15 @@ from laytune.codegen import lower
 from laytune.codegen._shuffle import transpose_lines
 from laytune.search._starts import standard_candidates
 from laytune.space import Candidate, SearchSpace, SpaceOptions, baseline_knobs, check_candidate
-from tests.codegen.harness import Env, RandomTrial, build, cpu_form, run, run_one_item
+from tests.codegen.harness import (
+    Env,
+    RandomTrial,
+    build,
+    build_in_series,
+    cpu_form,
+    run,
+    run_one_item,
+)
 
 _ELEMENTS = {"float": np.float32, "ushort": np.uint16, "half": np.float16}
 
@@ -121,9 +129,9 @@ def test_random_transposed_candidates_match_numpy(env: Env, workload: ops.Worklo
     assert transposed
     inputs = workload.make_inputs(5)
     expected = workload.reference(inputs)
-    for candidate in transposed:
+    for index, candidate in enumerate(transposed):
         program = lower(workload, candidate, env.info)
-        outputs, _ = run(env, program, inputs, build(env, program))
+        outputs, _ = run(env, program, inputs, build_in_series(env, program, index))
         for name, want in expected.items():
             np.testing.assert_allclose(
                 outputs[name], want, rtol=1e-5, atol=1e-5, err_msg=candidate.describe()
