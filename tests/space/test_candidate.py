@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -20,9 +21,11 @@ from tests.space.conftest import make_device, make_matmul
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _some_candidates(n: int = 40) -> list[Candidate]:
+@functools.cache  # drawn when a test first asks (not when the module is collected), once
+def _some_candidates(n: int = 40) -> tuple[Candidate, ...]:
+    """``n`` candidates spread over the first 20000 of a matmul's space."""
     space = SearchSpace(make_matmul(16, 16, 16), make_device())
-    return list(itertools.islice(space.enumerate(), 0, 20000, 20000 // n))[:n]
+    return tuple(itertools.islice(space.enumerate(), 0, 20000, 20000 // n))[:n]
 
 
 def test_json_round_trip_of_space_candidates():
@@ -40,13 +43,10 @@ def test_json_round_trip_of_space_candidates():
     vector=st.sampled_from([1, 2, 4]),
 )
 def test_json_round_trip_of_pad_values_and_knobs(pad, vector):
-    base = _CANDIDATES[0]
+    base = _some_candidates(5)[0]
     candidate = Candidate.make(base.layout_map, {**base.knob_map, "vector": vector}, {"A": pad})
     back = Candidate.from_json(json.loads(json.dumps(candidate.to_json())))
     assert back == candidate and back.key == candidate.key
-
-
-_CANDIDATES = _some_candidates(5)
 
 
 def test_key_is_stable_across_processes():
