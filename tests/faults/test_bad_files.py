@@ -21,6 +21,10 @@ from laytune.exceptions import DatabaseError, FrozenFileError, RecordError
 from laytune.records import freeze, load_frozen, open_database
 from tests.search import worker
 
+#: one worker runs the module's tests, so its module fixture is built once
+#: (tests of one module spread over both workers built it once each, or more)
+pytestmark = pytest.mark.xdist_group("bad_files")
+
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -84,6 +84,11 @@ def _run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[s
     )
 
 
+#: one worker runs the module's tests, so its module fixture is built once
+#: (tests of one module spread over both workers built it once each, or more)
+pytestmark = pytest.mark.xdist_group("hostile_layouts")
+
+
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
     """Each case's line from the probe, and the probe's stderr; a probe

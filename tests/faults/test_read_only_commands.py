@@ -50,6 +50,11 @@ READERS = (
 )
 
 
+#: one worker runs the module's tests, so its module fixture is built once
+#: (tests of one module spread over both workers built it once each, or more)
+pytestmark = pytest.mark.xdist_group("read_only_commands")
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A database of a few records written by ``laytune tune --db URL``

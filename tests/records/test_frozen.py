@@ -28,6 +28,11 @@ SMALL = SpaceOptions(
 )
 
 
+#: one worker runs the module's tests, so its module fixture is built once
+#: (tests of one module spread over both workers built it once each, or more)
+pytestmark = pytest.mark.xdist_group("frozen")
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory, laytune_device):
     folder = tmp_path_factory.mktemp("frozen")

@@ -48,6 +48,11 @@ SMALL = SpaceOptions(
 )
 
 
+#: one worker runs the module's tests, so its module fixture is built once
+#: (tests of one module spread over both workers built it once each, or more)
+pytestmark = pytest.mark.xdist_group("model")
+
+
 @pytest.fixture(scope="module")
 def device():
     return default_device()
