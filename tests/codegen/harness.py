@@ -259,11 +259,12 @@ def choice_pairs(candidates: Sequence[Candidate]) -> np.ndarray:
         named = _slot_names(names)
         for slot, choices in zip(named, zip(*table, strict=True), strict=True):
             seen = numbers[column[slot]]
-            for choice in set(choices).difference(seen):
-                seen[choice] = count
-                count += 1
+            for choice in dict.fromkeys(choices):  # numbered in order of appearance
+                if choice not in seen:
+                    seen[choice] = count
+                    count += 1
             ids[rows, column[slot]] = [seen[choice] for choice in choices]
-        for slot in set(slots).difference(named):  # lacked: "absent"
+        for slot in [s for s in slots if s not in named]:  # lacked: "absent"
             seen = numbers[column[slot]]
             if _ABSENT not in seen:
                 seen[_ABSENT] = count
