@@ -166,7 +166,11 @@ def _overlaps(fig: Figure, texts: list[tuple[Text, object]] | None = None) -> li
 
 
 def _texts(fig: Figure) -> list[str]:
-    return [text.get_text() for text, _ in _drawn_texts(fig)]
+    return _strings(_drawn_texts(fig))
+
+
+def _strings(texts: list[tuple[Text, object]]) -> list[str]:
+    return [text.get_text() for text, _ in texts]
 
 
 def _address_map_of_a_record(db) -> Figure:
@@ -218,7 +222,7 @@ RECORDS_FIGURES = [name for name in FIGURES if not name.startswith("address map"
 
 @pytest.mark.parametrize("name", RECORDS_FIGURES)
 def test_each_workload_and_the_device_are_named_once_in_short_form(drawn, name: str) -> None:
-    texts = [text.get_text() for text, _ in drawn[name].texts]
+    texts = _strings(drawn[name].texts)
     for workload in WORKLOADS:
         assert sum(t == ops.short_key(workload.key) for t in texts) == 1, texts
         assert not any(workload.key in t for t in texts)
@@ -239,8 +243,7 @@ def test_log_axes_carry_labelled_ticks_and_no_panel_holds_one_point(drawn, name:
         assert len(labelled) >= 2, (ax.get_title(), labelled)
         points = sum(len(c.get_offsets()) for c in ax.collections)
         assert name.startswith("convergence") or points >= 2
-    texts = [text.get_text() for text, _ in drawn[name].texts]
-    assert "buffer A.local" not in texts  # staged once: one point, no panel
+    assert "buffer A.local" not in _strings(drawn[name].texts)  # staged once: one point, no panel
 
 
 def test_the_convergence_time_axis_leaves_out_the_pause_between_runs(database) -> None:

@@ -212,15 +212,10 @@ class VectorTrial(RandomTrial):
 _ABSENT = object()  # a slot a candidate lacks: equal only to itself
 
 
-def choices_of(candidate: Candidate) -> list[tuple[str, Any]]:
-    """What a candidate chose, one (slot, choice) per buffer's layout, knob
-    and pad value, in the candidate's order."""
-    names, choices = _slots_and_choices(candidate)
-    return list(zip(_slot_names(names), choices, strict=True))
-
-
 def _slots_and_choices(candidate: Candidate) -> tuple[tuple[tuple[str, ...], ...], tuple]:
-    """((layout names, knob names, pad names), the choices in that order)."""
+    """What a candidate chose, one choice per buffer's layout, knob and pad
+    value, in the candidate's order: ((layout names, knob names, pad
+    names), the choices in that order)."""
     parts = [
         tuple(zip(*pairs, strict=True)) or ((), ())
         for pairs in (candidate.layouts, candidate.knobs, candidate.pad_values)
@@ -239,7 +234,7 @@ _KINDS = ("layout", "knob", "pad")
 
 def choice_pairs(candidates: Sequence[Candidate]) -> np.ndarray:
     """Per candidate (a row), an id of every pair of its choices
-    (:func:`choices_of`; a slot another candidate has and this one lacks,
+    (:func:`_slots_and_choices`; a slot another candidate has and this one lacks,
     a local tile or a knob, counts as the choice "absent"); equal ids,
     equal pairs."""
     # Candidates that fill the same slots (most of a space) are read as one
@@ -278,7 +273,7 @@ def pairwise_cover(
     candidates: Sequence[Candidate], pairs: np.ndarray | None = None
 ) -> list[Candidate]:
     """Candidates of ``candidates`` that hold, among them, every pair of
-    choices (:func:`choices_of`: two buffers' layouts, a layout and a knob,
+    choices (:func:`_slots_and_choices`: two buffers' layouts, a layout and a knob,
     two knobs) that any candidate of ``candidates`` holds together, in their
     order: a covering array of strength two, picked greedily (first the
     candidates that bring many pairs not yet held, then those that bring
