@@ -4,7 +4,7 @@ A worker process imports what it unpickles: a build worker the function
 that compiles and the program it compiles, a measuring worker the runner's
 own modules. Were a package's ``__init__`` to import every module it
 re-exports, each worker would import the whole pipeline (code generation,
-the search space, joblib), about a third of a second per worker start, and
+the search space, loky), about a third of a second per worker start, and
 every short job starts three. The ``laytune`` program's parser reads one
 name of the search (its strategies) and took a second to print ``--help``.
 So the pipeline's packages name their exports, module by module, in a

@@ -79,22 +79,31 @@ def _printed(code: str) -> str:
 def test_a_worker_imports_what_it_runs_not_the_pipeline() -> None:
     """A build or measuring worker imports its own modules and the classes it
     unpickles; the pipeline's packages import their names on first use, so
-    neither joblib (a measuring worker) nor code generation, the search space
+    neither loky (a measuring worker) nor code generation, the search space
     or the search (either worker) comes with them: a third of a second of
     every worker's start, three workers per short job."""
     probe = (
         "import sys, laytune.runners._worker, laytune.runners._compile, "
         "laytune.runners._measure; "
-        "print(sorted(m for m in ('joblib', 'laytune.codegen._emit', 'laytune.space._space', "
-        "'laytune.search', 'laytune.records', 'sqlalchemy', 'optuna') if m in sys.modules))"
+        "print(sorted(m for m in ('loky', 'joblib', 'laytune.codegen._emit', "
+        "'laytune.space._space', 'laytune.search', 'laytune.records', 'sqlalchemy', 'optuna') "
+        "if m in sys.modules))"
     )
     assert _printed(probe) == "[]"
+    # a build worker runs loky's own package, not the copy inside joblib, whose
+    # package (parallel, memory, hashing) cost every worker and loky's resource
+    # tracker a third of a second to load
+    probe = (
+        "import sys, loky.backend.popen_loky_posix, loky.backend.resource_tracker, "
+        "laytune.runners._compile; print('joblib' in sys.modules)"
+    )
+    assert _printed(probe) == "False"
     # nor does the laytune program before its command runs (its parser, and
     # no worker kept): `laytune --help` took a second
     probe = (
         "import sys; from laytune.cli import _parser; _parser(); "
         "from laytune.runners import keep_workers; keep_workers(0); "
-        "print(sorted(m for m in ('joblib', 'laytune.search._tune', 'sqlalchemy', 'optuna', "
+        "print(sorted(m for m in ('loky', 'laytune.search._tune', 'sqlalchemy', 'optuna', "
         "'pandas', 'pyopencl') if m in sys.modules))"
     )
     assert _printed(probe) == "[]"

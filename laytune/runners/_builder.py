@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from joblib.externals.loky import ProcessPoolExecutor
-from joblib.externals.loky.process_executor import (
+from loky import ProcessPoolExecutor
+from loky.process_executor import (
     BrokenProcessPool,
     ShutdownExecutorError,
     TerminatedWorkerError,
@@ -59,8 +59,8 @@ class Builder(BaseBuilder):
       result keeps the program (source and options). A build running longer
       than ``time_limit_s`` gives ``timeout``; a worker that dies gives
       ``crash``. Neither stops the batch.
-    - Workers are joblib's loky processes (started by exec, never forked
-      from this process), ``max_workers`` of them (default: the CPUs this
+    - Workers are loky's processes (joblib's pool, from its own package;
+      started by exec, never forked from this process), ``max_workers`` of them (default: the CPUs this
       process may use), each keeping one OpenCL context. They ignore SIGINT
       and SIGTERM and die within a second of this process, however it ends
       (see :mod:`laytune.runners._lifeline`). At most one build

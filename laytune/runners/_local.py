@@ -26,7 +26,7 @@ from laytune.runners._config import MeasureConfig
 from laytune.runners._devices import Device
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # the pools (joblib's loky among them) load with the first job, not
+if TYPE_CHECKING:  # the pools (loky among them) load with the first job, not
     # with the laytune program, which sets how long workers are kept before any command
     from laytune.runners._builder import Builder
     from laytune.runners._runner import Runner
