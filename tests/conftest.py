@@ -42,15 +42,23 @@ from tests import jobs
 
 _CACHE_ENV = "LAYTUNE_CACHE_DIR"
 _CACHE_KEY = pytest.StashKey[str]()
+_KEEP_ENV = "LAYTUNE_KEEP_WORKERS_S"
+#: How long a test process keeps the workers its last job left warm. Tests
+#: that tune in this process follow each other minutes apart, and 30 s (the
+#: default) closed the workers between them, which the next job then started
+#: again (about 3 s of CPU a pair); the session's end closes them.
+_KEEP_S = "900"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # The controller (or a run without workers) makes the folder; xdist's
-    # workers, started after this, inherit the variable.
+    # workers, started after this, inherit the variables.
     if not hasattr(config, "workerinput") and _CACHE_ENV not in os.environ:
         folder = tempfile.mkdtemp(prefix="laytune-test-cache-")
         os.environ[_CACHE_ENV] = folder
         config.stash[_CACHE_KEY] = folder
+    if not hasattr(config, "workerinput"):
+        os.environ.setdefault(_KEEP_ENV, _KEEP_S)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
