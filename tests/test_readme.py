@@ -12,12 +12,15 @@ real budget). A Python block whose
 first line names a file (``# bmm_op.py: ...``) is written to that file in the
 commands' folder before they run, and beside every Python block, as the
 README asks the reader to (for ``--import``, or to import it); a ``python
-FILE.py`` line of a shell block runs it there. The shell block that builds the C host
+FILE.py`` line of a shell block runs it there. The ``laytune`` commands run
+in order in one process (``tests/readme_commands.py``), through the function
+the ``laytune`` program calls. The shell block that builds the C host
 runs whole, after the commands before it, where a C compiler and the OpenCL
 headers are installed (``tests/test_c_host.py`` says when they are not)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -128,26 +131,26 @@ def test_a_python_block_runs_as_a_script(index: int, tmp_path: Path) -> None:
 
 
 def run_the_commands(folder: Path) -> None:
-    """Every laytune command of the README, in order, in ``folder``."""
+    """Every laytune command of the README, in order, in ``folder``, by one
+    process (``tests/readme_commands.py``: through the function the
+    ``laytune`` program calls, the tuning commands with their quick budget;
+    a ``python FILE.py`` line as its own process)."""
     for name, code in _module_files().items():
         (folder / name).write_text(code)
-    for program, *words in _shell_lines(("laytune", "python")):
-        if program == "python":  # a module file of the README run as a script
-            done = subprocess.run(
-                [sys.executable, *words], cwd=folder, env=_env(), capture_output=True, text=True
-            )
-            assert done.returncode == 0, f"python {shlex.join(words)}:\n{done.stderr}"
-            continue
-        argv = [*words, *QUICK.get(_command(words), [])]
-        done = subprocess.run(
-            [sys.executable, "-m", "laytune.cli", *argv],
-            cwd=folder,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, f"laytune {shlex.join(argv)}:\n{done.stdout}{done.stderr}"
+    lines = [
+        [program, *words, *(QUICK.get(_command(words), []) if program == "laytune" else [])]
+        for program, *words in _shell_lines(("laytune", "python"))
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.readme_commands"],
+        input=json.dumps(lines),
+        cwd=folder,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
 
 
 @pytest.mark.slow
