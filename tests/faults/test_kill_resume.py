@@ -1,7 +1,7 @@
 """SIGKILL at random moments of building and measuring, four times, then resume.
 
 A tuning job (``python -m tests.search.worker``: every candidate of a space of
-175, two per batch) is killed with SIGKILL, as the OOM killer would, at a
+140, two per batch) is killed with SIGKILL, as the OOM killer would, at a
 random moment once its build workers exist, so the kill lands while it
 starts its workers, builds, measures or writes. After each kill no process
 of the job may live 10 s later and every record committed before is still
