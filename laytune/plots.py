@@ -1172,7 +1172,7 @@ def save(figure: Figure, path: str | os.PathLike[str], *, dpi: int = 120) -> str
     image_format = check_image_path(path)
     write_atomically(
         path,
-        lambda stream: figure.savefig(stream, format=image_format, dpi=dpi, bbox_inches="tight"),
+        lambda stream: figure.savefig(stream, format=image_format, dpi=dpi),
         error=PlotError,
     )
     return os.fspath(path)

@@ -53,7 +53,7 @@ def drawn(database, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple
     for name, make in FIGURES.items():
         fig = make(database)
         path = folder / f"{name.replace(' ', '_')}.png"
-        fig.savefig(path, dpi=60, bbox_inches="tight")
+        plots.save(fig, path, dpi=60)  # as `laytune plot` writes it
         out[name] = (fig, path)
     return out
 
