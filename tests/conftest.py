@@ -51,14 +51,15 @@ _KEEP_S = "900"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # The controller (or a run without workers) makes the folder; xdist's
-    # workers, started after this, inherit the variables.
-    if not hasattr(config, "workerinput") and _CACHE_ENV not in os.environ:
+    # The controller (or a run without workers) sets both variables; xdist's
+    # workers, started after this, inherit them.
+    if hasattr(config, "workerinput"):
+        return
+    os.environ.setdefault(_KEEP_ENV, _KEEP_S)
+    if _CACHE_ENV not in os.environ:
         folder = tempfile.mkdtemp(prefix="laytune-test-cache-")
         os.environ[_CACHE_ENV] = folder
         config.stash[_CACHE_KEY] = folder
-    if not hasattr(config, "workerinput"):
-        os.environ.setdefault(_KEEP_ENV, _KEEP_S)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -60,8 +60,9 @@ class Builder(BaseBuilder):
       than ``time_limit_s`` gives ``timeout``; a worker that dies gives
       ``crash``. Neither stops the batch.
     - Workers are loky's processes (joblib's pool, from its own package;
-      started by exec, never forked from this process), ``max_workers`` of them (default: the CPUs this
-      process may use), each keeping one OpenCL context. They ignore SIGINT
+      started by exec, never forked from this process), ``max_workers``
+      of them (default: the CPUs this process may use), each keeping one
+      OpenCL context. They ignore SIGINT
       and SIGTERM and die within a second of this process, however it ends
       (see :mod:`laytune.runners._lifeline`). At most one build
       per worker is in flight, so a build's time limit starts when it is
