@@ -7,6 +7,7 @@ that found their candidate recorded write no record)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 
@@ -31,17 +32,18 @@ FREE = {"A": "free"}
 CONVERSION_RECORDS, CONVERSION_LAST_TRIAL = 21, 190
 
 
-def _choices(shape: tuple[int, ...]) -> list:
+@functools.cache  # each layout validates its map on construction: once per shape
+def _choices(shape: tuple[int, ...]) -> tuple:
     if len(shape) == 2:
-        return [
+        return (
             identity(shape),
             permute(shape, (1, 0)),
             pad_rows(shape, 1),
             row_xor(shape, 8),
             swizzle(shape, 3, 0, 5),
             tile(shape, (16, 16)),
-        ]
-    return [identity(shape), permute(shape, (0, 2, 3, 1)), block(shape, 1, 4), block(shape, 1, 8)]
+        )
+    return (identity(shape), permute(shape, (0, 2, 3, 1)), block(shape, 1, 4), block(shape, 1, 8))
 
 
 def study_name(workload, strategy: str, tag: str = "") -> str:

@@ -5,6 +5,7 @@ labelled ticks, and each workload and the device are named once."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
 from collections.abc import Iterator
@@ -38,17 +39,18 @@ WORKLOADS = (
 FAILED = ("rejected", "build", "wrong_result", "timeout")
 
 
-def _choices(shape: tuple[int, ...]) -> list:
+@functools.cache  # each layout validates its map on construction: once per shape
+def _choices(shape: tuple[int, ...]) -> tuple:
     if len(shape) == 2:
-        return [
+        return (
             identity(shape),
             permute(shape, (1, 0)),
             pad_rows(shape, 1),
             row_xor(shape, 8),
             swizzle(shape, 3, 0, 5),
             tile(shape, (16, 16)),
-        ]
-    return [identity(shape), permute(shape, (0, 2, 3, 1)), block(shape, 1, 4)]
+        )
+    return (identity(shape), permute(shape, (0, 2, 3, 1)), block(shape, 1, 4))
 
 
 def _records(workload, rng: np.random.Generator, start: float) -> Iterator[Record]:
