@@ -121,6 +121,10 @@ def padded_loop(workload: Workload, layouts: Mapping[str, Layout], axis: int) ->
     return PaddedLoop(axis, best, tuple(dims))
 
 
+#: The infinity that an element-wise max or min returns whatever its other operand.
+_BOUNDS = {"max": math.inf, "min": -math.inf}
+
+
 def neutral_at_padding(
     workload: Workload, loop: PaddedLoop, pad_values: Mapping[str, object]
 ) -> str | None:
@@ -162,10 +166,12 @@ def neutral_at_padding(
             )
         if isinstance(a, float) and isinstance(b, float):
             return _apply(v.op, a, b)
-        if v.op == "max" and (a == math.inf or b == math.inf):
-            return math.inf
-        if v.op == "max" and (a == -math.inf or b == -math.inf):
-            return b if a == -math.inf else a
+        if v.op in _BOUNDS:  # max(x, inf) is inf and max(x, -inf) is x; min the mirror
+            absorbing = _BOUNDS[v.op]
+            if absorbing in (a, b):
+                return absorbing
+            if -absorbing in (a, b):
+                return b if a == -absorbing else a
         return _UNKNOWN
 
     result = value(workload.statement.value)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from laytune.ops._statement import StatementError
+from laytune.exceptions import StatementError
 
 __all__ = ["REDUCTIONS", "Reduction", "reduction"]
 
@@ -42,8 +42,12 @@ class Reduction:
 REDUCTIONS: dict[str, Reduction] = {
     "sum": Reduction("sum", 0.0, "{acc} + {value}", np.add),
     "max": Reduction("max", -math.inf, "fmax({acc}, {value})", np.maximum),
+    "min": Reduction("min", math.inf, "fmin({acc}, {value})", np.minimum),
 }
-"""Every reduction a statement may use, by name."""
+"""Every reduction a statement may use, by name: ``+=`` is ``sum``, and a
+one-argument call of a name here (``Y[i] = min(X[i, j])``) reduces with it.
+The statement parser reads this table, so an entry is the whole of a new
+reduction."""
 
 
 def reduction(name: str | None) -> Reduction | None:

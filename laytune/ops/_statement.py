@@ -4,8 +4,7 @@ Grammar (Python syntax, so ``ast.parse`` does the tokenising)::
 
     statement := target "=" value
                | target "+=" value            # sum over the reduce axes
-               | target "=" "sum" "(" value ")"
-               | target "=" "max" "(" value ")"   # one argument: max over the reduce axes
+               | target "=" REDUCE "(" value ")"   # one argument: over the reduce axes
                | target "=" epilogue          # one reduction inside an element-wise value
     target    := NAME "[" index ("," index)* "]"
     value     := value ("+" | "-" | "*" | "/") value | "-" value | NUMBER
@@ -13,10 +12,11 @@ Grammar (Python syntax, so ``ast.parse`` does the tokenising)::
                | ("max" | "min") "(" value "," value ")"   # element-wise
                | ("exp" | "sqrt" | "rsqrt" | "tanh" | "erf") "(" value ")"
     index     := NAME | INTEGER | index ("+" | "-" | "*" | "//" | "%") index | "(" index ")"
+    REDUCE    := a name of laytune.ops.REDUCTIONS: "sum", "max", "min"
 
-An *epilogue* is an element-wise value around exactly one ``sum(...)`` or
-one-argument ``max(...)``: ``Y[i, j] = max(sum(A[i, k] * B[k, j]) + C[j], 0.0)``
-reduces first, then applies the rest to each finished result before the
+An *epilogue* is an element-wise value around exactly one one-argument
+reduction (``sum(...)``, ``max(...)``, ``min(...)``):
+``Y[i, j] = max(sum(A[i, k] * B[k, j]) + C[j], 0.0)`` reduces first, then applies the rest to each finished result before the
 store (a bias, a ReLU, a residual add fused into the reduction). Its loads
 outside the reduction are indexed by the target's axes only. The statement
 keeps the reduced term as ``value`` and the rest as ``epilogue``, in which
@@ -40,6 +40,7 @@ import numpy as np
 
 from laytune.exceptions import LaytuneError, StatementError
 from laytune.layout import Const, Expr, Var, binary_op, to_text
+from laytune.ops._reductions import REDUCTIONS
 
 __all__ = [
     "FUNCTIONS",
@@ -164,7 +165,7 @@ Value = Union[Load, Literal, BinaryOp, Negate, Function, Accumulator]  # noqa: U
 
 @dataclass(frozen=True)
 class Statement:
-    """``target[target_indices] (=|reduce=) value``; ``reduction`` is None, "sum" or "max".
+    """``target[target_indices] (=|reduce=) value``; ``reduction`` is None or a name of ``REDUCTIONS``.
     ``epilogue`` (with a reduction only): the element-wise value applied to
     each finished reduction, :class:`Accumulator` standing for it; None
     stores the reduction as it is."""
@@ -202,7 +203,7 @@ def parse_statement(text: str, axes: Sequence[str]) -> Statement:
         if (
             isinstance(value, ast.Call)
             and isinstance(value.func, ast.Name)
-            and value.func.id in ("sum", "max")
+            and value.func.id in REDUCTIONS
             and len(value.args) == 1
             and not value.keywords
         ):
@@ -290,12 +291,12 @@ class _Parser:
             if fn in FUNCTIONS and len(node.args) == 1 and not node.keywords:
                 return Function(fn, self.value(node.args[0]))
             found = self.reductions
-            if fn in ("sum", "max") and len(node.args) == 1 and found is not None:
+            if fn in REDUCTIONS and len(node.args) == 1 and found is not None:
                 self.reductions = None  # a reduction inside a reduction is refused
                 found.append((fn, self.value(node.args[0])))
                 self.reductions = found
                 return Accumulator()
-            if fn in ("sum", "max"):
+            if fn in REDUCTIONS:
                 raise self.error(node, f"a one-argument {fn}(...) must be the whole right side")
             if fn in FUNCTIONS:
                 raise self.error(node, f"{fn}(...) takes one value")

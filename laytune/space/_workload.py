@@ -114,7 +114,7 @@ class WorkloadLike(Protocol):
 
     ``name`` is the operator name, ``key`` identifies operator and shapes,
     ``axes`` the loop nest, ``buffers`` the global buffers, ``reduction``
-    "sum", "max" or None (element-wise).
+    a name of ``laytune.ops.REDUCTIONS`` or None (element-wise).
 
     Optional member, read with ``getattr``: ``local_tiles: Mapping[str,
     tuple[int, ...]]``, the tile shape of each input, indexed by bare axis

@@ -61,7 +61,9 @@ def test_a_transposed_output_is_unpacked_and_its_identity_input_is_not(env: Env)
 
 
 @pytest.mark.parametrize(
-    "statement", ["Y[i] += X[i, j]", "Y[i] = max(X[i, j])"], ids=["row-sum", "row-max"]
+    "statement",
+    ["Y[i] += X[i, j]", "Y[i] = max(X[i, j])", "Y[i] = min(X[i, j])"],
+    ids=["row-sum", "row-max", "row-min"],
 )
 def test_a_reduction_into_an_aliased_output_initialises_it(env: Env, statement: str) -> None:
     """The output's one buffer starts as NaN: a kernel that added to what

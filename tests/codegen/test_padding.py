@@ -56,6 +56,53 @@ def test_overcompute_over_a_non_neutral_pad_is_refused() -> None:
         lower(workload, candidate)
 
 
+@pytest.mark.parametrize(("pad", "refused"), [(math.inf, False), (-math.inf, True), (0.0, True)])
+def test_a_row_minimum_overcomputes_only_over_positive_infinity(
+    env: Env, pad: float, refused: bool
+) -> None:
+    """``min``'s neutral element is +inf: over a row blocked by 4 (14 -> 16
+    columns), padding that holds it is overcomputed, anything else refused."""
+    workload = ops.Workload.define(
+        "rowmin", "Y[i] = min(X[i, j])", {"i": 16, "j": 14}, {"X": (16, 14)}
+    )
+    layouts = {"X": L.block((16, 14), 1, 4), "Y": L.identity((16,))}
+    candidate = Candidate.make(layouts, {"pad_mode": "overcompute"}, {"X": pad})
+    if refused:
+        with pytest.raises(LayoutRejectedError, match=r"min .* not the neutral element inf"):
+            lower(workload, candidate, env.info)
+        return
+    program = lower(workload, candidate, env.info)
+    assert "j < 16" in program.source.split("__kernel void rowmin_compute")[1]
+    inputs = workload.make_inputs(0)
+    inputs["X"] += 5.0  # every element positive: a zero read from padding would win
+    outputs, physical = run(env, program, inputs)
+    np.testing.assert_array_equal(outputs["Y"], inputs["X"].min(axis=1))
+    assert (physical["X"].reshape(16, 16)[:, 14:] == math.inf).all()
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"), [("max(X[i, j], -1.0)", False), ("min(X[i, j], 3.0)", True)]
+)
+def test_a_row_minimum_of_an_element_wise_bound_follows_its_value_at_the_padding(
+    env: Env, value: str, refused: bool
+) -> None:
+    """Over +inf padding ``max(x, -1)`` is still +inf (min's neutral, so the
+    padding may be overcomputed) and ``min(x, 3)`` is 3 (it may not)."""
+    workload = ops.Workload.define(
+        "rowmin", f"Y[i] = min({value})", {"i": 16, "j": 14}, {"X": (16, 14)}
+    )
+    layouts = {"X": L.block((16, 14), 1, 4), "Y": L.identity((16,))}
+    candidate = Candidate.make(layouts, {"pad_mode": "overcompute"}, {"X": math.inf})
+    if refused:
+        with pytest.raises(LayoutRejectedError, match=r"statement's value is 3\.0"):
+            lower(workload, candidate, env.info)
+        return
+    program = lower(workload, candidate, env.info)
+    inputs = workload.make_inputs(0)
+    outputs, _ = run(env, program, inputs)
+    np.testing.assert_array_equal(outputs["Y"], np.maximum(inputs["X"], -1.0).min(axis=1))
+
+
 @pytest.mark.parametrize(("pad_mode", "pad"), [("overcompute", -math.inf), ("guard", None)])
 def test_max_pool_over_a_padded_blocked_width(env: Env, pad_mode: str, pad: float | None) -> None:
     # a 14 x 14 window over a width blocked by 4 (physical width 16)

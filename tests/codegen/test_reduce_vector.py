@@ -49,7 +49,9 @@ def _check(env: Env, workload: Workload, candidate: Candidate) -> str:
 @pytest.mark.parametrize(
     ("width", "unroll", "rows"), [(4, 1, 1), (8, 2, 1), (16, 2, 2), (16, 4, 1), (4, 4, 3)]
 )
-@pytest.mark.parametrize("statement", ["Y[i] = max(X[i, j])", "Y[i] += X[i, j]"])
+@pytest.mark.parametrize(
+    "statement", ["Y[i] = max(X[i, j])", "Y[i] = min(X[i, j])", "Y[i] += X[i, j]"]
+)
 def test_a_row_reduction_reads_its_rows_in_vectors(
     env: Env, statement: str, width: int, unroll: int, rows: int
 ) -> None:

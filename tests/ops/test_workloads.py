@@ -126,6 +126,27 @@ def test_max_reduction_and_elementwise_max_are_told_apart() -> None:
     np.testing.assert_array_equal(pool.reference({"X": x})["Y"], x.max(axis=1))
 
 
+def test_every_reduction_of_the_table_parses_and_computes_as_numpy() -> None:
+    """A one-argument call of each name in ``ops.REDUCTIONS`` reduces with
+    it, alone and inside an epilogue; ``+=`` is the sum."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    for name, combine in ops.REDUCTIONS.items():
+        alone = Workload.define("r", f"Y[i] = {name}(X[i, j])", {"i": 3, "j": 4}, {"X": (3, 4)})
+        assert alone.reduction == name and alone.statement.epilogue is None
+        want = combine.numpy.reduce(x, axis=1)
+        np.testing.assert_allclose(alone.reference({"X": x})["Y"], want, rtol=1e-6)
+        fused = Workload.define(
+            "e", f"Y[i] = max({name}(X[i, j]) * 2.0, 1.0)", {"i": 3, "j": 4}, {"X": (3, 4)}
+        )
+        assert fused.reduction == name and fused.statement.epilogue is not None
+        np.testing.assert_allclose(
+            fused.reference({"X": x})["Y"], np.maximum(want * 2.0, 1.0), rtol=1e-6
+        )
+    assert Workload.define("s", "Y[i] += X[i, j]", {"i": 3, "j": 4}, {"X": (3, 4)}).reduction == (
+        "sum"
+    )
+
+
 def test_workloads_satisfy_the_space_and_runner_protocols() -> None:
     from laytune.runners import VerifiableWorkload
     from laytune.space import WorkloadLike
