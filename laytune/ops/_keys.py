@@ -88,9 +88,10 @@ def shape_text(key: str) -> str:
         return f"{shape_text(base)} +epilogue[{epilogue}"
     try:
         _, params, dtype = parse_key(key)
-    except UnknownWorkloadError:
+    except UnknownWorkloadError:  # buffer shapes (and a digest after them: define without params)
         inner = key.partition("(")[2]
-        return inner[:-1] if inner.endswith(")") else inner
+        head, paren, _ = inner.rpartition(")")
+        return head if paren else inner
     if "shape" in params:
         extents = [format_value(params["shape"])]
         settings = [(n, v) for n, v in params.items() if n != "shape"]

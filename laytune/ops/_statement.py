@@ -222,8 +222,9 @@ def parse_statement(text: str, axes: Sequence[str]) -> Statement:
     if not found:
         return Statement(name, indices, outer, None, text.strip())
     if any(other != found[0] for other in found[1:]):  # one reduction, used as often as needed
+        names = ", ".join(f"{r}(...)" for r in REDUCTIONS)
         raise parser.error(
-            value, "an epilogue wraps one reduction, sum(...) or max(...), the same at each use"
+            value, f"an epilogue wraps one reduction ({names}), the same at each use"
         )
     reduction, reduced = found[0]
     return Statement(name, indices, reduced, reduction, text.strip(), outer)

@@ -15,6 +15,8 @@ A workload satisfies ``laytune.space.WorkloadLike`` and the runners'
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
 import math
 import string
@@ -27,7 +29,7 @@ import numpy as np
 from laytune.dtypes import KERNEL_DTYPES
 from laytune.exceptions import StatementError, UnknownNameError
 from laytune.layout import Expr, Var, bounds, evaluate, to_text, variables
-from laytune.ops._reductions import reduction
+from laytune.ops._reductions import REDUCTIONS, reduction
 from laytune.ops._registry import format_value, remember_defined
 from laytune.ops._statement import (
     FUNCTIONS,
@@ -42,6 +44,7 @@ from laytune.ops._statement import (
     Value,
     loads,
     parse_statement,
+    statement_text,
     value_text,
 )
 
@@ -134,7 +137,10 @@ class Workload:
         ``axes`` in loop-nest order (the last spatial axis is the innermost);
         the output's shape follows from the extents of its index axes.
         ``params`` (with ``dtype``) make the key; without them the key lists
-        the buffer shapes. A statement with an epilogue
+        the buffer shapes, then ``#`` and a digest of the rest of the
+        definition (the statement as parsed, the axes' extents, the weights
+        and local tiles), so two statements over the same shapes never share
+        records: ``rows(X[16, 48],Y[16];float32)#1c0e5a7f``. A statement with an epilogue
         (``Y[i, j] = max(sum(...) + B[j], 0.0)``) has it in its key too:
         ``+epilogue[max((acc + B[j]), 0.0)]``. ``weights`` names the inputs
         that are model parameters (see the class docstring).
@@ -163,8 +169,9 @@ class Workload:
         if has_reduce and stmt.reduction is None:
             unused = [names[k] for k in range(len(names)) if kinds[k] == "reduce"]
             raise StatementError(
-                f"axes {unused} do not index the target {stmt.target}: write '+=', "
-                f"sum(...) or max(...) to reduce over them ({statement!r})"
+                f"axes {unused} do not index the target {stmt.target}: write '+=' or "
+                f"{', '.join(f'{r}(...)' for r in REDUCTIONS)} to reduce over them "
+                f"({statement!r})"
             )
         if stmt.reduction is not None and not has_reduce:
             raise StatementError(f"{statement!r} reduces but every axis indexes the target")
@@ -212,7 +219,7 @@ class Workload:
         buffers.append(BufferDecl(stmt.target, out_shape, dtype, "output", stmt.target_indices))
         if params is None:
             shapes = ",".join(f"{b.name}{list(b.shape)}" for b in buffers)
-            key = f"{name}({shapes};{dtype})"
+            key = f"{name}({shapes};{dtype})#{_digest(stmt, axes, weights, local_tiles)}"
         else:
             args = ",".join(f"{k}={format_value(v)}" for k, v in params.items())
             key = f"{name}({args};{dtype})"
@@ -542,3 +549,28 @@ def _eval_value(
     lhs = _eval_value(value.lhs, args, arrays, workload, acc)
     rhs = _eval_value(value.rhs, args, arrays, workload, acc)
     return VALUE_OPS[value.op].compute(lhs, rhs)
+
+
+def _digest(
+    stmt: Statement,
+    axes: Mapping[str, int],
+    weights: Sequence[str],
+    local_tiles: Mapping[str, Sequence[int]] | None,
+) -> str:
+    """Eight hex digits of what a key of buffer shapes leaves out: the
+    statement without its epilogue (which a fused key spells out after it,
+    so a fused workload's key begins with its producer's), written as the
+    parser reads it back (spacing and parentheses the user chose do not
+    count), the axes in order with their extents, the weights and the local
+    tiles."""
+    unfused = dataclasses.replace(stmt, epilogue=None)
+    names = tuple(axes)
+    text = "|".join(
+        (
+            statement_text(unfused, names),
+            ",".join(f"{n}={int(e)}" for n, e in axes.items()),
+            ",".join(sorted(weights)),
+            ",".join(f"{b}={list(t)}" for b, t in sorted((local_tiles or {}).items())),
+        )
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:8]

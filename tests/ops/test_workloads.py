@@ -126,6 +126,30 @@ def test_max_reduction_and_elementwise_max_are_told_apart() -> None:
     np.testing.assert_array_equal(pool.reference({"X": x})["Y"], x.max(axis=1))
 
 
+def test_a_key_of_buffer_shapes_tells_apart_what_the_shapes_do_not() -> None:
+    """Without params the key lists the buffer shapes, then a digest of the
+    rest of the definition: two statements over the same shapes (a user
+    editing one in a notebook) never share records, nor do the same shapes
+    reduced over another extent; how the statement is spelt does not count."""
+
+    def key(statement: str, axes: dict[str, int], **options: object) -> str:
+        return Workload.define("r", statement, axes, {"X": (3, 8)}, **options).key
+
+    rows = {"i": 3, "j": 8}
+    base = key("Y[i] = max(X[i, j])", rows)
+    assert base.startswith("r(X[3, 8],Y[3];float32)#")
+    assert key("Y[i]=max( (X[i,j]) )", rows) == base
+    others = {
+        key("Y[i] = min(X[i, j])", rows),
+        key("Y[i] += X[i, j]", rows),
+        key("Y[i] = max(X[i, j] * 2.0)", rows),
+        key("Y[i] = max(X[i, j])", rows, weights=("X",)),
+        key("Y[i] += X[i, 2 * j]", {"i": 3, "j": 4}),
+        key("Y[i] += X[i, 2 * j]", {"i": 3, "j": 3}),
+    }
+    assert len(others) == 6 and base not in others
+
+
 def test_every_reduction_of_the_table_parses_and_computes_as_numpy() -> None:
     """A one-argument call of each name in ``ops.REDUCTIONS`` reduces with
     it, alone and inside an epilogue; ``+=`` is the sum."""
