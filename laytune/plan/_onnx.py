@@ -23,7 +23,8 @@ Where a node needs more than one statement it becomes a chain of operators
 named after its output: Softmax is ``<out>.max`` (the maximum over the
 axis), ``<out>.sum`` (the sum of exponentials) and ``<out>`` (the divide);
 LayerNormalization is ``<out>.mean``, ``<out>.var`` and ``<out>``; a Conv
-with a bias is ``<out>.conv`` and the bias add ``<out>``. The graph's
+with a bias is ``<out>.conv`` and the bias add ``<out>``; a Reduce that
+keeps its reduced axes is ``<out>.reduced`` and the reshape ``<out>``. The graph's
 outputs are named as the model's, in the model's order.
 
 Reshape and Flatten are copies in index notation (a tensor has one shape in
@@ -76,6 +77,10 @@ ONNX_OPS: tuple[str, ...] = (
     "MatMul",
     "MaxPool",
     "Mul",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceSum",
     "Relu",
     "Reshape",
     "Softmax",
@@ -792,6 +797,58 @@ class _Importer:
             key,
         )
         self.done(node, out, self.apply(node, div, out, X=x, M=m, S=s))
+
+    def _ReduceMax(self, node: Any, _: int) -> None:
+        self._reduce(node, "max")
+
+    def _ReduceMin(self, node: Any, _: int) -> None:
+        self._reduce(node, "min")
+
+    def _ReduceSum(self, node: Any, _: int) -> None:
+        self._reduce(node, "sum")
+
+    def _ReduceMean(self, node: Any, _: int) -> None:
+        self._reduce(node, "mean")
+
+    def _reduce(self, node: Any, kind: str) -> None:
+        """``Y = X.<kind>(axes)``: the axes an attribute before opset 18 (13
+        for ReduceSum), an input since; none given reduces every axis (ONNX's
+        default) and is refused, as a workload keeps one. With ``keepdims``
+        the reduced axes stay as extents of 1, a reshape of the result."""
+        x = self.tensor(node, node.input[0])
+        shape = self.graph.tensors[x].shape
+        if _attr(node, "noop_with_empty_axes", 0):
+            raise self.refuse(node, "noop_with_empty_axes=1")
+        if len(node.input) > 1 and node.input[1]:
+            axes = [int(a) for a in self.host_value(node, node.input[1], "axes").reshape(-1)]
+        else:
+            axes = list(_attr(node, "axes", range(len(shape))))
+        reduced = sorted({a + len(shape) if a < 0 else a for a in axes})
+        if not reduced or any(not 0 <= a < len(shape) for a in reduced):
+            raise self.refuse(node, f"axes {axes} of an input of rank {len(shape)}")
+        out = node.output[0]
+        kept, names, loop = self._reduction_axes(node, shape, reduced)
+        k, i = _join(kept), _join(names)
+        if kind == "mean":
+            count = math.prod(shape[d] for d in reduced)
+            statement = f"Y[{k}] += X[{i}] * {1.0 / count!r}"
+        elif kind == "sum":
+            statement = f"Y[{k}] += X[{i}]"
+        else:
+            statement = f"Y[{k}] = {kind}(X[{i}])"
+        workload = Workload.define(
+            f"reduce_{kind}",
+            statement,
+            loop,
+            {"X": shape},
+            params={"x": shape, "axes": tuple(reduced)},
+        )
+        if not _attr(node, "keepdims", 1):
+            self.done(node, out, self.apply(node, workload, out, X=x))
+            return
+        y = self.apply(node, workload, f"{out}.reduced", X=x)
+        kept_dims = tuple(1 if d in reduced else shape[d] for d in range(len(shape)))
+        self.done(node, out, self.apply(node, _reshape(workload.output.shape, kept_dims), out, X=y))
 
     def _reduction_axes(
         self, node: Any, shape: tuple[int, ...], reduced: Sequence[int]

@@ -259,6 +259,33 @@ def test_an_opset_10_model_clips_by_attributes_and_softmaxes_the_trailing_axes(
     ]
 
 
+def test_reductions_over_given_axes_keep_or_drop_them(cl_context: cl.Context) -> None:
+    """ReduceMax, ReduceMin, ReduceSum and ReduceMean with their axes an
+    input (opset 18 on), kept as extents of 1 or dropped; a negative axis
+    counts from the end."""
+    m = Model(13)
+    x = m.node("Mul", ["x", m.weight((3, 4, 5), 1.0, 2.0)])
+    top = m.node("ReduceMax", [x, m.ints([1])], "top", keepdims=1)
+    low = m.node("ReduceMin", [x, m.ints([-1])], "low", keepdims=0)
+    total = m.node("ReduceSum", [x, m.ints([0, 2])], "total")
+    mean = m.node("ReduceMean", [x, m.ints([2, 1])], "mean", keepdims=0)
+    graph = _check(m.build({"x": (3, 4, 5)}, [top, low, total, mean]), cl_context)
+    reductions = [op.workload for op in graph.ops if op.workload.name.startswith("reduce_")]
+    assert [w.reduction for w in reductions] == ["max", "min", "sum", "sum"]
+
+
+def test_an_opset_13_mean_takes_its_axes_as_an_attribute_and_all_axes_are_refused(
+    cl_context: cl.Context,
+) -> None:
+    m = Model(14)
+    y = m.node("ReduceMean", [m.node("Relu", ["x"])], "out", axes=[0])
+    _check(m.build({"x": (6, 7)}, [y], opset=13), cl_context)
+    m = Model(15)
+    y = m.node("ReduceMax", ["x"], "out", keepdims=0)
+    with pytest.raises(UnsupportedNodeError, match="reduces every axis"):
+        from_onnx(m.build({"x": (6, 7)}, [y], opset=13))
+
+
 def test_a_model_file_and_a_model_output_that_is_an_input_alias(
     cl_context: cl.Context, tmp_path: Path
 ) -> None:
