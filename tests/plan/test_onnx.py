@@ -272,6 +272,7 @@ def test_reductions_over_given_axes_keep_or_drop_them(cl_context: cl.Context) ->
     graph = _check(m.build({"x": (3, 4, 5)}, [top, low, total, mean]), cl_context)
     reductions = [op.workload for op in graph.ops if op.workload.name.startswith("reduce_")]
     assert [w.reduction for w in reductions] == ["max", "min", "sum", "sum"]
+    assert {"top", "total"} <= set(graph.views)  # keepdims: a reshape, run as a view
 
 
 def test_an_opset_13_mean_takes_its_axes_as_an_attribute_and_all_axes_are_refused(
