@@ -16,8 +16,9 @@ Grammar (Python syntax, so ``ast.parse`` does the tokenising)::
 
 An *epilogue* is an element-wise value around exactly one one-argument
 reduction (``sum(...)``, ``max(...)``, ``min(...)``):
-``Y[i, j] = max(sum(A[i, k] * B[k, j]) + C[j], 0.0)`` reduces first, then applies the rest to each finished result before the
-store (a bias, a ReLU, a residual add fused into the reduction). Its loads
+``Y[i, j] = max(sum(A[i, k] * B[k, j]) + C[j], 0.0)`` reduces first, then
+applies the rest to each finished result before the store (a bias, a ReLU,
+a residual add fused into the reduction). Its loads
 outside the reduction are indexed by the target's axes only. The statement
 keeps the reduced term as ``value`` and the rest as ``epilogue``, in which
 :class:`Accumulator` stands for the finished reduction.
@@ -165,7 +166,8 @@ Value = Union[Load, Literal, BinaryOp, Negate, Function, Accumulator]  # noqa: U
 
 @dataclass(frozen=True)
 class Statement:
-    """``target[target_indices] (=|reduce=) value``; ``reduction`` is None or a name of ``REDUCTIONS``.
+    """``target[target_indices] (=|reduce=) value``; ``reduction`` is None
+    or a name of ``REDUCTIONS``.
     ``epilogue`` (with a reduction only): the element-wise value applied to
     each finished reduction, :class:`Accumulator` standing for it; None
     stores the reduction as it is."""

@@ -140,8 +140,8 @@ class Workload:
         the buffer shapes, then ``#`` and a digest of the rest of the
         definition (the statement as parsed, the axes' extents, the weights
         and local tiles), so two statements over the same shapes never share
-        records: ``rows(X[16, 48],Y[16];float32)#1c0e5a7f``. A statement with an epilogue
-        (``Y[i, j] = max(sum(...) + B[j], 0.0)``) has it in its key too:
+        records: ``rows(X[16, 48],Y[16];float32)#1c0e5a7f``. A statement with
+        an epilogue (``Y[i, j] = max(sum(...) + B[j], 0.0)``) has it in its key too:
         ``+epilogue[max((acc + B[j]), 0.0)]``. ``weights`` names the inputs
         that are model parameters (see the class docstring).
         """
@@ -558,11 +558,10 @@ def _digest(
     local_tiles: Mapping[str, Sequence[int]] | None,
 ) -> str:
     """Eight hex digits of what a key of buffer shapes leaves out: the
-    statement without its epilogue (which a fused key spells out after it,
-    so a fused workload's key begins with its producer's), written as the
-    parser reads it back (spacing and parentheses the user chose do not
-    count), the axes in order with their extents, the weights and the local
-    tiles."""
+    statement without its epilogue (a key spells that out after the digest,
+    ``+epilogue[...]``), written as the parser reads it back (spacing and
+    parentheses the user chose do not count), the axes in order with their
+    extents, the weights and the local tiles."""
     unfused = dataclasses.replace(stmt, epilogue=None)
     names = tuple(axes)
     text = "|".join(
