@@ -822,10 +822,10 @@ class _Importer:
         if len(node.input) > 1 and node.input[1]:
             axes = [int(a) for a in self.host_value(node, node.input[1], "axes").reshape(-1)]
         else:
-            axes = list(_attr(node, "axes", range(len(shape))))
+            axes = list(_attr(node, "axes", []))
+        axes = axes or list(range(len(shape)))  # none, or an empty list: every axis
+        # ONNX's shape inference, run before the walk, refuses an axis outside the rank
         reduced = sorted({a + len(shape) if a < 0 else a for a in axes})
-        if not reduced or any(not 0 <= a < len(shape) for a in reduced):
-            raise self.refuse(node, f"axes {axes} of an input of rank {len(shape)}")
         out = node.output[0]
         kept, names, loop = self._reduction_axes(node, shape, reduced)
         k, i = _join(kept), _join(names)

@@ -287,6 +287,32 @@ def test_an_opset_13_mean_takes_its_axes_as_an_attribute_and_all_axes_are_refuse
         from_onnx(m.build({"x": (6, 7)}, [y], opset=13))
 
 
+@pytest.mark.parametrize(
+    ("axes", "attrs", "message"),
+    [
+        ([], {}, "it reduces every axis of \\(6, 7\\)"),
+        ([], {"noop_with_empty_axes": 1}, "noop_with_empty_axes=1"),
+    ],
+)
+def test_a_reduction_the_import_cannot_take_is_named(
+    axes: list[int], attrs: dict[str, int], message: str
+) -> None:
+    """An empty axes input reduces every axis, as ONNX says (refused: a
+    workload keeps one); the no-op option is named."""
+    m = Model(16)
+    y = m.node("ReduceSum", ["x", m.ints(axes)], "out", **attrs)
+    with pytest.raises(UnsupportedNodeError, match="'ReduceSum_2' \\(ReduceSum\\): " + message):
+        from_onnx(m.build({"x": (6, 7)}, [y]))
+
+
+@pytest.mark.parametrize("axis", [2, -3])
+def test_a_reduction_axis_outside_the_input_is_named_by_shape_inference(axis: int) -> None:
+    m = Model(17)
+    y = m.node("ReduceMax", ["x", m.ints([axis])], "out")
+    with pytest.raises(ModelImportError, match=r"ReduceMax_2.*axis must be in \[-rank, rank-1\]"):
+        from_onnx(m.build({"x": (6, 7)}, [y]))
+
+
 def test_a_model_file_and_a_model_output_that_is_an_input_alias(
     cl_context: cl.Context, tmp_path: Path
 ) -> None:
