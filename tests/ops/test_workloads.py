@@ -76,7 +76,11 @@ def test_inputs_are_seeded() -> None:
 @pytest.mark.parametrize(
     ("statement", "message"),
     [
-        ("Y[i] = X[i, j]", "reduce over them"),
+        (
+            "Y[i] = X[i, j]",
+            r"write '\+=' or sum\(\.\.\.\), max\(\.\.\.\), min\(\.\.\.\) to reduce over them",
+        ),
+        ("Y[i] = max(X[i, j]) + min(X[i, j])", r"wraps one reduction \(sum\(\.\.\.\), max"),
         ("Y[i] = X[q]", "unknown axis 'q'"),
         ("Y[i] = __import__('os')", "unknown function"),
         ("Y[i] -= X[i, j]", "augmented assignment"),
