@@ -477,25 +477,35 @@ class CompiledPlan:
             for s in self.steps
         ]
 
-    def _upload_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
-        for name, array in self.plan.graph.check_inputs(inputs).items():
-            cl.enqueue_copy(self.queue, self._mem[self._storage[name]], array)
+    def _upload_inputs(self, inputs: Mapping[str, np.ndarray]) -> list[cl.Event]:
+        """Enqueue the copies of ``inputs`` without waiting for them, so that
+        the host enqueues the launches while they run (a blocking copy left
+        that work to overlap the first kernel, on a CPU device taking one of
+        its cores). Keep the events returned until the launches are enqueued:
+        dropping one waits for its copy (pyopencl's ``NannyEvent``, which
+        holds the host array until then)."""
+        return [
+            cl.enqueue_copy(self.queue, self._mem[self._storage[name]], array, is_blocking=False)
+            for name, array in self.plan.graph.check_inputs(inputs).items()
+        ]
 
     def _read_outputs(self) -> dict[str, np.ndarray]:
-        outputs = {}
+        outputs, copies = {}, []
         for name, i in self.lowered.outputs:
             tensor = self.plan.graph.tensors[name]
             out = np.empty(tensor.shape, dtype=tensor.dtype)
-            cl.enqueue_copy(self.queue, out, self._mem[i])
+            copies.append(cl.enqueue_copy(self.queue, out, self._mem[i], is_blocking=False))
             outputs[name] = out
         self.queue.finish()
         return outputs
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The graph outputs (logical arrays) for the graph inputs ``inputs``."""
-        self._upload_inputs(inputs)
+        copies = self._upload_inputs(inputs)
         self._enqueue()
-        return self._read_outputs()
+        outputs = self._read_outputs()
+        del copies  # done: the queue has finished
+        return outputs
 
     def profile(
         self, inputs: Mapping[str, np.ndarray], repeats: int = 10, warmup: int = 2
@@ -503,7 +513,7 @@ class CompiledPlan:
         """``warmup`` untimed runs, then ``repeats`` timed ones (see :class:`PlanTiming`)."""
         if repeats < 1 or warmup < 0:
             raise ConfigError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
-        self._upload_inputs(inputs)
+        self._upload_inputs(inputs)  # each copy done as its event is dropped
         for _ in range(warmup):
             self._enqueue()
         self.queue.finish()
