@@ -30,6 +30,7 @@ import math
 import os
 import shlex
 import signal
+import statistics
 import sys
 import textwrap
 import threading
@@ -457,6 +458,13 @@ def _cmd_records(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _contended_words(times: list[float]) -> str:
+    """What ``show`` says of a series timed again under load (none: nothing)."""
+    if not times:
+        return ""
+    return f"; timed again, the series not kept had a median of {statistics.median(times) * 1e3:.4f} ms"
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -493,6 +501,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
             f"IQR {q3 - q1:.4f} ms over {len(times)} repeats"
         )
         print("  repeats [" + ", ".join(f"{t:.4f}" for t in times) + "] ms")
+        result = record.result or {}
+        if result.get("contention") is not None:
+            print(
+                f"  host CPU contention {result['contention']:.0%} of the series' time"
+                + _contended_words(result.get("contended_event_times_s") or [])
+            )
         if record.abandoned:
             print("  abandoned after its first repeats: clearly slower than the best")
         references = db.records(workload=record.workload_key, device=record.device_key, status="ok")

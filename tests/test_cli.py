@@ -310,6 +310,10 @@ def test_show_and_freeze_state_both_speedups(
     assert "x over the baseline (identity layouts, baseline knobs:" in shown
     assert " from the layouts (identity layouts, the same knobs:" in shown
     assert "min " in shown and "IQR " in shown
+    contention = best.result["contention"]  # None where Linux reports no CPU pressure
+    assert (f"host CPU contention {contention:.0%} of the series' time" in shown) is (
+        contention is not None
+    )
     assert main(["show", "99999", "--db", navigable]) == 1
     assert "no record 99999" in capsys.readouterr().err
     out = tmp_path / "frozen.json"
@@ -318,6 +322,15 @@ def test_show_and_freeze_state_both_speedups(
     assert lines[0] == f"froze 2 workload(s) into {out}"
     assert all(" over the baseline, " in line and "from the layouts" in line for line in lines[1:])
     assert {line.split(" on ")[0].strip() for line in lines[1:]} == {"copy 16x32", "copy 32x32"}
+
+
+def test_show_tells_the_median_of_a_series_timed_again_under_load() -> None:
+    from laytune.cli import _contended_words
+
+    assert _contended_words([]) == ""
+    assert _contended_words([0.002, 0.001, 0.003]) == (
+        "; timed again, the series not kept had a median of 2.0000 ms"
+    )
 
 
 def test_records_show_and_freeze_state_kernel_and_end_to_end_times(

@@ -71,9 +71,20 @@ class MeasureConfig:
        fills (the warm times, ``RunResult.warm_value_s``), unless abandoned:
        ``(W + R) * C`` more launches.
 
+    6. On a CPU device, whose kernels share the host's cores, where Linux
+       reports CPU pressure (``/proc/pressure/cpu``): when, during step 3,
+       some runnable task waited for a CPU for more than ``contention_limit``
+       of its wall time (another process took cores from the kernel: a
+       measurement twice too slow, which once steered a search away from
+       the best start), step 3 runs once more, and the series with less
+       contention is kept (``RunResult.contention``); the other's ``m``
+       event times are ``RunResult.contended_event_times_s``: ``(W + m) * C``
+       more launches (and ``m`` more fills where step 4 flushes). ``None``:
+       never timed again.
+
     So a successful candidate costs ``P + C + U + (W + R) * (P + U) + (W + n) * C``
     kernel launches, or ``P + C + U + (W + n) * C`` without conversions (plus
-    step 5's).
+    steps 5 and 6's).
 
     Early stop: when the candidate's :class:`~laytune.runners.RunInput` sets
     ``abandon_above_s``, step 3 looks once at the first
@@ -119,6 +130,7 @@ class MeasureConfig:
     clock_atol_s: float = 100e-6
     seed: int = 0
     early_stop_after: int = 3
+    contention_limit: float | None = 0.15
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -142,6 +154,10 @@ class MeasureConfig:
         for name in ("time_limit_s", "prepare_time_limit_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.contention_limit is not None and not 0 < self.contention_limit <= 1:
+            raise ConfigError(
+                f"contention_limit must be in (0, 1] or None, got {self.contention_limit}"
+            )
         if self.clock_rtol < 0 or self.clock_atol_s < 0:
             raise ConfigError(
                 f"clock tolerances must be >= 0, got {self.clock_rtol}, {self.clock_atol_s}"
@@ -155,11 +171,15 @@ class MeasureConfig:
         timed_repeats: int,
         timed_cold: bool = False,
         abandoned: bool = False,
+        contended_repeats: int = 0,
     ) -> int:
         """Kernel launches of one successful candidate with ``timed_repeats`` = n
         (``early_stop_after`` for an abandoned one); ``timed_cold``: the
-        workload's (step 5)."""
+        workload's (step 5); ``contended_repeats``: the repeats of the series
+        step 6 timed again and did not keep (0: none)."""
         count = pack + compute + unpack + (self.warmup + timed_repeats) * compute
+        if contended_repeats:
+            count += (self.warmup + contended_repeats) * compute
         if timed_cold and not self.flush_cache and not abandoned:
             count += (self.warmup + self.repeats) * compute
         if self.measure_conversions:
@@ -167,14 +187,19 @@ class MeasureConfig:
         return count
 
     def flush_count(
-        self, pack: int, unpack: int, timed_repeats: int, timed_cold: bool = False
+        self,
+        pack: int,
+        unpack: int,
+        timed_repeats: int,
+        timed_cold: bool = False,
+        contended_repeats: int = 0,
     ) -> int:
         """Cache-flush fills of one successful candidate with ``timed_repeats`` = n
-        (``timed_cold``: the workload's, see step 4)."""
+        (``timed_cold``: the workload's, see step 4; ``contended_repeats``: step 6's)."""
         if not (self.flush_cache or timed_cold):
             return 0
         conversions = self.repeats * (pack + unpack) if self.measure_conversions else 0
-        return timed_repeats + conversions
+        return timed_repeats + contended_repeats + conversions
 
 
 @dataclass(frozen=True)

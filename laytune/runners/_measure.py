@@ -592,6 +592,77 @@ def _timed_repeats(
     return event_times, wall_times, False
 
 
+#: Linux's CPU pressure (PSI): ``some ... total=`` counts the microseconds
+#: during which some runnable task waited for a CPU.
+CPU_PRESSURE = "/proc/pressure/cpu"
+
+
+def cpu_stall_us(path: str = CPU_PRESSURE) -> int | None:
+    """Microseconds some runnable task of the host has waited for a CPU since
+    boot (Linux's ``/proc/pressure/cpu``); None where it is not reported."""
+    try:
+        with open(path) as pressure:
+            for line in pressure:
+                if line.startswith("some "):
+                    return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class _Series:
+    """One timed series of step 3 and the share of its wall time during which
+    some task waited for a CPU (None: not read)."""
+
+    event_times: list[float]
+    wall_times: list[float]
+    abandoned: bool
+    contention: float | None
+
+
+def _quiet_compute(
+    enqueuer: _Enqueuer,
+    group: Sequence[tuple[cl.Kernel, Launch]],
+    config: MeasureConfig,
+    flush: tuple[cl.Buffer, int] | None,
+    abandon_above_s: float | None,
+    watch: bool,
+) -> tuple[_Series, tuple[float, ...]]:
+    """Step 3 of :class:`MeasureConfig`, and step 6: with ``watch`` (a CPU
+    device, whose kernels share the host's cores), a series during which
+    other work kept runnable tasks waiting for a CPU past
+    ``config.contention_limit`` of its wall time is timed again, and the
+    calmer series kept. Returns it and the other's event times (none when
+    step 3 ran once)."""
+
+    def series() -> _Series:
+        before = cpu_stall_us() if watch else None
+        start = time.perf_counter()
+        event, wall, abandoned = _timed_repeats(
+            enqueuer,
+            "compute",
+            group,
+            config,
+            flush,
+            extend=True,
+            abandon_above_s=abandon_above_s,
+        )
+        seconds = time.perf_counter() - start
+        after = None if before is None else cpu_stall_us()
+        share = None if after is None else min(1.0, max(0.0, (after - before) * 1e-6 / seconds))
+        return _Series(event, wall, abandoned, share)
+
+    first = series()
+    limit = config.contention_limit
+    if limit is None or first.contention is None or first.contention <= limit:
+        return first, ()
+    second = series()
+    if second.contention is not None and second.contention < first.contention:
+        return second, tuple(first.event_times)
+    return first, tuple(second.event_times)
+
+
 def _ranked(config: MeasureConfig, event: Sequence[float], wall: Sequence[float]) -> float:
     """The value that ranks a set of repeats: ``config.statistic`` of its ``config.clock`` times."""
     return _STATISTICS[config.statistic](event if config.clock == "event" else wall)
@@ -681,15 +752,15 @@ def measure_candidate(
                             value_s=_ranked(config, ev, wall),
                         )
                     )
-        event_times, wall_times, abandoned = _timed_repeats(
+        kept, contended = _quiet_compute(
             enqueuer,
-            "compute",
             stages["compute"],
             config,
             flush,
-            extend=True,
-            abandon_above_s=abandon_above_s,
+            abandon_above_s,
+            watch=session.device.info.is_cpu,
         )
+        event_times, wall_times, abandoned = kept.event_times, kept.wall_times, kept.abandoned
         warm_ev: list[float] = []
         warm_wall: list[float] = []
         if workload.timed_cold and not config.flush_cache and not abandoned:
@@ -738,6 +809,8 @@ def measure_candidate(
         warm_value_s=_ranked(config, warm_ev, warm_wall) if warm_ev else None,
         warm_event_times_s=tuple(warm_ev),
         warm_wall_times_s=tuple(warm_wall),
+        contention=kept.contention,
+        contended_event_times_s=contended,
     )
 
 

@@ -160,6 +160,11 @@ class RunResult:
     ``warm_wall_times_s``): for a workload timed cold by its own say
     (``timed_cold``, as conversion workloads are), the same repeats timed
     again without the flushes, on warm caches; None otherwise.
+    ``contention``: on a CPU device where Linux reports CPU pressure, the
+    share of the kept compute series' wall time during which some runnable
+    task waited for a CPU (None where not read); a series above
+    ``MeasureConfig.contention_limit`` was timed again and the calmer one
+    kept, the other's event times in ``contended_event_times_s``.
     """
 
     program_name: str
@@ -188,6 +193,8 @@ class RunResult:
     warm_value_s: float | None = None
     warm_event_times_s: tuple[float, ...] = ()
     warm_wall_times_s: tuple[float, ...] = ()
+    contention: float | None = None
+    contended_event_times_s: tuple[float, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -236,6 +243,8 @@ class RunResult:
             "warm_value_s": self.warm_value_s,
             "warm_event_times_s": list(self.warm_event_times_s),
             "warm_wall_times_s": list(self.warm_wall_times_s),
+            "contention": self.contention,
+            "contended_event_times_s": list(self.contended_event_times_s),
         }
 
 

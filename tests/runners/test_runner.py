@@ -76,9 +76,10 @@ def test_launches_are_counted_exactly_as_the_config_says(
     conversions = config.warmup + config.repeats if config.measure_conversions else 0
     assert counts.pack == 1 + conversions
     assert counts.unpack == 1 + conversions
-    assert counts.compute == 2 + (config.warmup + timed) * 2
-    assert counts.kernels == config.launch_count(1, 2, 1, timed)
-    assert counts.flush == config.flush_count(1, 1, timed)
+    again = len(result.contended_event_times_s)  # step 6: timed again under load
+    assert counts.compute == 2 + (config.warmup + timed) * 2 + (again and config.warmup + again) * 2
+    assert counts.kernels == config.launch_count(1, 2, 1, timed, contended_repeats=again)
+    assert counts.flush == config.flush_count(1, 1, timed, contended_repeats=again)
     if config.measure_conversions:
         assert all(len(t.event_times_s) == config.repeats for t in result.pack_times)
     else:
@@ -361,14 +362,19 @@ def test_early_stop_counts_launches_exactly(
     assert result.max_error == 0.0 and all(check.passed for check in result.outputs)
     assert len(result.event_times_s) == len(result.wall_times_s) == timed
     assert result.value_s == pytest.approx(float(np.median(result.wall_times_s)))
-    assert result.launches.kernels == config.launch_count(1, 2, 1, timed)
-    assert result.launches.compute == 2 + (config.warmup + timed) * 2
-    assert result.launches.flush == config.flush_count(1, 1, timed)
+    again = len(result.contended_event_times_s)  # step 6: timed again under load
+    assert result.launches.kernels == config.launch_count(1, 2, 1, timed, contended_repeats=again)
+    assert (
+        result.launches.compute
+        == 2 + (config.warmup + timed) * 2 + (again and config.warmup + again) * 2
+    )
+    assert result.launches.flush == config.flush_count(1, 1, timed, contended_repeats=again)
     assert all(len(t.event_times_s) == config.repeats for t in result.pack_times)
     assert result.to_json()["abandoned"] is abandoned
     full = config.max_repeats if config.min_total_time_s else config.repeats
     assert not unlimited.abandoned and len(unlimited.event_times_s) == full
-    assert unlimited.launches.kernels == config.launch_count(1, 2, 1, full)
+    again = len(unlimited.contended_event_times_s)
+    assert unlimited.launches.kernels == config.launch_count(1, 2, 1, full, contended_repeats=again)
 
 
 def test_a_wrong_result_is_never_abandoned(
