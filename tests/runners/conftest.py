@@ -20,6 +20,7 @@ import pytest
 
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch
 from laytune.runners import Builder, Device, MeasureConfig, Runner
+from laytune.runners._measure import DeviceSession
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -39,6 +40,14 @@ def builder(device: Device) -> Iterator[Builder]:
 
 
 FAST = MeasureConfig(warmup=1, repeats=3, time_limit_s=20.0)
+
+
+@pytest.fixture
+def session(device: Device) -> Iterator[DeviceSession]:
+    """A measuring session in this process, for :func:`measure_candidate` itself."""
+    opened = DeviceSession(device)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,7 +15,6 @@ from laytune import ops
 from laytune.codegen import KernelProgram, lower
 from laytune.exceptions import ConfigError
 from laytune.runners import Builder, MeasureConfig, _measure
-from laytune.runners._devices import Device
 from laytune.runners._measure import (
     DeviceSession,
     PreparedWorkload,
@@ -30,13 +28,6 @@ pytestmark = pytest.mark.xdist_group("runners")
 
 CONFIG = MeasureConfig(warmup=1, repeats=4, measure_conversions=False)
 SECOND = 1_000_000  # microseconds
-
-
-@pytest.fixture
-def session(device: Device) -> Iterator[DeviceSession]:
-    opened = DeviceSession(device)
-    yield opened
-    opened.close()
 
 
 def _measured(

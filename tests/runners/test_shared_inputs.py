@@ -5,8 +5,6 @@ it, nothing writes it, and every candidate still verifies."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
@@ -14,7 +12,6 @@ from laytune import layout as L
 from laytune import ops
 from laytune.codegen import ArgRef, BufferSpec, KernelProgram, Launch, lower
 from laytune.runners import Builder, ErrorKind, MeasureConfig
-from laytune.runners._devices import Device
 from laytune.runners._measure import DeviceSession, PreparedWorkload, measure_candidate
 from laytune.runners._memory import allocation_bytes
 from laytune.runners._workload import INPUT_ALIGNMENT, aligned
@@ -36,13 +33,6 @@ def _program(**layouts: L.Layout) -> KernelProgram:
 def _prepared(key: str = WORKLOAD.key) -> PreparedWorkload:
     inputs = {name: aligned(array) for name, array in WORKLOAD.make_inputs(3).items()}
     return PreparedWorkload(key, inputs, dict(WORKLOAD.reference(inputs)))
-
-
-@pytest.fixture
-def session(device: Device) -> Iterator[DeviceSession]:
-    opened = DeviceSession(device)
-    yield opened
-    opened.close()
 
 
 def _measure(
