@@ -187,7 +187,7 @@ def unpack_kernel(
     shape = layout.shape
     scope = Scope()
     xs = [scope.var(f"x{d}", 0, e - 1) for d, e in enumerate(shape)]
-    access = BufferAccess(name, "src", layout, dtype, memory)
+    access = BufferAccess(name, "src", layout, dtype, memory, widen=False)
     image = memory == "image2d"
     src_offset = None if image else access.flat_offset(xs)
     flat_phys = math.prod(layout.flat_shape)

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from laytune.codegen._emit import BufferAccess, Scope, ctype_of, pointer
+from laytune.codegen._emit import BufferAccess, Scope, ctype_of, pointer, widened
 from laytune.codegen._source import split_index
 from laytune.layout import Const, Expr, Var, substitute
 from laytune.space import StagedInput, dtype_bytes
@@ -206,4 +206,5 @@ def block_read(access: BufferAccess, index: Sequence[Expr], scope: Scope) -> str
     utype, suffix = _BLOCK_TYPES[dtype_bytes(access.dtype)]
     src = pointer(access.c_name, scope.c(access.flat_offset(index)))
     cast = f"as_{ctype_of(access.dtype)}"
-    return f"{cast}(intel_sub_group_block_read{suffix}((const __global {utype}*)({src})))"
+    read = f"{cast}(intel_sub_group_block_read{suffix}((const __global {utype}*)({src})))"
+    return widened(access.dtype, read)

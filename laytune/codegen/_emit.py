@@ -36,11 +36,14 @@ __all__ = [
     "Scope",
     "c_float",
     "c_ident",
+    "compute_ctype",
     "ctype_of",
+    "narrowed",
     "paren",
     "pointer",
     "unsigned_ctype",
     "vector_store",
+    "widened",
 ]
 
 _C_RESERVED = frozenset(
@@ -110,8 +113,31 @@ def _emitted(dtype: str) -> Dtype:
 
 
 def ctype_of(dtype: str) -> str:
-    """The OpenCL C type kernels compute ``dtype`` in (``float``, ``half``)."""
+    """The OpenCL C type of ``dtype``'s elements in memory (``float``, ``half``)."""
     return _emitted(dtype).ctype  # type: ignore[return-value]
+
+
+def compute_ctype(dtype: str) -> str:
+    """The OpenCL C type kernels do ``dtype``'s arithmetic in: ``float`` for
+    float16 too (``Dtype.compute``)."""
+    return ctype_of(_emitted(dtype).computes_in)
+
+
+def widened(dtype: str, value: str, width: int = 1) -> str:
+    """``value``, an expression of ``width`` elements of ``dtype`` as memory
+    holds them, in the type kernels compute ``dtype`` in."""
+    wide = compute_ctype(dtype)
+    if wide == ctype_of(dtype):
+        return value
+    return f"convert_{wide}{width if width > 1 else ''}({value})"
+
+
+def narrowed(dtype: str, value: str, width: int = 1) -> str:
+    """``value``, computed in ``dtype``'s compute type, rounded to ``dtype``
+    to be stored (round to nearest even, OpenCL's default)."""
+    if compute_ctype(dtype) == ctype_of(dtype):
+        return value
+    return f"convert_{ctype_of(dtype)}{width if width > 1 else ''}({value})"
 
 
 def storage_ctype(dtype: str) -> str:
@@ -157,7 +183,7 @@ def c_float(value: float, dtype: str) -> str:
         text = repr(float(value)) + "f"
         if "e" in text and "." not in text.split("e")[0]:
             text = text.replace("e", ".0e", 1)
-    ctype = ctype_of(dtype)
+    ctype = compute_ctype(dtype)
     return text if ctype == "float" else f"({ctype})({text})"
 
 
@@ -287,6 +313,9 @@ class BufferAccess:
     dtype: str
     memory: str  # "global", "image2d" or "local"
     offset_shape: tuple[int, ...] | None = None  # shape whose ranges simplified the offsets
+    # loads widen to the type kernels compute the dtype in and stores round
+    # from it (``Dtype.compute``); False where a kernel moves the bits (a conversion)
+    widen: bool = True
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -312,13 +341,16 @@ class BufferAccess:
         if self.memory == "image2d":
             return self._image_load(indices, scope, width)
         offset = scope.c(self.flat_offset(indices))
+        text = f"vload{width}(0, {pointer(self.c_name, offset)})"
         if width == 1:
-            return f"{self.c_name}[{offset}]"
-        return f"vload{width}(0, {pointer(self.c_name, offset)})"
+            text = f"{self.c_name}[{offset}]"
+        return widened(self.dtype, text, width) if self.widen else text
 
     def _image_load(self, indices: Sequence[Expr], scope: Scope, width: int) -> str:
-        read = IMAGE_DTYPES[self.dtype].read
-        ctype = ctype_of(self.dtype)
+        """Texels read in the compute type (``read_imagef`` of a half image)."""
+        computes_in = DTYPES[self.dtype].computes_in if self.widen else self.dtype
+        read = IMAGE_DTYPES[computes_in].read
+        ctype = ctype_of(computes_in)
         x, y, comp = self.texel(indices, scope)
 
         def texel(dx: int) -> str:
@@ -348,6 +380,8 @@ class BufferAccess:
         ``width`` along the physical innermost axis when > 1, ``nontemporal``
         with :func:`vector_store`)."""
         offset = scope.c(self.flat_offset(indices))
+        if self.widen:
+            value = narrowed(self.dtype, value, width)
         if width == 1:
             return f"{self.c_name}[{offset}] = {value};"
         address = pointer(self.c_name, offset)

@@ -769,9 +769,9 @@ def _compute_kernel(nest: Nest, name: str, overlap: frozenset[int]) -> tuple[str
         body = grid.lines + _panel_fill(w) + _walk(w, overlap, section)
     else:
         body = grid.lines + section()
-    ctype = ctype_of(workload.dtype)
+    params = _params(nest, ctype_of(workload.dtype))
     lines = _comments(nest, w.tiles)
-    lines.append(f"__kernel {_attributes(nest, ctype)}void {name}({_params(nest, ctype)}) {{")
+    lines.append(f"__kernel {_attributes(nest, w.ctype)}void {name}({params}) {{")
     lines += indent(body)
     lines.append("}")
     args = tuple(ArgRef(d.name, "physical") for d in workload.buffers)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from laytune.codegen._copy import block_read
-from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of, paren
+from laytune.codegen._emit import BufferAccess, Scope, c_float, compute_ctype, paren
 from laytune.codegen._grid import GridCode
 from laytune.codegen._nest import Nest, access_width
 from laytune.codegen._stage import tile_index
@@ -61,7 +61,8 @@ class Writer:
 
     @property
     def ctype(self) -> str:
-        return ctype_of(self.nest.workload.dtype)
+        """The type the kernel's values and accumulators are declared in."""
+        return compute_ctype(self.nest.workload.dtype)
 
     def vtype(self, width: int) -> str:
         return f"{self.ctype}{width}" if width > 1 else self.ctype

@@ -136,7 +136,7 @@ class _Tiles:
         if self.storage:  # round to nearest even, as (half) does
             offset = self.scope.c(out.flat_offset([i, j]))
             return f"vstore_half_rte({value}, {offset}, {out.c_name});"
-        return out.store([i, j], f"(half)({value})", self.scope)
+        return out.store([i, j], value, self.scope)  # rounded as it is stored
 
     def kernel(
         self, name: str, attributes: str, init: str, stages: list[str], stores: list[str]

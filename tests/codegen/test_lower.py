@@ -154,6 +154,26 @@ def test_float16_enables_the_extension_and_needs_it() -> None:
     assert "cl_khr_fp16" not in lower(ops.matmul(8, 8, 8), identity(ops.matmul(8, 8, 8))).source
 
 
+@pytest.mark.parametrize("vector", [1, 16])
+def test_float16_kernels_compute_in_float_and_round_as_they_store(env: Env, vector: int) -> None:
+    """Loads widen to float, the sum runs in float accumulators, the store
+    rounds: a half accumulator over K = 512 strays by about 6e-3 of the
+    largest output, float ones by one rounding of the result (5e-4)."""
+    workload = ops.matmul(16, 32, 512, dtype="float16")
+    knobs = {"vector": vector, "vector_axis": "j", "block.j": vector} if vector > 1 else {}
+    program = lower(workload, identity(workload, **knobs), env.info)
+    kernel = program.source.split("__kernel", 1)[1]
+    assert f"float{vector if vector > 1 else ''} acc0" in kernel
+    assert "half acc" not in kernel
+    assert ("convert_half(" if vector == 1 else f"convert_half{vector}(") in kernel
+    rng = np.random.default_rng(0)
+    inputs = {d.name: rng.standard_normal(d.shape).astype(np.float16) for d in workload.inputs}
+    out, _ = run(env, program, inputs)
+    exact = inputs["A"].astype(np.float64) @ inputs["B"].astype(np.float64)
+    error = np.abs(out["C"].astype(np.float64) - exact).max() / np.abs(exact).max()
+    assert error < 1e-3
+
+
 def test_following_a_buffer_walks_its_physical_order(env: Env) -> None:
     workload = ops.transpose((12, 20), (1, 0))
     layout = L.tile((12, 20), (4, 8))  # padded: 20 -> 24
