@@ -37,9 +37,9 @@ for them:
 A start whose work-groups share a block of an input larger than the
 device's cache (a matmul's groups walking down the rows under one panel of
 its weights) prefetches the next group's block (the ``prefetch`` knob,
-where the space offers it and the cache holds both blocks, :func:`_prefetch_fits`):
-on BERT's FFN matmul the generated kernel took 1.79 against 1.92 ms warm
-and 1.91 against 2.47 ms with its weights in memory, as they are in a model.
+where the space offers it): on BERT's FFN matmul the generated kernel took
+1.79 against 1.92 ms warm and 1.91 against 2.47 ms with its weights in
+memory, as they are in a model.
 
 A conversion's space (a few hundred kernels) starts from a few kernels of
 each kind taking turns: a square register tile, a ``__local`` tile with as
@@ -1270,12 +1270,9 @@ def _ahead(space: SearchSpace, knobs: dict[str, Any]) -> Iterator[dict[str, Any]
     dimension before the one whose innermost axis it indexes (powers of
     two), one item along the rest. A convolution's filters: a group holds a
     whole plane of output blocks, and the next group the next block of
-    filters. None where the block a work-group reads does not fit the
-    device's cache twice (:func:`_prefetch_fits`)."""
-    workload = space.workload
-    if not _prefetch_fits(workload, knobs, space.device.cache_size):
-        return
+    filters."""
     yield {**knobs, "prefetch": True}
+    workload = space.workload
     dims = grid_dims(workload)
     if any(knobs.get(group_knob(workload, d)) for d in range(len(dims))):
         return
@@ -1292,35 +1289,6 @@ def _ahead(space: SearchSpace, knobs: dict[str, Any]) -> Iterator[dict[str, Any]
                 for d in range(len(dims))
             }
             yield {**knobs, **groups, "prefetch": True}
-
-
-def _prefetch_fits(workload: Any, knobs: Mapping[str, Any], cache_bytes: int) -> bool:
-    """Whether every input the ``prefetch`` knob is offered for keeps the
-    block a work-group reads (its register blocks along the spatial axes it
-    indexes, whole along the reduce ones) in ``cache_bytes`` beside the next
-    group's, so that the prefetched lines need not evict the ones in use.
-    ResNet-18's 512-channel 3 x 3 convolutions on 7 x 7, in blocks of 32
-    filters, read 576 KiB of filters a group, twice more than a Zen 5
-    core's 1 MiB L2: their start ran 0.67-0.70 ms prefetching and 0.53-0.54
-    without (the search found 0.47 for one of them prefetching with its
-    reduce loop unrolled twice: the rule picks the safer start, not the
-    best kernel); the 256-channel ones (288 KiB a group) keep their
-    prefetches. BERT's FFN matmul reads a 96 KiB panel of its weights a
-    group, and prefetching it took 1.91 ms against 2.47 on a Xeon."""
-    for name in prefetch_worth(workload, cache_bytes):
-        buf = workload.buffer(name)
-        elements = 1
-        for index in buf.indices:
-            if not isinstance(index, Var):
-                continue
-            axis = workload.axes[index.index]
-            if axis.kind == "reduce":
-                elements *= axis.extent
-            else:
-                elements *= min(axis.extent, int(knobs.get(block_knob(workload, index.index), 1)))
-        if 2 * elements * dtype_bytes(buf.dtype) > cache_bytes:
-            return False
-    return True
 
 
 _CONVERSION_KINDS = (

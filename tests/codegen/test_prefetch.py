@@ -126,23 +126,6 @@ def test_the_derived_start_prefetches_and_the_rules_refuse_what_cannot(env: Env)
     assert standard_candidates(SearchSpace(small, info), 1)[0].knob("prefetch") is False
 
 
-def test_a_start_prefetches_only_a_block_that_fits_the_cache_twice(env: Env) -> None:
-    """ResNet-18's last convolutions: 9 MiB of filters, of which a group of
-    the start reads ``block.f`` filters whole; prefetching the next group's
-    block is offered, and started from, only where both fit the cache."""
-    workload = ops.conv2d(1, 512, 7, 7, 512, 3, 1, 1)
-
-    def first(cache: int) -> Candidate:
-        info = dataclasses.replace(_info(env), cache_size=cache)
-        return standard_candidates(SearchSpace(workload, info), 1)[0]
-
-    block = first(CACHE).knob("block.f") * 512 * 3 * 3 * 4  # bytes of filters a group reads
-    assert 2 * block < workload.buffer("W").nbytes  # the knob is offered either way
-    fits, spills = first(2 * block), first(2 * block - 4)
-    assert fits.knob("prefetch") is True and fits.knob("block.f") * 512 * 9 * 4 == block
-    assert spills.knob("prefetch") is False and spills.knob("block.f") * 512 * 9 * 4 == block
-
-
 @pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes(), _conv()])
 def test_the_prefetches_cover_the_next_block(env: Env, workload: Workload) -> None:
     """Every line of the next work-group's block is prefetched by some item:
