@@ -22,7 +22,9 @@ import pytest
 from laytune import ops
 from laytune.codegen import _kernel as kernel_module
 from laytune.codegen import lower
+from laytune.codegen._loads import buffer_accesses
 from laytune.codegen._nest import plan_nest
+from laytune.codegen._prefetch import block_is_one_run
 from laytune.device_info import DeviceInfo
 from laytune.layout import panel as panel_layout
 from laytune.layout import texture
@@ -147,6 +149,42 @@ def test_the_prefetches_cover_the_next_block(env: Env, workload: Workload) -> No
         }
         assert taken == set(range(plan.touches))
         assert plan.step * plan.touches == plan.block * steps  # the block over the whole reduction
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [ops.matmul(64, 1024, 1024), ops.matmul(64, 1536, 1024), _two_reduce_axes(), _conv()],
+)
+def test_a_block_is_walked_by_address_where_a_full_pass_finds_one_run(
+    env: Env, workload: Workload
+) -> None:
+    """The symbolic test of the prefetched blocks agrees with the offsets of
+    every element of every block a group may prefetch (each multiple of the
+    register block, and the last group's own, clamped to the end): a packed
+    panel whose columns split into whole blocks (1536) is one run per block,
+    as are the convolution's blocked filters, and their prefetches add the
+    line to the block's first offset with no division per line; 1024
+    columns in blocks of 48 end in a block that straddles two panels."""
+    info = _info(env)
+    start = standard_candidates(SearchSpace(workload, info), 1)[0]
+    nest = plan_nest(workload, complete_knobs(workload, start.knob_map), start.layout_map, {}, 64)
+    (plan,) = nest.prefetch
+    buf = workload.buffer(plan.buffer)
+    layout = start.layout_map[plan.buffer]
+    offsets = np.asarray(layout.index_map.flat_offsets(layout.shape)).reshape(buf.shape)
+    along = [e.index for e in buf.indices].index(plan.along)  # type: ignore[attr-defined]
+    extent = buf.shape[along]
+    firsts = {*range(0, extent - plan.block + 1, plan.block), extent - plan.block}
+    blocks = [np.take(offsets, range(f, f + plan.block), axis=along) for f in sorted(firsts)]
+    runs = all(np.ptp(b) + 1 == b.size for b in blocks)
+    assert block_is_one_run(workload, buffer_accesses(nest)[plan.buffer], plan) is runs
+    compute = next(
+        k for k in lower(workload, start, info).source.split("__kernel") if "_compute(" in k
+    )
+    assert "__builtin_prefetch(" in compute
+    assert (f"{plan.buffer}_at % " not in compute) is runs
+    if workload.key == ops.matmul(64, 1536, 1024).key or workload.name == "conv2d":
+        assert runs  # what the address walk is for
 
 
 @pytest.mark.parametrize("workload", [ops.matmul(64, 1024, 1024), _two_reduce_axes(), _conv()])
