@@ -17,11 +17,13 @@ from laytune.codegen import GENERIC_DEVICE, lower
 from laytune.exceptions import LayoutRejectedError
 from laytune.space import Candidate, SearchSpace, SpaceOptions, check_candidate, staging_plan
 from tests.codegen.harness import (
+    Env,
     RandomTrial,
     StagingTrial,
     VectorTrial,
     choice_pairs,
     pairwise_cover,
+    run,
 )
 
 # a device with tighter limits than GENERIC_DEVICE: 128 work-items, 4 KiB of local memory
@@ -239,6 +241,22 @@ def test_every_dtype_and_family_the_space_suggests_lowers(workload: ops.Workload
         space = SearchSpace(workload, device)
         trial = VectorTrial(seed) if seed % 2 else RandomTrial(seed)
         _lowers_everything(workload, space, [space.suggest(trial), space.identity()])
+
+
+def test_a_float16_texture_is_read_as_floats_and_transposes_exactly(env: Env) -> None:
+    """A half texture's texels come in as floats (``read_imagef``): the
+    kernel computes in float32, and a transpose through it loses nothing."""
+    workload = ops.transpose((64, 96), (1, 0), "float16")
+    space = SearchSpace(workload, env.info)
+    textures = [lay for lay in space.layouts("X") if lay.image_rank == 2]
+    assert textures
+    x = np.random.default_rng(0).standard_normal((64, 96)).astype(np.float16)
+    for layout in textures:
+        candidate = _with(space.identity(), layouts={"X": layout})
+        program = lower(workload, candidate, env.info)
+        assert "read_imagef(" in program.source and "read_imageh(" not in program.source
+        out, _ = run(env, program, {"X": x})
+        np.testing.assert_array_equal(out["Y"], x.T)
 
 
 def test_float16_textures_are_offered_and_lowered() -> None:
