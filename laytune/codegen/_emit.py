@@ -341,9 +341,10 @@ class BufferAccess:
         if self.memory == "image2d":
             return self._image_load(indices, scope, width)
         offset = scope.c(self.flat_offset(indices))
-        text = f"vload{width}(0, {pointer(self.c_name, offset)})"
         if width == 1:
             text = f"{self.c_name}[{offset}]"
+        else:
+            text = f"vload{width}(0, {pointer(self.c_name, offset)})"
         return widened(self.dtype, text, width) if self.widen else text
 
     def _image_load(self, indices: Sequence[Expr], scope: Scope, width: int) -> str:

@@ -55,8 +55,9 @@ def _rank(w: Writer, plan: Prefetch) -> str:
     return " + ".join(terms) if len(terms) == 1 else f"({' + '.join(terms)})"
 
 
-def _one(w: Writer, plan: Prefetch, counter: str, n: int) -> list[str]:
-    """The prefetches of ``plan`` after a pass of ``n`` reduce steps: one
+def _one(w: Writer, plan: Prefetch, run: bool, counter: str, n: int) -> list[str]:
+    """The prefetches of ``plan`` (``run``: its blocks are runs of memory,
+    :func:`block_is_one_run`) after a pass of ``n`` reduce steps: one
     under the counter's test where ``n`` divides ``every``; ``n / every``
     times ``per`` of them, untested, where ``every`` divides ``n`` (the
     counter then meets a multiple of ``every`` at every pass)."""
@@ -67,11 +68,11 @@ def _one(w: Writer, plan: Prefetch, counter: str, n: int) -> list[str]:
     if n % plan.every == 0:
         out = []
         for r in range(n // plan.every * plan.per):
-            lines = _lines(w, plan, f"{taken} + {r}" if r else taken)
+            lines = _lines(w, plan, run, f"{taken} + {r}" if r else taken)
             out += ["{", *(f"    {line}" for line in lines), "}"]
         return out
     assert plan.every % n == 0, (plan.every, n)
-    lines = _lines(w, plan, taken)
+    lines = _lines(w, plan, run, taken)
     return [f"if (({counter} & {plan.every - 1}) == 0) {{", *(f"    {line}" for line in lines), "}"]
 
 
@@ -111,8 +112,9 @@ def block_is_one_run(workload: Workload, access: BufferAccess, plan: Prefetch) -
     return scope.bounds(scope.simplify(offset - start)) == (0, count - 1)
 
 
-def _lines(w: Writer, plan: Prefetch, taken: str) -> list[str]:
-    """The prefetch of the ``taken``-th share of the work-item's part of the block."""
+def _lines(w: Writer, plan: Prefetch, run: bool, taken: str) -> list[str]:
+    """The prefetch of the ``taken``-th share of the work-item's part of the
+    block; with ``run``, the line ``taken`` shares into the block's run."""
     scope, workload = w.scope, w.nest.workload
     buf = workload.buffer(plan.buffer)
     extent = workload.axes[plan.along].extent
@@ -128,9 +130,7 @@ def _lines(w: Writer, plan: Prefetch, taken: str) -> list[str]:
         w.grid.base[k] if a.kind == "spatial" else Var(k) for k, a in enumerate(workload.axes)
     ]
     values[plan.along] = Var(along.index)
-    if block_is_one_run(
-        workload, w.accesses[plan.buffer], plan
-    ):  # the line ``at`` elements into the block's run
+    if run:
         lines.append(f"const int {scope.name(along)} = {next_block};")
         for k in plan.reduce:
             values[k] = Const(0)
@@ -168,9 +168,11 @@ def prefetch_lines(w: Writer) -> tuple[list[str], Callable[[int], list[str]] | N
     if not plans:
         return [], None
     counter = w.scope.name(w.scope.var("ahead", 0, 0))
+    # decided once per input: every pass writes its prefetches again
+    runs = [(p, block_is_one_run(w.nest.workload, w.accesses[p.buffer], p)) for p in plans]
 
     def after(n: int) -> list[str]:
-        step = [line for plan in plans for line in _one(w, plan, counter, n)]
+        step = [line for plan, run in runs for line in _one(w, plan, run, counter, n)]
         return [*step, f"++{counter};" if n == 1 else f"{counter} += {n};"]
 
     return [f"int {counter} = 0;  /* reduce steps so far: when to prefetch */"], after
