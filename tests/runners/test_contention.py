@@ -26,7 +26,6 @@ from laytune.space import Candidate
 
 pytestmark = pytest.mark.xdist_group("runners")
 
-CONFIG = MeasureConfig(warmup=1, repeats=4, measure_conversions=False)
 SECOND = 1_000_000  # microseconds
 
 
