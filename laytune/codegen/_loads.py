@@ -214,9 +214,9 @@ def value_text(w: Writer, v: Value, names: Mapping[str, tuple[str, int]]) -> tup
     op = VALUE_OPS[v.op]
     if op.function is None:
         return op.text(a, b), max(aw, bw)
-    if bw > aw:  # fmax(gentype, scalar) exists, fmax(scalar, gentype) does not
+    if bw > aw:  # max(gentype, scalar) exists, max(scalar, gentype) does not
         a, b = b, a
-    return f"f{op.function}({a}, {b})", max(aw, bw)
+    return f"{op.function}({a}, {b})", max(aw, bw)  # not fmax: see ops.Reduction
 
 
 def widen(w: Writer, text: str, width: int, to: int) -> str:

@@ -24,9 +24,17 @@ class Reduction:
     ``acc``: the accumulator's initial value, and what padding must hold for
     a kernel to overcompute over it. ``c_combine`` is the OpenCL C update of
     an accumulator, a format string over ``acc`` and ``value`` (the value may
-    be a scalar while the accumulator is a vector: ``fmax(gentype,
+    be a scalar while the accumulator is a vector: ``max(gentype,
     sgentype)`` exists, ``+`` broadcasts). ``numpy`` combines arrays in
     place for the reference.
+
+    ``max`` and ``min`` are OpenCL C's common functions, not ``fmax`` and
+    ``fmin``: one vector instruction on a CPU (``vmaxps``), where ``fmax``
+    adds the tests that make it return the number beside a NaN. A NaN
+    among the terms gives an undefined result, as x86's ``maxps`` and ONNX
+    Runtime's pooling do, where numpy's reference propagates it. On the
+    3 x 3 max pool of ResNet-18's stem (1 x 64 x 112 x 112, 16-channel
+    blocks) a hand kernel took 0.021 ms so and 0.051 with ``fmax``.
     """
 
     name: str
@@ -41,8 +49,8 @@ class Reduction:
 
 REDUCTIONS: dict[str, Reduction] = {
     "sum": Reduction("sum", 0.0, "{acc} + {value}", np.add),
-    "max": Reduction("max", -math.inf, "fmax({acc}, {value})", np.maximum),
-    "min": Reduction("min", math.inf, "fmin({acc}, {value})", np.minimum),
+    "max": Reduction("max", -math.inf, "max({acc}, {value})", np.maximum),
+    "min": Reduction("min", math.inf, "min({acc}, {value})", np.minimum),
 }
 """Every reduction a statement may use, by name: ``+=`` is ``sum``, and a
 one-argument call of a name here (``Y[i] = min(X[i, j])``) reduces with it.
