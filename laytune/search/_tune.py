@@ -552,12 +552,13 @@ def _proposal_order(job: Job, opts: TuneOptions) -> Iterator[Candidate]:
     if job.strategy == "exhaustive":
         return iter([*forced, *space.enumerate()])
     if isinstance(job.workload, ConversionWorkload):  # a few: the sampler finds the rest
-        forced += conversion_starts(space, trials // 8 if opts.starts is None else opts.starts)
+        starts = conversion_starts(space, trials // 8 if opts.starts is None else opts.starts)
     else:
         starts = standard_candidates(space, trials // 4 if opts.starts is None else opts.starts)
-        forced += with_held_layouts(space, job.boundary, starts)
+        starts = with_held_layouts(space, job.boundary, starts)
+    forced += starts
     if job.strategy == "model":
-        return itertools.chain(forced, ModelProposals(job, opts.seed, opts.batch))
+        return itertools.chain(forced, ModelProposals(job, opts.seed, opts.batch, leads=starts))
     return iter(forced)
 
 

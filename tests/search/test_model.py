@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import laytune
@@ -31,7 +32,8 @@ from laytune.search import (
     transfer_observations,
 )
 from laytune.search._model import OTHER_OPERATOR, OTHER_SHAPE
-from laytune.search._model_search import ModelProposals
+from laytune.search._model_search import ModelProposals, _Draw, _ordered
+from laytune.search._strategies import _replayed
 from laytune.space import SearchSpace, SpaceOptions
 from tests.search import worker
 
@@ -179,6 +181,74 @@ def test_an_untrained_batch_draws_only_what_it_proposes(space: SearchSpace) -> N
     calls.clear()
     search.propose(8)
     assert len(calls) >= 96 - 8  # trained: a whole pool is drawn and ranked
+
+
+def _asked(space: SearchSpace, candidate) -> tuple[dict, dict]:
+    """The params ``space.suggest`` asks to give ``candidate``, and their choices."""
+    replayed = _replayed(space, candidate)
+    assert replayed is not None
+    return replayed[0].params, replayed[0].choices
+
+
+def test_a_step_moves_one_size_to_a_value_beside_its_own(space: SearchSpace) -> None:
+    search = ModelSearch(space, seed=0, pool=64)
+    parent = next(c for c in (search.draw() for _ in range(200)) if c.knob("block.j") == 2)
+    params, choices = _asked(space, parent)
+    steps = search.steps(parent)
+    assert steps and len({c.key for c in steps}) == len(steps)
+    moved = set()
+    for step in steps:
+        other, _ = _asked(space, step)
+        changed = [name for name in params if other.get(name) != params[name]]
+        assert len(changed) == 1, changed
+        (name,) = changed
+        assert _ordered(choices[name])
+        assert abs(choices[name].index(other[name]) - choices[name].index(params[name])) == 1
+        moved.add((name.split("|")[0], other[name]))
+    assert ("block.j", 1) in moved and ("block.j", 4) in moved  # both sides of 2
+
+
+def test_a_neighbour_of_a_size_is_often_the_value_beside_it(space: SearchSpace) -> None:
+    """A re-drawn size takes a value beside the parent's half the time (and a
+    uniform draw otherwise); a choice of names stays a uniform draw."""
+    rng = np.random.default_rng(0)
+    sizes = [1, 2, 4, 8, 16, 32]
+    beside = sum(
+        _Draw(rng, {"block.j": 4}, change=0).suggest_categorical("block.j", sizes) in (2, 8)
+        for _ in range(400)
+    )
+    assert 0.5 < beside / 400 < 0.75  # 1/2 stepped, plus 1/3 of the uniform half
+    names = ["a", "b", "c", "d"]
+    drawn = {_Draw(rng, {"o": "b"}, change=0).suggest_categorical("o", names) for _ in range(64)}
+    assert drawn == set(names)
+    assert not _ordered([True, False]) and not _ordered([4, 2, 1]) and _ordered([1, 2, 4])
+
+
+def test_a_first_batch_steps_from_the_first_lead(space: SearchSpace) -> None:
+    """Before anything is measured (the starts in flight), a batch is the
+    steps of the first start, the best guess, and one uniform draw."""
+    probe = ModelSearch(space, seed=0, pool=64)
+    lead = next(c for c in (probe.draw() for _ in range(200)) if c.knob("block.j") == 2)
+    search = ModelSearch(space, seed=4, pool=96, leads=[lead])
+    steps = {c.key for c in search.steps(lead)}
+    batch = search.propose(8)
+    assert len(batch) == 8 and len({c.key for c in batch}) == 8
+    taken = min(7, len(steps))
+    assert {c.key for c in batch[:taken]} <= steps
+    assert search.explored == batch[taken:]
+
+
+def test_a_trained_batch_steps_from_the_fastest_measured(space: SearchSpace) -> None:
+    search = ModelSearch(space, seed=5, pool=96)
+    _synthetic(search, 24)
+    incumbent = search.incumbent()
+    fastest = min((s, c.key) for c, s in search.observed.values() if s is not None)
+    assert incumbent is not None and incumbent.key == fastest[1]
+    steps = {c.key for c in search.steps(incumbent)} - set(search.observed)
+    batch = search.propose(8)
+    stepped = [c for c in batch[:4] if c.key in steps]
+    assert len(stepped) == min(4, len(steps))
+    assert not {c.key for c in batch} & set(search.observed)
 
 
 def test_a_short_job_ranks_a_pool_in_proportion_to_its_budget(space: SearchSpace) -> None:
