@@ -31,7 +31,7 @@ from laytune.exceptions import LaytuneError, ModelFallbackWarning
 from laytune.ops import from_key
 from laytune.search._features import candidate_features
 from laytune.search._model import OTHER_OPERATOR, OTHER_SHAPE, CostModel, Observation
-from laytune.search._strategies import params_of
+from laytune.search._strategies import _replayed, params_of
 from laytune.space import Candidate, SearchSpace
 
 __all__ = ["ModelProposals", "ModelSearch", "pool_for", "transfer_observations"]
@@ -187,8 +187,6 @@ class ModelSearch:
         """``parent`` with one size (:func:`_ordered`: a block, an unroll, a
         split, a vector width) moved to a value beside its own, each such
         move once, in the order the space asks its params."""
-        from laytune.search._strategies import _replayed
-
         replayed = _replayed(self.space, parent)
         if replayed is None:
             return []

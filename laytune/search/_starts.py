@@ -734,25 +734,59 @@ def _step_registers(columns: int, vectors: int) -> int:
     return columns * vectors + min(columns, vectors) + 1
 
 
+# What one core issues a cycle behind a window's block, as x86 cores since
+# Haswell do: two vector FMAs, about one and a half vector loads beside them
+# (two load ports), 32 bytes from the cache level below the first (the
+# filters of a step, streamed: a 3 x 3 window over 64 channels holds 147 KiB
+# of them for 64 filters), and an FMA's result usable 5 cycles after it
+# issues (4 on Zen and Skylake, plus the dependent add's forwarding).
+_FMAS_PER_CYCLE = 2.0
+_LOADS_PER_CYCLE = 1.5
+_STREAM_BYTES_PER_CYCLE = 32.0
+_FMA_LATENCY = 5.0
+
+
+def _block_cycles(columns: int, vectors: int, lanes: int) -> float:
+    """Cycles per FMA of a window's block of ``columns`` by ``vectors``
+    vectors of ``lanes`` floats: the slowest of the FMAs' issue, the
+    operand loads' (:func:`_operand_loads`), the filters' stream (a vector
+    per vector of filters each step, read by ``columns`` FMAs) and the
+    accumulators' latency (each waits for its own last FMA)."""
+    fmas = columns * vectors
+    return max(
+        1 / _FMAS_PER_CYCLE,
+        (columns + vectors) / fmas / _LOADS_PER_CYCLE,
+        lanes * 4 / columns / _STREAM_BYTES_PER_CYCLE,
+        _FMA_LATENCY / fmas,
+    )
+
+
 def _window_block(lanes: int, width: int, vectors: int, offered: Sequence[int]) -> tuple[int, int]:
     """The block of a window's derived start: (columns, vectors of filters)
-    with the fewest :func:`_operand_loads`, ties the more accumulators,
-    among those whose accumulators the register block holds
+    with the fewest cycles per FMA (:func:`_block_cycles`), weighed by the
+    columns the last block wastes past the row's end (as in
+    :func:`_operand_loads`), ties the fewest operand loads, then the more
+    accumulators, among those whose accumulators the register block holds
     (:func:`~laytune.device_info.block_registers`) and whose step the
     register file holds (:func:`_step_registers`). Columns and filters
     (vectors by lanes) are values of the block knob, vectors powers of two
-    up to ``vectors``. AVX2's 16 registers: 3 columns by 4 vectors (7
-    loads per 12 FMAs, where the power-of-two 4 x 2 took 6 per 8), as
-    ONNX Runtime's NCHWc kernels block. On a Zen 3 host (warm,
-    interleaved, 12 rounds) conv2d (1, 128, 28, 28) x 128 3 x 3 took
-    1.82 ms in 3 x 4 where the 4 x 2 start took 2.19-2.57, (1, 64, 56,
-    56) x 64 1.68 against 1.89-2.02, and the 33-wide (1, 96, 33, 33) x
-    160 2.16 against 3.06-3.26. AVX-512's 32 registers: 6 by 4 (10 loads
-    per 24 FMAs), derived, not measured; the power-of-two 4 x 4 it
-    replaces took 0.71 ms on the 56-wide conv where 2 x 4 took 0.84 on
-    the AVX-512 host."""
+    up to ``vectors``.
+
+    Once the FMAs bound a block, fewer loads buy nothing and a wasted
+    column costs its share. AVX-512 on 56- and 28-wide rows: 4 columns by
+    4 vectors. On 2 Zen 5 cores conv2d (1, 64, 56, 56) x 64 3 x 3 took
+    0.478 ms so where the 6 x 4 the fewest loads chose (its last block 2
+    of 6 columns) took 0.499; 2 x 4 took 0.92 and 3 x 4 0.64, bound by
+    the filters' stream (32 and 21 bytes per FMA); 14 x 1 0.66, bound by
+    its loads (15 per 14 FMAs); 7 x 2 and 8 x 2 0.50 (interleaved, cold).
+    AVX2's 16 registers: 3 columns by 4 vectors, as ONNX Runtime's NCHWc
+    kernels block; 4 x 2 waits on its 8 accumulators. On a Zen 3 host
+    (warm, interleaved, 12 rounds) conv2d (1, 128, 28, 28) x 128 3 x 3
+    took 1.82 ms in 3 x 4 where 4 x 2 took 2.19-2.57, (1, 64, 56, 56) x 64
+    1.68 against 1.89-2.02, and the 33-wide (1, 96, 33, 33) x 160 2.16
+    against 3.06-3.26."""
     file = vector_registers(lanes)
-    best: tuple[float, int, int, int] | None = None
+    best: tuple[float, float, int, int, int] | None = None
     v = 1
     while v <= vectors and v * lanes in offered:
         for c in offered:
@@ -760,10 +794,12 @@ def _window_block(lanes: int, width: int, vectors: int, offered: Sequence[int]) 
                 continue
             if _step_registers(c, v) > file:
                 continue
-            key = (_operand_loads(c, v, width), -c * v, c, v)
+            waste = -(-width // c) * c - width
+            cycles = _block_cycles(c, v, lanes) * (1 + _WASTE_WEIGHT * waste / width)
+            key = (cycles, _operand_loads(c, v, width), -c * v, c, v)
             best = key if best is None or key < best else best
         v *= 2
-    return (1, 1) if best is None else (best[2], best[3])
+    return (1, 1) if best is None else (best[3], best[4])
 
 
 def _window_blocks(space: SearchSpace, form: Window) -> list[tuple[float, float, int, float, bool]]:

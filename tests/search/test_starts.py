@@ -21,8 +21,8 @@ from laytune.layout import block, identity, panel
 from laytune.ops import Workload
 from laytune.search import _starts, _structure, params_of, standard_candidates
 from laytune.search._starts import (
+    _block_cycles,
     _blocked_twice,
-    _operand_loads,
     contraction_blocks,
     simd_lanes,
 )
@@ -198,9 +198,9 @@ def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
 @pytest.mark.parametrize(
     ("lanes", "height", "filters", "columns"),
     [
-        (16, 56, 64, 6),
-        (16, 13, 64, 4),
-        (16, 28, 64, 6),
+        (16, 56, 64, 4),
+        (16, 13, 32, 7),
+        (16, 28, 64, 4),
         (16, 30, 64, 6),
         (8, 56, 32, 3),
         (8, 28, 32, 3),
@@ -208,18 +208,19 @@ def test_a_user_defined_depthwise_convolution_vectorises_its_channels() -> None:
         (8, 16, 32, 3),
     ],
 )
-def test_a_windows_block_loads_the_fewest_operands_per_fma_the_registers_allow(
+def test_a_windows_block_takes_the_fewest_cycles_per_fma_the_registers_allow(
     lanes: int, height: int, filters: int, columns: int
 ) -> None:
     """The derived block: columns by vectors of filters with the fewest
-    operand loads per FMA (a broadcast per column and the vectors per step
-    of the channels), a column past the row's end counted against it, within
-    the register block and with the step's operands in the register file.
-    AVX2: 3 columns by 4 vectors, 12 accumulators, 7 loads per 12 FMAs (as
-    ONNX Runtime blocks; measured faster than the 4 x 2 it replaced on the
-    56-, 28- and 33-wide rows); AVX-512: 6 by 4, 24 of its 28 (7 x 4
-    would need 33 registers), except on 13 columns, where 6 would waste
-    five and 4 x 4 wastes three."""
+    cycles per FMA (FMAs, operand loads, the filters' stream, the
+    accumulators' latency), a column past the row's end counted against it,
+    within the register block and with the step's operands in the register
+    file. AVX2: 3 columns by 4 vectors, 12 accumulators (as ONNX Runtime
+    blocks; measured faster than 4 x 2, which waits on its 8 accumulators,
+    on the 56-, 28- and 33-wide rows); AVX-512: 4 by 4, bound by its FMAs
+    with none wasted on 56- and 28-wide rows (measured faster there than
+    the 6 x 4 that loads fewer operands), 6 by 4 on 30 columns, which 4
+    would overrun by two, and 7 by 2 on 13, which wastes one column."""
     conv = ops.conv2d(1, 64, height, height, 64, 3, padding=1)
     first = standard_candidates(SearchSpace(conv, written_cpu(lanes)), 1)[0]
     assert (first.knob("block.f"), first.knob("block.ow"), first.knob("vector")) == (
@@ -240,8 +241,12 @@ def test_a_windows_block_loads_the_fewest_operands_per_fma_the_registers_allow(
         and c * vectors + min(c, vectors) + 1 <= vector_registers(lanes)
     ]
     assert columns in held
-    loads = _operand_loads(columns, vectors, height)
-    assert all(loads <= _operand_loads(c, vectors, height) for c in held)
+
+    def cycles(c: int) -> float:
+        waste = -(-height // c) * c - height
+        return _block_cycles(c, vectors, lanes) * (1 + 2 * waste / height)
+
+    assert all(cycles(columns) <= cycles(c) for c in held)
 
 
 def test_the_filters_run_only_where_they_tile_the_filters() -> None:
@@ -259,8 +264,8 @@ def test_the_filters_run_only_where_they_tile_the_filters() -> None:
     ("height", "stride", "filters", "columns", "then"),
     [
         (14, 1, 16, 14, (32, 14)),
-        (7, 1, 32, 7, (64, 4)),
-        (14, 2, 32, 7, (64, 4)),
+        (7, 1, 32, 7, (16, 7)),
+        (14, 2, 32, 7, (16, 7)),
         (16, 1, 16, 16, (64, 4)),
     ],
 )
@@ -271,7 +276,8 @@ def test_a_padded_window_whose_row_fits_the_accumulators_leads_with_the_whole_ro
     so the window's edge tests are on constant columns; the vectors of
     filters fill the rest of the 16 accumulators (14 x 1, 7 x 2). The
     derived block follows it (on 14 columns, two vectors of the whole row:
-    16 loads per 28 FMAs)."""
+    16 loads per 28 FMAs); on 7, where the derived block is the whole row
+    itself, the table's next block does (one vector by 7)."""
     conv = ops.conv2d(1, 64, height, height, 64, 3, stride=stride, padding=1)
     space = SearchSpace(conv, written_cpu())
     first, *rest = standard_candidates(space, 4)
