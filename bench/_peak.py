@@ -203,3 +203,29 @@ def read_peak(
         else:
             clock = Factor(None, "the device reports max_clock_frequency 0")
     return Peak(units, width, fma, clock)
+
+
+def add_peak_arguments(parser: Any) -> None:
+    """The flags that override a factor of the peak (:func:`peak_from_arguments`)."""
+    parser.add_argument("--compute-units", type=int, help="override the device's compute units")
+    parser.add_argument("--simd-lanes", type=int, help="override the device's float SIMD width")
+    parser.add_argument(
+        "--fma-units", type=int, help=f"FMA units per core (default {DEFAULT_FMA_UNITS})"
+    )
+    parser.add_argument(
+        "--clock-ghz",
+        type=float,
+        help="override the device's clock (a CPU's runtime lists its base clock; "
+        "the cores run boosted)",
+    )
+
+
+def peak_from_arguments(cl_device: Any, args: Any) -> Peak:
+    """:func:`read_peak` of ``cl_device`` with the flags of :func:`add_peak_arguments`."""
+    return read_peak(
+        cl_device,
+        compute_units=args.compute_units,
+        lanes=args.simd_lanes,
+        fma_units=args.fma_units,
+        clock_ghz=args.clock_ghz,
+    )

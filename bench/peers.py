@@ -83,7 +83,7 @@ import numpy as np
 from bench import _report
 from bench._clblast import CLBlast
 from bench._convolution import OnnxRuntimeConv, im2col_conv, reference_conv
-from bench._peak import DEFAULT_FMA_UNITS, Peak, read_peak
+from bench._peak import Peak, add_peak_arguments, peak_from_arguments
 from bench.conversions import tuned_copy
 from laytune import layout as L
 from laytune import ops
@@ -863,12 +863,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="M,N,K",
         help="the matmul cases instead of the standard ones (repeatable): 4096,4096,4096",
     )
-    parser.add_argument("--compute-units", type=int, help="override the device's compute units")
-    parser.add_argument("--simd-lanes", type=int, help="override the device's float SIMD width")
-    parser.add_argument(
-        "--fma-units", type=int, help=f"FMA units per core (default {DEFAULT_FMA_UNITS})"
-    )
-    parser.add_argument("--clock-ghz", type=float, help="override the device's clock")
+    add_peak_arguments(parser)
     parser.add_argument("--out", type=Path, help=f"markdown file (bench/results/{RESULT_NAME})")
     args = parser.parse_args(argv)
 
@@ -888,13 +883,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     device = default_device()
     cl_device = device.open()
-    peak = read_peak(
-        cl_device,
-        compute_units=args.compute_units,
-        lanes=args.simd_lanes,
-        fma_units=args.fma_units,
-        clock_ghz=args.clock_ghz,
-    )
+    peak = peak_from_arguments(cl_device, args)
     blas, runtime = CLBlast(), OnnxRuntimeConv()
     skipped = [
         s for s in (blas.skipped, runtime.missing and f"ONNX Runtime: {runtime.missing}") if s

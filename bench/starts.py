@@ -1,6 +1,7 @@
 """The derived starts, untuned, beside the peers on shapes nobody fitted them to.
 
     python -m bench.starts [--match TEXT] [--rounds N] [--repeats N] [--out PATH]
+                           [--clock-ghz F] [--fma-units N] [--simd-lanes N] [--compute-units N]
 
 A tuning job measures the derived starts first, and a plan that nobody tuned
 runs them as they are (``bench.models``' untuned row), so how close the first
@@ -31,7 +32,7 @@ import numpy as np
 
 from bench import _report
 from bench._convolution import OnnxRuntimeConv
-from bench._peak import Peak, read_peak
+from bench._peak import Peak, add_peak_arguments, peak_from_arguments
 from bench.peers import EndToEnd, HostFlush, measure, relative_error, remeasuring_all
 from laytune import ops
 from laytune.codegen import lower
@@ -240,10 +241,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds ({ROUNDS})")
     parser.add_argument("--repeats", type=int, default=REPEATS, help=f"timed calls ({REPEATS})")
     parser.add_argument("--out", type=Path, help=f"markdown file (bench/results/{RESULT_NAME})")
+    add_peak_arguments(parser)
     given = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(given)
     device = default_device()
-    peak = read_peak(device.open())
+    peak = peak_from_arguments(device.open(), args)
     chosen = [c for c in cases() if args.match is None or args.match in c.label]
     table: list[list[str]] = []
     started = time.perf_counter()

@@ -1,7 +1,8 @@
 """Operators users define themselves, tuned with the default job, beside ONNX Runtime and numpy.
 
     python -m bench.user_ops [--quick] [--trials N] [--timeout S] [--repeats N] [--rounds N]
-                             [--match TEXT] [--out FILE]
+                             [--match TEXT] [--out FILE] [--clock-ghz F] [--fma-units N]
+                             [--simd-lanes N] [--compute-units N]
 
 Each workload is written here with ``Workload.define`` (no constructor of
 ``laytune.ops`` knows it), tuned by ``laytune.tune`` with the default
@@ -58,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from bench import _report
-from bench._peak import Peak, read_peak
+from bench._peak import Peak, add_peak_arguments, peak_from_arguments
 from bench.peers import (
     Budget,
     Case,
@@ -502,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--match", help="only the workloads whose label holds this text")
     parser.add_argument("--out", type=Path, help=f"markdown file (bench/results/{RESULT_NAME})")
+    add_peak_arguments(parser)
     args = parser.parse_args(argv)
     budget = Budget(
         args.trials or (QUICK_TRIALS if args.quick else TRIALS),
@@ -510,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     repeats = args.repeats or (QUICK_REPEATS if args.quick else REPEATS)
     rounds = args.rounds or (QUICK_ROUNDS if args.quick else ROUNDS)
     device = default_device()
-    peak = read_peak(device.open())
+    peak = peak_from_arguments(device.open(), args)
     ops = [op for op in user_ops() if args.match is None or args.match in op.case.label]
     rows: list[Row] = []
     summaries: list[list[str]] = []
