@@ -271,7 +271,10 @@ def _tune_jobs(
         return True
 
     with owned:
-        finished = tune_all()
+        try:
+            finished = tune_all()
+        except KeyboardInterrupt:  # a stop outside a job's own handling: between two
+            finished = False  # jobs, while one opens, or while the plan is made
     return ModelTuning(graph.name, device.name, db.safe_url, tuple(jobs), not finished)
 
 

@@ -429,6 +429,30 @@ def test_an_interrupted_workload_ends_the_models_tuning_with_130(
     assert "[2/2]" not in out.err
 
 
+def test_a_stop_between_two_jobs_ends_the_models_tuning_with_130(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C outside a job's own handling (the next job opening its space,
+    the plan of the conversions) ends the tuning as one inside a job does:
+    the summary of the jobs run, and 130."""
+    keys: list[str] = []
+
+    def stand_in(workload: Workload, device: object, **kwargs: object) -> object:
+        keys.append(workload.key)
+        if len(keys) > 1:
+            raise KeyboardInterrupt
+        return SimpleNamespace(stop_reason="trial budget (2) spent", measured=2, best=None)
+
+    monkeypatch.setattr(laytune.search, "tune", stand_in)
+    monkeypatch.chdir(tmp_path)
+    onnx.save(tiny_model(), tmp_path / "model.onnx")
+    assert main(["tune-model", "model.onnx", "--trials", "2", "--db", "sqlite:///t.db"]) == 130
+    assert len(keys) == 2
+    out = capsys.readouterr().out
+    assert "2 candidates measured (interrupted; every finished record is kept)" in out
+    assert f"{keys[0]}" in out and "stopped: trial budget (2) spent" in out
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_tune_model_with_130_keeping_its_records(tmp_path: Path) -> None:
     onnx.save(tiny_model(), tmp_path / "model.onnx")
@@ -441,7 +465,7 @@ def test_ctrl_c_stops_tune_model_with_130_keeping_its_records(tmp_path: Path) ->
         jobs.kill_all([job])
     assert job.returncode == 130, err
     assert "Traceback" not in err and "Traceback" not in out
-    assert "interrupted; every finished record is kept" in out
+    assert "interrupted; every finished record is kept" in out, err
     assert jobs.wait_for_session_end(job.pid, 10) == []
     assert jobs.integrity(db) == "ok"
     conv = tuned_workloads(from_onnx(tiny_model()))[0].workload.key  # with its bias and ReLU
