@@ -193,7 +193,8 @@ def replay_model(
 ) -> list[float]:
     """As :func:`replay_sampler`, for the model strategy (with the pool
     ``tune`` draws for ``budget`` trials unless ``pool`` says otherwise)."""
-    search = ModelSearch(space, seed, pool=pool_for(budget) if pool is None else pool)
+    size = pool_for(budget) if pool is None else pool
+    search = ModelSearch(space, seed, pool=size, leads=starts)
     forced = list({c.key: c for c in (space.identity(), *starts)}.values())[:budget]
     out = oracle.many(forced)
     for candidate, value in zip(forced, out, strict=True):
