@@ -1105,54 +1105,74 @@ def _transposed(
     """An element-wise statement whose input runs along another axis than
     its output (a transpose): every layout as it is, square tiles of full
     vectors read along ``across``, transposed in registers and stored along
-    ``inner``, in work-groups whose loads and stores are runs of whole
-    lines (:func:`_stream_group`); stored first with nontemporal stores (the
-    space holds them where the device's compiler has them and the vectors
-    are aligned), then plainly. On a 4096^2 transpose (Intel's CPU runtime, 2
-    Xeon cores with AVX-512) the 16 x 16 tile took 2.6-2.9 ms with
-    nontemporal stores in groups of 2-4 x 16-64 tiles, 3.5-3.8 ms in groups
-    one tile wide, 7.2 ms left to the driver, and 9.4-14 ms with plain stores,
-    against 1.9 ms for a copy of the same bytes."""
+    ``inner``, so that the output's rows are stored in runs of whole lines
+    (:data:`_RUN_LINES`): on a CPU each work-item stores its own runs (a
+    block of that many tiles along ``inner``, stored tile by tile), where
+    the work-items of a device's instruction run side by side, the run is a
+    work-group's (:func:`_stream_group`); stored first with nontemporal
+    stores (the space holds them where the device's compiler has them and
+    the vectors are aligned), then plainly. On a 4096^2 transpose (Intel's
+    CPU runtime, 2 Xeon cores with AVX-512) the 16 x 16 tile took 2.6-2.9
+    ms with nontemporal stores in groups of 2-4 x 16-64 tiles, 3.5-3.8 ms in
+    groups one tile wide, 7.2 ms left to the driver, and 9.4-14 ms with
+    plain stores, against 1.9 ms for a copy of the same bytes. On 2 Zen 5
+    cores the best such group took 1.6-1.7 ms, and a work-item of 4 tiles
+    along the output's rows in groups of 128 along ``across`` 1.24 (a
+    copy: 0.92-1.0)."""
     workload = space.workload
     if workload.axes[across].extent % lanes:
         return
     v, u = _named(workload, inner), _named(workload, across)
+    run = 1
+    line = space.device.cacheline_size
+    if space.device.lockstep_items() == 1 and line:
+        vector_bytes = lanes * dtype_bytes(workload.output.dtype)
+        run = _widest(
+            max(1, _RUN_LINES * line // vector_bytes), workload.axes[inner].extent // lanes
+        )
     knobs: dict[str, Any] = {
         "vector_axis": v,
         "vector": lanes,
         "vector_transpose": u,
-        f"block.{v}": lanes,
+        f"block.{v}": lanes * run,
         f"block.{u}": lanes,
-        **_stream_group(space, inner, across, lanes),
+        **_stream_group(space, inner, across, lanes, run),
     }
     base = dict(space.identity().layouts)
     yield base, {**knobs, "store": "nontemporal"}
     yield base, knobs
 
 
-# Lines per run of a work-group's stores along the output's rows: groups one
-# 16-float tile (one line) wide took 1.3x the time of groups 2 or 4 wide.
+# Lines per run of the output's rows stored together, by one work-item on a
+# CPU or a work-group's side by side: groups one 16-float tile (one line) wide
+# took 1.3x the time of groups 2 or 4 wide (2 Xeon cores); on 2 Zen 5 cores
+# work-items of 4 tiles along the rows took 1.24 ms where 2 took 1.62 and
+# groups of 4 one-tile items 1.6-1.7.
 _RUN_LINES = 4
 
 
-def _stream_group(space: SearchSpace, inner: int, across: int, lanes: int) -> dict[str, int]:
-    """Work-group extents for tiles of ``lanes`` x ``lanes`` along ``inner``
-    (NDRange dimension 0) and ``across`` (dimension 1): along ``inner`` as
-    many tiles as make runs of :data:`_RUN_LINES` cache lines of the
-    output's rows, along ``across`` as many more as make a group of half the
-    largest work-group the space offers, while the grid still holds two
-    groups per compute unit; powers of two that divide the tiles. Left to
-    the driver (``{}``) where the device does not say its cache line, or
-    where the axes are not NDRange dimensions 0 and 1."""
+def _stream_group(
+    space: SearchSpace, inner: int, across: int, lanes: int, run: int = 1
+) -> dict[str, int]:
+    """Work-group extents for work-items of ``run`` tiles of ``lanes`` x
+    ``lanes`` along ``inner`` (NDRange dimension 0) and one along ``across``
+    (dimension 1): along ``inner`` as many work-items as make runs of
+    :data:`_RUN_LINES` cache lines of the output's rows, along ``across`` as
+    many more as make a group of half the largest work-group the space
+    offers, while the grid still holds two groups per compute unit; powers
+    of two that divide the work-items. Left to the driver (``{}``) where the
+    device does not say its cache line, or where the axes are not NDRange
+    dimensions 0 and 1."""
     device, workload = space.device, space.workload
     dims = grid_dims(workload)
     if not device.cacheline_size or len(dims) < 2 or dims[0] != (inner,) or dims[1] != (across,):
         return {}
     vector_bytes = lanes * dtype_bytes(workload.output.dtype)
-    tiles = {k: workload.axes[k].extent // lanes for k in (inner, across)}
+    tiles = {inner: workload.axes[inner].extent // (lanes * run)}
+    tiles[across] = workload.axes[across].extent // lanes
     rest = math.prod(workload.axes[k].extent for k in (dims[2] if len(dims) > 2 else ()))
     items = min(device.max_work_group_size, _GROUP_LIMIT) // 2
-    gv = _widest(_RUN_LINES * device.cacheline_size // vector_bytes, tiles[inner])
+    gv = _widest(max(1, _RUN_LINES * device.cacheline_size // (vector_bytes * run)), tiles[inner])
     groups = tiles[inner] // gv * tiles[across] * rest // (2 * device.compute_units)
     gu = _widest(min(items // gv, groups), tiles[across])
     knobs = {group_knob(workload, dim): 1 for dim in range(len(dims))}

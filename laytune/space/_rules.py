@@ -120,7 +120,8 @@ at aligned positions or shares them across work-items: ``vector_transpose``,
 is scalar, one point per work-item. ``order_duplicates_logical``: following
 a buffer whose layout keeps the logical order is not offered.
 ``register_budget``: the register block holds at most the options'
-``max_block_points`` outputs. ``work_group_divides``: a work-group extent
+``max_block_points`` outputs (an element-wise statement that transposes
+chunks in registers holds one chunk: it stores each before the next is read). ``work_group_divides``: a work-group extent
 divides its NDRange dimension in a kernel of sub-group block reads
 (elsewhere the NDRange rounds up to whole work-groups and the items past the
 last block return at once). ``work_group_device_limit``: the device's
@@ -636,6 +637,9 @@ class BlockStep(Step):
                     )
                 )
         points = state.get("#blocks", 1) * value
+        if self.s.workload.reduction is None and state["vector_transpose"] and not extent:
+            # stored chunk by chunk as each is transposed: one chunk is held
+            points = state["vector"] * state["vector"]
         if points > self.s.max_block_points:
             out.append(
                 (

@@ -99,6 +99,31 @@ def test_blocks_of_several_chunks_and_tails(env: Env, n: int, block: int, shape)
     np.testing.assert_array_equal(outputs["Y"], inputs["X"].T)
 
 
+def test_a_block_of_chunks_stores_each_chunk_before_reading_the_next(env: Env) -> None:
+    """16 rows by 64 columns of the output: four 16 x 16 chunks side by side
+    along j. Each chunk's 16 stores follow its loads and shuffles, before the
+    next chunk's loads, so one chunk's vectors are live at a time (stored
+    after every load, the four chunks' 64 vectors spilled); the block is in
+    the space (the register budget counts one chunk), and the result exact,
+    tails included."""
+    for shape in ((128, 64), (80, 48)):  # 80 rows: the second block overshoots by 48
+        workload, candidate = _identity_transpose(16, 16, shape)
+        candidate = Candidate.make(candidate.layout_map, {**candidate.knob_map, "block.j": 64})
+        assert check_candidate(workload, candidate, env.info).ok
+        program = lower(workload, candidate, env.info)
+        kernel = program.source[program.source.index("_compute(") :].split("\n}")[0]
+        lines = kernel.splitlines()
+        loads = [k for k, line in enumerate(lines) if "vload16(0, X" in line]
+        stores = [k for k, line in enumerate(lines) if "vstore16(" in line]
+        assert len(loads) == len(stores) == 64
+        for chunk in range(3):  # its stores between its last load and the next chunk's first
+            mine = stores[16 * chunk : 16 * chunk + 16]
+            assert loads[16 * chunk + 15] < min(mine) and max(mine) < loads[16 * chunk + 16]
+        inputs = workload.make_inputs(3)
+        outputs, _ = run(env, program, inputs, build(env, program))
+        np.testing.assert_array_equal(outputs["Y"], inputs["X"].T)
+
+
 class TransposeTrial(RandomTrial):
     """A random trial steered to a vector axis and an in-register transpose
     wherever they are offered."""

@@ -555,17 +555,22 @@ def test_an_elementwise_statement_starts_from_full_vectors_in_rows(lanes: int, r
 
 
 @pytest.mark.parametrize(
-    ("shape", "perm", "group"),
-    [((256, 512), None, {"group.j": 4, "group.i": 32}), ((2, 32, 64, 48), (0, 2, 3, 1), None)],
+    ("shape", "perm", "tiles", "group"),
+    [
+        ((256, 512), None, 4, {"group.j": 1, "group.i": 32}),
+        ((2, 32, 64, 48), (0, 2, 3, 1), 2, None),
+    ],
 )
 def test_a_transpose_starts_from_register_tiles_with_streaming_stores(
-    shape: tuple[int, ...], perm: tuple[int, ...] | None, group: dict[str, int] | None
+    shape: tuple[int, ...], perm: tuple[int, ...] | None, tiles: int, group: dict[str, int] | None
 ) -> None:
     """A statement whose input runs along another axis than its output: full
     square tiles read along the input's contiguous axis and transposed in
     registers, every layout as it is, first with nontemporal stores where the
-    compiler has them, in work-groups whose stores are runs of 4 cache lines
-    (4 tiles of 16 floats) and which hold 128 tiles; the plain-store twin next."""
+    compiler has them. On a CPU each work-item stores runs of 4 cache lines
+    of the output's rows (4 tiles of 16 floats side by side, 2 where the
+    rows hold only 2), in work-groups of 32 along the other axis (the grid
+    keeps two groups per core); the plain-store twin next."""
     device = replace(written_cpu(16), builtins=("nontemporal_store",), cacheline_size=64)
     workload = ops.transpose(shape, perm)
     first, twin = standard_candidates(SearchSpace(workload, device), 2)
@@ -574,8 +579,8 @@ def test_a_transpose_starts_from_register_tiles_with_streaming_stores(
     across = workload.axes[workload.inputs[0].indices[-1].index].name
     assert all(layout.is_identity for _, layout in first.layouts)
     assert (first.knob("vector_axis"), first.knob("vector_transpose")) == (inner, across)
-    assert first.knob(f"block.{inner}") == first.knob(f"block.{across}") == first.knob("vector")
-    assert first.knob("vector") == 16
+    assert first.knob(f"block.{across}") == first.knob("vector") == 16
+    assert first.knob(f"block.{inner}") == tiles * 16
     assert first.knob("store") == "nontemporal"
     if group is not None:
         assert {k: first.knob(k) for k in group} == group
