@@ -1,6 +1,7 @@
 """The tuner's own cost as the work grows: ratios from one run.
 
-Run: ``python -m bench.scale`` (``--quick`` for a development run: the two
+Run: ``python -m bench.scale [--quick] [--trials N] [--only TEXT] [--out FILE]``
+(``--quick`` for a development run: the two
 smallest sizes of each series, 6 trials each; 12 otherwise, 4 per batch). Pick the device with
 ``LAYTUNE_DEVICE`` (any ``select_device`` spec).
 
@@ -407,7 +408,7 @@ def measure_case(case: Case, trials: int, sample_s: float = 0.1) -> Row:
             case.label,
             "--trials",
             str(trials),
-            "--out",
+            "--case-out",
             str(out),
         ]
         job = subprocess.Popen(command, cwd=ROOT)
@@ -438,14 +439,15 @@ def main(argv: Sequence[str] | None = None, run: Callable[..., Row] = measure_ca
     parser.add_argument("--quick", action="store_true", help="the smallest sizes, 6 trials")
     parser.add_argument("--trials", type=int, default=None, help="trials per job (12)")
     parser.add_argument("--only", default="", help="run the cases whose label holds this text")
+    parser.add_argument("--out", type=Path, help="markdown file (bench/results/scale.md)")
     parser.add_argument("--case", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--case-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     trials = args.trials or (6 if args.quick else 12)
     if args.case:
         case = next(c for c in CASES if c.label == args.case)
         measured = run_case(case, trials)
-        Path(args.out).write_text(json.dumps(asdict(measured)))
+        Path(args.case_out).write_text(json.dumps(asdict(measured)))
         return 0
     cases = [c for c in CASES if (c.quick or not args.quick) and args.only in c.label]
     rows = []
@@ -454,8 +456,8 @@ def main(argv: Sequence[str] | None = None, run: Callable[..., Row] = measure_ca
         rows.append(run(case, trials))
     text = report(with_ratios(rows), trials, environment())
     print(text)
-    if not args.quick and not args.only:
-        print(f"written to {_report.shown(_report.write('scale.md', text))}")
+    if args.out is not None or (not args.quick and not args.only):
+        print(f"written to {_report.shown(_report.write('scale.md', text, args.out))}")
     return 0
 
 
