@@ -262,18 +262,22 @@ class ModelSearch:
         return list(found.values())
 
     def _fresh_steps(
-        self, parents: Sequence[Candidate], exclude: Collection[str]
+        self, parents: Sequence[Candidate], exclude: Collection[str], enough: int
     ) -> list[Candidate]:
-        """The steps of ``parents`` nothing measured or proposed yet, each
-        parent's in a random order, the first parent's first."""
+        """Up to ``enough`` steps of ``parents`` nothing measured or proposed
+        yet, each parent's in a random order, the first parent's first (a
+        parent's steps are derived only while more are wanted: each costs a
+        candidate built by the space)."""
         found: dict[str, Candidate] = {}
         for parent in parents:
+            if len(found) >= enough:
+                break
             steps = self.steps(parent)
             for k in self.rng.permutation(len(steps)):
                 candidate = steps[k]
                 if candidate.key not in exclude and candidate.key not in self.observed:
                     found.setdefault(candidate.key, candidate)
-        return list(found.values())
+        return list(found.values())[:enough]
 
     def propose(self, count: int, exclude: Collection[str] = ()) -> list[Candidate]:
         """Up to ``count`` new candidates: up to half of them steps of the
@@ -294,7 +298,7 @@ class ModelSearch:
         trained = self.train()
         incumbent = self.incumbent()
         parents = [incumbent] if trained and incumbent is not None else self.leads
-        steps = self._fresh_steps(parents, exclude)
+        steps = self._fresh_steps(parents, exclude, 4 * count if trained else count - 1)
         taken = {c.key for c in steps}
         pool = self.pool(exclude) if trained else self.pool(exclude, count)
         pool = [c for c in pool if c.key not in taken]
