@@ -47,6 +47,12 @@ def _ordered(choices: Sequence[Any]) -> bool:
     return numbers and all(a < b for a, b in itertools.pairwise(choices))
 
 
+def _beside(choices: Sequence[Any], value: Any) -> list[Any]:
+    """The one or two of ``choices`` next to ``value`` (one of them)."""
+    at = list(choices).index(value)
+    return [choices[k] for k in (at - 1, at + 1) if 0 <= k < len(choices)]
+
+
 class _Draw:
     """A trial that answers each choice uniformly at random, or, given a
     parent's params, keeps the parent's answer except at one position.
@@ -74,9 +80,8 @@ class _Draw:
         if position != self.change:
             return kept
         if len(choices) > 2 and _ordered(choices) and self.rng.random() < 0.5:
-            at = choices.index(kept)
-            beside = [k for k in (at - 1, at + 1) if 0 <= k < len(choices)]
-            return choices[beside[int(self.rng.integers(len(beside)))]]
+            beside = _beside(choices, kept)
+            return beside[int(self.rng.integers(len(beside)))]
         return choices[int(self.rng.integers(len(choices)))]
 
 
@@ -195,20 +200,22 @@ class ModelSearch:
         for name, choices in replay.choices.items():
             if len(choices) < 2 or not _ordered(choices):
                 continue
-            at = choices.index(replay.params[name])
-            for k in (at - 1, at + 1):
-                if 0 <= k < len(choices):
-                    candidate = self.space.suggest(_Step(replay.params, name, choices[k]))
-                    if candidate.key != parent.key:
-                        found.setdefault(candidate.key, candidate)
+            for value in _beside(choices, replay.params[name]):
+                candidate = self.space.suggest(_Step(replay.params, name, value))
+                if candidate.key != parent.key:
+                    found.setdefault(candidate.key, candidate)
         return list(found.values())
+
+    def measured(self) -> list[Candidate]:
+        """The candidates measured with a finite time, fastest first."""
+        timed = sorted(
+            (s, c.key, c) for c, s in self.observed.values() if s is not None and math.isfinite(s)
+        )
+        return [c for _, _, c in timed]
 
     def incumbent(self) -> Candidate | None:
         """The fastest candidate measured (None before any)."""
-        measured = [
-            (s, c.key, c) for c, s in self.observed.values() if s is not None and math.isfinite(s)
-        ]
-        return min(measured)[2] if measured else None
+        return next(iter(self.measured()), None)
 
     def pool(self, exclude: Collection[str], size: int | None = None) -> list[Candidate]:
         """Up to ``size`` (default: ``pool``) distinct candidates not in
@@ -232,10 +239,7 @@ class ModelSearch:
         def fresh(key: str) -> bool:
             return key not in exclude and key not in self.observed
 
-        measured = sorted(
-            (s, c.key, c) for c, s in self.observed.values() if s is not None and math.isfinite(s)
-        )
-        parents = [c for _, _, c in measured[:_PARENTS]]
+        parents = self.measured()[:_PARENTS]
         found: dict[str, Candidate] = {}
         near = size // 4 if parents else 0
         for attempt in range(near * 2):

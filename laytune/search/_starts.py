@@ -193,6 +193,12 @@ _WASTE_WEIGHT = 2.0
 _OFF_TARGET_WEIGHT = 0.25
 
 
+def _wasted(width: int, columns: int) -> float:
+    """The share of a row of ``width`` that blocks of ``columns`` compute
+    past its end, weighed as :data:`_WASTE_WEIGHT` says."""
+    return _WASTE_WEIGHT * (-(-width // columns) * columns - width) / width
+
+
 def _columns(width: int, target: int, most: int, offered: Sequence[int]) -> int:
     """Output columns per work-item for a row of ``width``: one of the
     ``offered`` blocks (the space's values of the knob; a start with another
@@ -204,9 +210,8 @@ def _columns(width: int, target: int, most: int, offered: Sequence[int]) -> int:
     where 5, which no block value is, dropped the start."""
 
     def cost(c: int) -> tuple[float, int]:
-        waste = -(-width // c) * c - width
         off = abs(math.log2(c / target))
-        return _WASTE_WEIGHT * waste / width + _OFF_TARGET_WEIGHT * off, -c
+        return _wasted(width, c) + _OFF_TARGET_WEIGHT * off, -c
 
     fitting = [c for c in offered if 1 <= c <= max(1, min(most, width))]
     return min(fitting or [1], key=cost)
@@ -723,8 +728,7 @@ def _operand_loads(columns: int, vectors: int, width: int) -> float:
     loads the vectors and broadcasts one activation per column), weighed
     by the columns its last block wastes past a row of ``width`` (guarded
     work, :data:`_WASTE_WEIGHT`)."""
-    waste = -(-width // columns) * columns - width
-    return (columns + vectors) / (columns * vectors) * (1 + _WASTE_WEIGHT * waste / width)
+    return (columns + vectors) / (columns * vectors) * (1 + _wasted(width, columns))
 
 
 def _step_registers(columns: int, vectors: int) -> int:
@@ -794,8 +798,7 @@ def _window_block(lanes: int, width: int, vectors: int, offered: Sequence[int]) 
                 continue
             if _step_registers(c, v) > file:
                 continue
-            waste = -(-width // c) * c - width
-            cycles = _block_cycles(c, v, lanes) * (1 + _WASTE_WEIGHT * waste / width)
+            cycles = _block_cycles(c, v, lanes) * (1 + _wasted(width, c))
             key = (cycles, _operand_loads(c, v, width), -c * v, c, v)
             best = key if best is None or key < best else best
         v *= 2
