@@ -126,18 +126,20 @@ def compute_ctype(dtype: str) -> str:
 def widened(dtype: str, value: str, width: int = 1) -> str:
     """``value``, an expression of ``width`` elements of ``dtype`` as memory
     holds them, in the type kernels compute ``dtype`` in."""
-    wide = compute_ctype(dtype)
-    if wide == ctype_of(dtype):
-        return value
-    return f"convert_{wide}{width if width > 1 else ''}({value})"
+    return _converted(value, ctype_of(dtype), compute_ctype(dtype), width)
 
 
 def narrowed(dtype: str, value: str, width: int = 1) -> str:
     """``value``, computed in ``dtype``'s compute type, rounded to ``dtype``
     to be stored (round to nearest even, OpenCL's default)."""
-    if compute_ctype(dtype) == ctype_of(dtype):
+    return _converted(value, compute_ctype(dtype), ctype_of(dtype), width)
+
+
+def _converted(value: str, source: str, target: str, width: int) -> str:
+    """``value`` of ``width`` elements of C type ``source`` as ``target``."""
+    if source == target:
         return value
-    return f"convert_{ctype_of(dtype)}{width if width > 1 else ''}({value})"
+    return f"convert_{target}{width if width > 1 else ''}({value})"
 
 
 def storage_ctype(dtype: str) -> str:

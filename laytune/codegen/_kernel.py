@@ -137,15 +137,19 @@ def _chunk_order(
     floats at once when every store waited for every load, and spilled: it
     ran 2.66 ms where a hand kernel storing chunk by chunk ran 1.33 (2 Zen 5
     cores)."""
-    u, n = tile.transpose_axis, tile.vector
-
-    def chunk(offsets: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(x - x % n if k == u else x for k, x in enumerate(offsets))
-
     first: dict[tuple[int, ...], int] = {}
     for k, (_, offsets) in enumerate(points):
-        first.setdefault(chunk(offsets), k)
-    return sorted(points, key=lambda item: first[chunk(item[1])])
+        first.setdefault(_chunk_start(tile, offsets), k)
+    return sorted(points, key=lambda item: first[_chunk_start(tile, item[1])])
+
+
+def _chunk_start(tile: Tile, offsets: Sequence[int]) -> tuple[int, ...]:
+    """The first point of the transposed ``n x n`` chunk that holds the
+    block point ``offsets``: its offset along the transpose axis rounded
+    down to a multiple of ``n`` (along the vector axis a point is already
+    one vector)."""
+    u, n = tile.transpose_axis, tile.vector
+    return tuple(x - x % n if k == u else x for k, x in enumerate(offsets))
 
 
 def _transposed(
@@ -167,8 +171,7 @@ def _transposed(
     tile = w.nest.tile
     u, v, n = tile.transpose_axis, tile.vector_axis, tile.vector
     assert u is not None and v is not None
-    first = list(offsets)
-    first[u] -= first[u] % n
+    first = list(_chunk_start(tile, offsets))
     key = (name, tuple(first))
     if key not in chunks:
         prefix = f"x{name.replace('.', '_')}{len(chunks)}"
