@@ -517,34 +517,53 @@ class _Importer:
             bias = self.host[bias_name].astype(np.float64) if bias_name else np.zeros(f)
             bias = (bias - mean) * scale + beta
             out = bn.output[0]
-            w_tensor = self.constant(f"{out}.W", weights.astype(np.float32))
             b_tensor: str | None = self.constant(f"{out}.B", bias.astype(np.float32))
         else:
-            w_tensor = self.tensor(node, node.input[1])
+            weights = self.host.get(node.input[1])  # None where the model computes them
             b_tensor = self.tensor(node, bias_name) if bias_name else None
+        if c % group or f % group or cg != c // group:
+            raise self.refuse(node, f"group {group} with input {xs} and filters {ws}")
+        # A depthwise Conv (one channel per group, one filter each) whose
+        # weights are known reads them as [f, kh, kw]: its statement then has
+        # no reduce axis of one channel, and its windows read the output's
+        # own channel, the form whose starts vectorise along the channels.
+        depthwise = group > 1 and cg == 1 and f == group and weights is not None
+        if weights is not None and (bn is not None or depthwise):
+            shape = (f, kh, kw) if depthwise else ws
+            w_tensor = self.constant(f"{out}.W", weights.astype(np.float32).reshape(shape))
+        else:
+            w_tensor = self.tensor(node, node.input[1])
         x = self.tensor(node, node.input[0])
         library = group == 1 and kh == kw and sh == sw and dh == dw == 1 and pt == pl == pb == pr
+        xh = _tap("oh", sh, "kh", dh, pt)
+        xw = _tap("ow", sw, "kw", dw, pl)
+        params = {
+            "x": xs,
+            "w": ws,
+            "strides": (sh, sw),
+            "pads": (pt, pl, pb, pr),
+            "dilations": (dh, dw),
+            "group": group,
+        }
         if library:
             workload = ops.conv2d(n, c, h, w, f, kh, stride=sh, padding=pt)
+        elif depthwise:
+            workload = Workload.define(
+                "depthwise_conv",
+                f"Y[n, f, oh, ow] += X[n, f, {xh}, {xw}] * W[f, kh, kw]",
+                {"n": n, "f": f, "oh": oh, "ow": ow, "kh": kh, "kw": kw},
+                {"X": xs, "W": (f, kh, kw)},
+                params=params,
+                weights=("W",),
+            )
         else:
-            if c % group or f % group or cg != c // group:
-                raise self.refuse(node, f"group {group} with input {xs} and filters {ws}")
-            channel = f"(f // {f // group}) * {cg} + c" if group > 1 else "c"
-            xh = _tap("oh", sh, "kh", dh, pt)
-            xw = _tap("ow", sw, "kw", dw, pl)
+            channel = _group_channel(f // group, cg) if group > 1 else "c"
             workload = Workload.define(
                 "conv",
                 f"Y[n, f, oh, ow] += X[n, {channel}, {xh}, {xw}] * W[f, c, kh, kw]",
                 {"n": n, "f": f, "oh": oh, "ow": ow, "c": cg, "kh": kh, "kw": kw},
                 {"X": xs, "W": ws},
-                params={
-                    "x": xs,
-                    "w": ws,
-                    "strides": (sh, sw),
-                    "pads": (pt, pl, pb, pr),
-                    "dilations": (dh, dw),
-                    "group": group,
-                },
+                params=params,
                 weights=("W",),
             )
         conv_out = f"{out}.conv" if b_tensor else out
@@ -956,6 +975,16 @@ def _bias_axis(x: Sequence[int], bias: Sequence[int], out: Sequence[int]) -> int
     if len(axes) != 1 or bias[axes[0] - offset] != out[axes[0]]:
         return None
     return axes[0]
+
+
+def _group_channel(per_group: int, channels: int) -> str:
+    """The input channel filter ``f`` of a grouped Conv reads at reduce step
+    ``c``: ``(f // per_group) * channels + c``, written without its factors
+    of one, so that a depthwise Conv (one channel per group, ``c`` of extent
+    one) reads ``X[n, f + c, ...]``, which :func:`~laytune.search.classify`
+    sees as the depthwise window it is."""
+    group = "f" if per_group == 1 else f"(f // {per_group})"
+    return f"{group} + c" if channels == 1 else f"{group} * {channels} + c"
 
 
 def _tap(out: str, stride: int, window: str, dilation: int, pad: int) -> str:
