@@ -217,6 +217,9 @@ def test_the_model_host_runs_an_exported_plan_as_python_does(
     assert constants and all("data_file" in b for b in constants)
     if which == "seed":  # the weights travel packed: OIHW4i4o is a 6-d physical array
         assert any(b["layout"].count(",") >= 5 for b in constants)
+        # the last intermediate takes the memory of one whose life ended
+        shared = [k for k, b in enumerate(description["buffers"]) if b["storage"] != k]
+        assert shared and all(description["buffers"][k]["role"] == "intermediate" for k in shared)
 
     binary = _build(cc, tmp_path, stem, MODEL_HOST)
     run = subprocess.run(

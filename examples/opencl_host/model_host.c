@@ -15,8 +15,9 @@
  * every launch in run order (kernel, arguments as buffer indices, global
  * and local sizes), which buffers take the model's inputs and give its
  * outputs (both in logical row-major order), and the reference files when
- * the export wrote them. This program allocates every buffer once, fills it
- * with NaN (so that a read of padding nobody wrote shows, as laytune does),
+ * the export wrote them. This program allocates every buffer once (one whose
+ * storage names an earlier buffer uses that one's memory, as laytune does),
+ * fills it with NaN (so that a read of padding nobody wrote shows),
  * uploads the constants, builds the programs and the kernels once, then per
  * run uploads the inputs, enqueues every launch and reads the outputs back.
  * Exit status 0: every output matches; 1: an output differs; 2: OpenCL or
@@ -110,11 +111,16 @@ int main(int argc, char **argv) {
             }
             continue;
         }
-        memory[b] = clCreateBuffer(context, CL_MEM_READ_WRITE, bytes, NULL, &status);
+        if (buffer->storage != b) { /* an earlier buffer's memory, its life over */
+            memory[b] = memory[buffer->storage];
+            check(clRetainMemObject(memory[b]), "clRetainMemObject");
+            continue;
+        }
+        memory[b] = clCreateBuffer(context, CL_MEM_READ_WRITE, buffer->storage_bytes, NULL, &status);
         check(status, "clCreateBuffer");
         if (is_float)
-            check(clEnqueueFillBuffer(queue, memory[b], nan4, sizeof(float), 0, bytes, 0, NULL,
-                                      NULL),
+            check(clEnqueueFillBuffer(queue, memory[b], nan4, sizeof(float), 0,
+                                      buffer->storage_bytes, 0, NULL, NULL),
                   "clEnqueueFillBuffer");
         if (buffer->data_file != NULL) {
             void *data = read_exactly(folder, buffer->data_file, bytes);

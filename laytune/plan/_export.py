@@ -61,6 +61,8 @@ def _header(stem: str, name: str, device: str, lowered: LoweredPlan, files: dict
         "    enum laytune_memory memory;",
         "    size_t image_width, image_height; /* RGBA float texels (image2d) */",
         "    const char *data_file; /* a constant's packed bytes, else NULL */",
+        "    int storage; /* the buffer whose memory it uses: itself, or one whose life ended */",
+        "    size_t storage_bytes; /* what the buffer that owns its memory allocates */",
         "} laytune_model_buffer;",
         "typedef struct { const char *source_file, *build_options; } laytune_model_program;",
         "typedef struct {",
@@ -99,7 +101,8 @@ def _header(stem: str, name: str, device: str, lowered: LoweredPlan, files: dict
         lines.append(
             f"    {{{c_string(b.name)}, {c_string(b.dtype)}, {np.dtype(b.dtype).itemsize}, {b.elements}, "
             f"{'LAYTUNE_IMAGE2D' if b.image_shape else 'LAYTUNE_GLOBAL'}, {width}, {height}, "
-            f"{c_string(data) if data else 'NULL'}}},"
+            f"{c_string(data) if data else 'NULL'}, {lowered.owner(k)}, "
+            f"{lowered.storage_nbytes(lowered.owner(k))}}},"
         )
     lines += ["};", f"static const laytune_model_program {stem}_programs[] = {{"]
     for source, program in zip(files["programs"], lowered.programs, strict=True):
@@ -241,6 +244,8 @@ def export_model(
                 "dtype": b.dtype,
                 "elements": b.elements,
                 "memory": b.memory,
+                "storage": lowered.owner(k),
+                "storage_bytes": lowered.storage_nbytes(lowered.owner(k)),
                 **({"image_size_texels": list(b.image_shape)} if b.image_shape else {}),
                 **({"data_file": files["constants"][k]} if k in files["constants"] else {}),
             }

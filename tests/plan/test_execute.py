@@ -16,7 +16,13 @@ from laytune.codegen import GENERIC_DEVICE
 from laytune.exceptions import ConfigError
 from laytune.ops import Workload
 from laytune.plan import Graph, Plan, plan_layouts
-from laytune.plan._execute import row_major_view, same_order
+from laytune.plan._execute import (
+    PlanBuffer,
+    PlanLaunch,
+    row_major_view,
+    same_order,
+    share_storage,
+)
 from laytune.space import Candidate
 from tests.plan.graphs import (
     conv_candidate,
@@ -247,3 +253,61 @@ def test_derived_starts_freeze_the_convolutions_nobody_tuned(cl_context: cl.Cont
     assert sum("(the statement's derived start)" in line for line in plan.log) == 2
     _check(plan, cl_context)
     assert not any(p.frozen for p in plan_layouts(graph, {}, device).placements)
+
+
+def _buffer(role: str, elements: int, memory: str = "global") -> PlanBuffer:
+    return PlanBuffer("b", "t", "float32", elements, memory, None, role, "lambda i: [i]")
+
+
+def _launches(*args: tuple[int, ...]) -> list[PlanLaunch]:
+    return [PlanLaunch(f"l{i}", "compute", 0, "k", (1,), None, a) for i, a in enumerate(args)]
+
+
+def test_memory_planning_lends_an_ended_buffers_memory_to_the_next() -> None:
+    """An intermediate lives from the first launch naming it to the last; one
+    starting after another's end takes its memory, the latest freed first,
+    grown where too small; inputs, outputs, constants, images and padded
+    buffers keep their own."""
+    buffers = [
+        _buffer("input", 16),  # 0
+        _buffer("intermediate", 16),  # 1: launches 0-1
+        _buffer("intermediate", 16),  # 2: launches 1-2
+        _buffer("intermediate", 8),  # 3: launches 2-3, after 1 ended: takes 1's
+        _buffer("intermediate", 32),  # 4: launches 3-4, after 2 ended: takes 2's, grown
+        _buffer("constant", 4),  # 5
+        _buffer("intermediate", 16, "image2d"),  # 6: never shares
+        _buffer("intermediate", 16),  # 7: padded, never shares
+        _buffer("output", 16),  # 8
+        _buffer("scratch", 4),  # 9: launch 5, after 3 and 4 ended: the latest freed, 4's
+    ]
+    launches = _launches((0, 1), (1, 2, 5), (2, 3, 6), (3, 4, 7), (4, 8), (9, 8))
+    padded = [k == 7 for k in range(len(buffers))]
+    storage = share_storage(buffers, launches, keep=[0, 5, 8], padded=padded)
+    assert storage == (0, 1, 2, 1, 2, 5, 6, 7, 8, 2)
+    # no launch names two buffers of one memory (restrict pointers stay honest)
+    for launch in launches:
+        owners = [storage[a] for a in launch.args]
+        assert len(owners) == len(set(owners))
+
+
+def test_a_compiled_plan_shares_memory_and_runs_as_its_reference(cl_context: cl.Context) -> None:
+    """A chain of ReLUs and transposes: the four intermediates take the
+    memory of two, and the output still equals numpy's."""
+    g = Graph("chain")
+    y = g.input("x", (64, 48))
+    shape = (64, 48)
+    for k in range(5):
+        if k % 2:
+            y = g.apply(ops.transpose(shape), f"op{k}", X=y)
+            shape = shape[::-1]
+        else:
+            y = g.apply(ops.relu(shape), f"op{k}", X=y)
+    g.output(y)
+    x = np.random.default_rng(0).standard_normal((64, 48)).astype(np.float32)
+    with plan_layouts(g).compile(cl_context) as compiled:
+        low = compiled.lowered
+        intermediates = [k for k, b in enumerate(low.buffers) if b.role == "intermediate"]
+        assert len(intermediates) == 4
+        assert len({low.owner(k) for k in intermediates}) == 2
+        got = compiled.run({"x": x})
+    np.testing.assert_array_equal(got["op4"], np.maximum(x, 0.0))
