@@ -604,9 +604,10 @@ def _blocked_twice(shape: tuple[int, ...], inner: int, x: int, outer: int, y: in
 def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
     """The direct convolution: vectors along the filters (or a depthwise
     convolution's channels), a block of output columns per work-item, the
-    activations, filters and output blocked by ``cb`` along their channels
-    and filters, the input channels blocked around the window (``c // cb,
-    kh, kw, c % cb``), each such start followed by its twin on the
+    filters and the output blocked by ``cb`` along the filters, the
+    activations and the filters' channels by ``cbi``, each from the widest
+    lanes that divide its own axis, the input channels blocked around the
+    window (``c // cbi, kh, kw, c % cbi``), each such start followed by its twin on the
     activations and the output as they are (no conversion per call); with
     fewer input channels than a block, the activations as they are and the
     channel loop innermost, unblocked. A padded window's interior blocks
@@ -622,10 +623,16 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
     along = _named(workload, vector_axis)
     reduce = [k for k, a in enumerate(workload.axes) if a.kind == "reduce"]
     channels = 0 if form.channels is None else workload.axes[form.channels].extent
+    # the input channels' own lanes: MobileNet-v2's 144 -> 24 projection
+    # reads its 144 channels in blocks of 16 and stores its 24 filters in
+    # blocks of 8, as its neighbours hold them (with one block for both, 8,
+    # each of its 24-channel stage's tensors took a rewrite)
+    channel_lanes = _dividing(simd_lanes(space.device), channels) if channels else lanes
     width = workload.axes[form.columns].extent
     padded = reads_outside(workload)
     for cb_lanes, filter_lanes, target, vector_lanes, exact in _window_blocks(space, form):
         cb, vector = _lanes(cb_lanes, lanes), _lanes(vector_lanes, lanes)
+        cbi = _lanes(cb_lanes, channel_lanes)  # the input channels' block
         filters = cb if form.filters is None else _lanes(filter_lanes, lanes)
         groups = _groups(workload, form, filters)
         filters //= groups
@@ -655,19 +662,19 @@ def _window(space: SearchSpace, form: Window) -> Iterator[tuple[dict[str, Layout
             layouts[form.filters_buffer] = block(filt.shape, _dim(filt, vector_axis), cb)
         else:
             rest = [k for k in reduce if k != form.channels]
-            if channels >= cb:
-                layouts[form.activations] = block(act.shape, _dim(act, form.channels), cb)
+            if channels >= cbi:
+                layouts[form.activations] = block(act.shape, _dim(act, form.channels), cbi)
                 layouts[form.filters_buffer] = _blocked_twice(
                     filt.shape,
                     _dim(filt, form.channels),
-                    cb,
+                    cbi,
                     _dim(filt, vector_axis),
                     _filter_run(workload.axes[vector_axis].extent, filters, groups, cb),
                 )
             else:  # few input channels: blocking them would pad the activations
                 layouts[form.filters_buffer] = block(filt.shape, _dim(filt, vector_axis), cb)
-            if channels > cb:
-                knobs["split"] = cb  # c // cb, kh, kw, c % cb
+            if channels > cbi:
+                knobs["split"] = cbi  # c // cbi, kh, kw, c % cbi
                 if reduce[0] != form.channels:
                     knobs["reduce_order"] = reduce_order_text(workload, [form.channels, *rest])
             else:

@@ -363,6 +363,25 @@ def test_a_pointwise_convolution_gets_the_blocked_outer_product() -> None:
     assert (first.knob("vector_axis"), first.knob("vector"), first.knob("split")) == ("f", 16, 16)
 
 
+def test_a_convolution_blocks_its_channels_and_its_filters_each_by_its_own_lanes() -> None:
+    """MobileNet-v2's projection of 144 channels to 24 filters: the channels
+    in blocks of 16 as the depthwise convolution before it stores them, the
+    filters (and the output) in blocks of 8, the widest that divide 24; the
+    expansion of 24 channels to 144 the other way round."""
+    device = written_cpu()
+    assert simd_lanes(device) == 16
+    project = ops.conv2d(1, 144, 28, 28, 24, 1)
+    first = standard_candidates(SearchSpace(project, device), 1)[0]
+    assert first.layout("X") == block((1, 144, 28, 28), 1, 16)
+    assert first.layout("Y") == block((1, 24, 28, 28), 1, 8)
+    assert (first.knob("vector"), first.knob("split")) == (8, 16)
+    expand = ops.conv2d(1, 24, 28, 28, 144, 1)
+    first = standard_candidates(SearchSpace(expand, device), 1)[0]
+    assert first.layout("X") == block((1, 24, 28, 28), 1, 8)
+    assert first.layout("Y") == block((1, 144, 28, 28), 1, 16)
+    assert (first.knob("vector"), first.knob("split")) == (16, 8)
+
+
 def _cached_cpu(cache: int, own: int = 0) -> DeviceInfo:
     return replace(
         written_cpu(),
