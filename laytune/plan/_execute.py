@@ -25,8 +25,10 @@ order (a reshape or flatten, :func:`row_major_view`) launches nothing where
 its input's and output's layouts put every element at the same place
 (:func:`same_order`: logical layouts, or a blocked tensor and the rows of a
 MatMul blocked alike): its result is its input's buffer, a view
-(``CompiledPlan.views`` names them). Every buffer is written once per
-run, by its producer, so the two names never disagree.
+(``CompiledPlan.views`` names them). So does a rewrite between two such
+layouts of one tensor (a pooled ``[1, 512, 1, 1]`` blocked by 16 channels
+is stored as the logical one its flatten reads). Every buffer is written
+once per run, by its producer, so the two names never disagree.
 """
 
 from __future__ import annotations
@@ -175,8 +177,8 @@ class LoweredPlan:
     every launch in order, each constant's packed physical array, and which
     buffers take the graph inputs and give its outputs. :class:`CompiledPlan`
     builds it with pyopencl; :func:`laytune.plan.export_model` writes it
-    for a build outside Python. ``views`` names the operators that launch
-    nothing (their result is their input's buffer), ``tuned`` the rewrites
+    for a build outside Python. ``views`` names the operators and rewrites
+    that launch nothing (their result is their input's buffer), ``tuned`` the rewrites
     that run a recorded conversion kernel."""
 
     buffers: tuple[PlanBuffer, ...]
@@ -400,6 +402,10 @@ class _Lowering:
             src = plan.versions[v.source]
             dtype = np.dtype(plan.graph.tensors[tensor].dtype)
             label = f"{tensor} -> {', '.join(v.consumers) or 'rewrite'}"
+            if same_order(src.layout, v.layout):  # the same offsets: read as it is
+                self.slot[i] = self.slot[v.source]
+                self.views.append(label)
+                continue
             src_mem, dst_mem = self.slot[v.source], self.slot[i]
             if self.recorded(label, src.layout, v.layout, dtype.name, v.pad, src_mem, dst_mem):
                 continue

@@ -208,6 +208,27 @@ def test_load_model_runs_the_model_as_onnx_runtime_does_and_frees_its_buffers(
     loaded.close()  # once is enough; again does nothing
 
 
+def test_a_pooled_head_is_flattened_where_its_blocked_layout_left_it() -> None:
+    """ResNet's head: conv -> global pool -> flatten -> gemm, the conv's
+    derived start storing 32 channels in blocks of 16 and the pool keeping
+    them. A [1, 32, 1, 1] tensor so blocked is stored as the logical one, so
+    the rewrite to the flatten's logical layout launches nothing (a view)."""
+    m = OnnxModel(7)
+    y = m.node("Conv", ["x", m.weight((32, 16, 3, 3)), m.weight((32,))], pads=[1, 1, 1, 1])
+    y = m.node("GlobalAveragePool", [y], "pooled")
+    y = m.node("Flatten", [y])
+    y = m.node("Gemm", [y, m.weight((10, 32)), m.weight((10,))], "logits", transB=1)
+    model = m.build({"x": (1, 16, 8, 8)}, [y])
+    feeds = feeds_of(model)
+    want = onnx_runtime(model, feeds)
+    with laytune.load_model(model) as loaded:
+        pooled = loaded.plan.layout_of("pooled")
+        assert not pooled.is_identity and pooled.physical_size == 32
+        assert any(v.startswith("pooled -> ") for v in loaded.compiled.views)
+        assert not any(s.label.startswith("pooled -> ") for s in loaded.compiled.steps)
+        assert_close(loaded(**feeds), want)
+
+
 def test_a_model_nobody_tuned_runs_the_starts_derived_from_its_statements() -> None:
     """No records: the conv and the Gemm (a contraction and a window, by
     their statements) are frozen with their first standard starts, the
