@@ -1,6 +1,7 @@
 """ONNX models written with ``onnx.helper`` and seeded random weights, so
-that nothing is downloaded: a ResNet-18 (:func:`resnet18`) and one encoder
-layer of BERT-base (:func:`bert_layer`), each in its real topology, at any
+that nothing is downloaded: a ResNet-18 (:func:`resnet18`), a MobileNet-v2
+(:func:`mobilenet_v2`) and one encoder layer of BERT-base
+(:func:`bert_layer`), each in its real topology, at any
 size (the benchmark's ``--quick`` runs small ones; a test may too).
 
 Weights are drawn with a scale that keeps activations of order one through
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RESNET18_STAGES", "bert_layer", "resnet18"]
+__all__ = ["MOBILENET_V2_STAGES", "RESNET18_STAGES", "bert_layer", "mobilenet_v2", "resnet18"]
 
 OPSET = 17  # LayerNormalization is in opset 17
 IR_VERSION = 8
@@ -71,6 +72,19 @@ class _Builder:
         return model
 
 
+#: MobileNet-v2's inverted residual stages: (expansion, channels, blocks,
+#: first block's stride), as torchvision's ``mobilenet_v2`` has them.
+MOBILENET_V2_STAGES: tuple[tuple[int, int, int, int], ...] = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
+
+
 def _conv_bn(
     b: _Builder,
     x: str,
@@ -80,10 +94,12 @@ def _conv_bn(
     kernel: int,
     stride: int,
     relu: bool,
+    group: int = 1,
 ) -> str:
     """Conv (no bias, as torchvision's) + BatchNormalization (+ ReLU)."""
-    fan_in = channels * kernel * kernel
-    w = b.uniform(f"{name}.weight", (filters, channels, kernel, kernel), math.sqrt(6 / fan_in))
+    fan_in = channels // group * kernel * kernel
+    shape = (filters, channels // group, kernel, kernel)
+    w = b.uniform(f"{name}.weight", shape, math.sqrt(6 / fan_in))
     pad = kernel // 2
     y = b.node(
         "Conv",
@@ -92,6 +108,7 @@ def _conv_bn(
         kernel_shape=[kernel, kernel],
         strides=[stride, stride],
         pads=[pad] * 4,
+        group=group,
     )
     scale = b.constant(f"{name}.bn.scale", b.rng.uniform(0.5, 1.0, filters).astype(np.float32))
     bias = b.constant(f"{name}.bn.bias", b.rng.uniform(-0.1, 0.1, filters).astype(np.float32))
@@ -139,6 +156,63 @@ def resnet18(
     bias = b.uniform("fc.bias", (classes,), 1 / math.sqrt(channels))
     b.node("Gemm", [y, w, bias], "logits", transB=1)
     return b.model("resnet18", {"x": (batch, 3, size, size)}, {"logits": (batch, classes)})
+
+
+def _relu6(b: _Builder, x: str, name: str) -> str:
+    low = b.constant(f"{name}.min", np.array(0.0, dtype=np.float32))
+    high = b.constant(f"{name}.max", np.array(6.0, dtype=np.float32))
+    return b.node("Clip", [x, low, high], f"{name}.relu6")
+
+
+def mobilenet_v2(
+    size: int = 224,
+    width: float = 1.0,
+    classes: int = 1000,
+    batch: int = 1,
+    seed: int = 0,
+) -> Any:
+    """MobileNet-v2 (``onnx.ModelProto``), input ``x`` (batch, 3, size, size),
+    output ``logits`` (batch, classes): a 3 x 3 stride-2 stem conv + BN +
+    ReLU6, the inverted residual blocks of :data:`MOBILENET_V2_STAGES` (a 1 x 1
+    expansion + BN + ReLU6, a 3 x 3 depthwise conv + BN + ReLU6, a 1 x 1
+    projection + BN, and a residual Add where the shape is kept), a 1 x 1
+    conv to 1280 channels + BN + ReLU6, global average pooling, Flatten and a
+    Gemm; ``width`` scales every channel count (rounded to multiples of 8, as
+    torchvision's ``mobilenet_v2`` does). ``width=1`` and ``size=224`` are
+    torchvision's: a network nobody fitted laytune's starts to (depthwise
+    convolutions, 24-channel tensors, a 3-channel stem of stride 2)."""
+
+    def channels(c: int) -> int:
+        return max(8, int(c * width + 4) // 8 * 8)
+
+    b = _Builder(seed)
+    stem = channels(32)
+    y = _relu6(b, _conv_bn(b, "x", "stem", 3, stem, 3, 2, relu=False), "stem")
+    cin = stem
+    k = 0
+    for expansion, c, blocks, stride in MOBILENET_V2_STAGES:
+        cout = channels(c)
+        for j in range(blocks):
+            name, hidden, x = f"block{k}", cin * expansion, y
+            if expansion != 1:
+                y = _conv_bn(b, y, f"{name}.expand", cin, hidden, 1, 1, relu=False)
+                y = _relu6(b, y, f"{name}.expand")
+            y = _conv_bn(
+                b, y, f"{name}.dw", hidden, hidden, 3, stride if j == 0 else 1, False, hidden
+            )
+            y = _relu6(b, y, f"{name}.dw")
+            y = _conv_bn(b, y, f"{name}.project", hidden, cout, 1, 1, relu=False)
+            if j > 0 or (stride == 1 and cin == cout):
+                y = b.node("Add", [y, x], f"{name}.add")
+            cin, k = cout, k + 1
+    head = max(1280, channels(1280))
+    y = _relu6(b, _conv_bn(b, y, "head", cin, head, 1, 1, relu=False), "head")
+    y = b.node("GlobalAveragePool", [y], "pool")
+    y = b.node("Flatten", [y], "flatten", axis=1)
+    w = b.uniform("fc.weight", (classes, head), 1 / math.sqrt(head))
+    bias = b.uniform("fc.bias", (classes,), 1 / math.sqrt(head))
+    b.node("Gemm", [y, w, bias], "logits", transB=1)
+    return b.model("mobilenet_v2", {"x": (batch, 3, size, size)}, {"logits": (batch, classes)})
 
 
 def _linear(b: _Builder, x: str, name: str, fan_in: int, fan_out: int) -> str:

@@ -1,15 +1,18 @@
-"""Whole models: a ResNet-18 and a BERT-base encoder layer, tuned and planned
-by laytune, beside ONNX Runtime.
+"""Whole models: a ResNet-18, a BERT-base encoder layer and a MobileNet-v2,
+tuned and planned by laytune, beside ONNX Runtime.
 
-    python -m bench.models [--quick] [--trials N] [--only resnet18|bert] [--db URL]
-                           [--repeats N] [--out FILE]
+    python -m bench.models [--quick] [--trials N] [--only resnet18|bert|mobilenet_v2]
+                           [--db URL] [--repeats N] [--out FILE]
 
 The models are written by :mod:`bench._onnx_models` with seeded random
-weights (nothing is downloaded): ResNet-18 at 1 x 3 x 224 x 224 and one
+weights (nothing is downloaded): ResNet-18 at 1 x 3 x 224 x 224, one
 BERT-base encoder layer at sequence length 128 (hidden 768, 12 heads, FFN
-3072); ``--quick`` runs small ones (ResNet-18 at 1 x 3 x 64 x 64 with 16
+3072) and MobileNet-v2 at 1 x 3 x 224 x 224 (depthwise convolutions, ReLU6,
+channel counts 16 does not divide: the network nobody fitted the starts to);
+``--quick`` runs small ones (ResNet-18 at 1 x 3 x 64 x 64 with 16
 channels in its first stage, a BERT layer of hidden 128, 4 heads, FFN 512 at
-sequence 32) with 4 trials per workload, to check the benchmark end to end.
+sequence 32, MobileNet-v2 at half width on 1 x 3 x 64 x 64) with 4 trials
+per workload, to check the benchmark end to end.
 
 Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
 
@@ -76,11 +79,11 @@ from typing import Any
 import numpy as np
 
 from bench import _report
-from bench._onnx_models import bert_layer, resnet18
+from bench._onnx_models import bert_layer, mobilenet_v2, resnet18
 from bench.peers import relative_error
 
 RESULT_NAME = "models.md"
-MODELS = ("resnet18", "bert")
+MODELS = ("resnet18", "bert", "mobilenet_v2")
 #: a run slower than this (seconds) is timed in the first rounds only
 SLOW_S = 1.0
 SLOW_ROUNDS = 3
@@ -100,6 +103,12 @@ def build(name: str, quick: bool) -> tuple[Any, str]:
                 size=64, width=16, classes=10
             ), "ResNet-18, 16-128 channels, 1 x 3 x 64 x 64"
         return resnet18(), "ResNet-18, 1 x 3 x 224 x 224"
+    if name == "mobilenet_v2":
+        if quick:
+            return mobilenet_v2(
+                size=64, width=0.5, classes=10
+            ), "MobileNet-v2 x 0.5, 1 x 3 x 64 x 64"
+        return mobilenet_v2(), "MobileNet-v2, 1 x 3 x 224 x 224"
     if quick:
         return bert_layer(
             sequence=32, hidden=128, heads=4, ffn=512

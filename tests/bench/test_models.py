@@ -7,7 +7,7 @@ import argparse
 from collections import Counter
 from types import SimpleNamespace
 
-from bench._onnx_models import bert_layer, resnet18
+from bench._onnx_models import bert_layer, mobilenet_v2, resnet18
 from bench.models import Implementation, Outcome, report
 from laytune.plan import critical_workloads, from_onnx
 
@@ -45,6 +45,39 @@ def test_the_bert_layer_has_attention_and_an_erf_gelu_feed_forward() -> None:
     assert graph.tensors["y"].shape == (1, 128, 768)
     names = {c.workload.key.split("(")[0] for c in critical_workloads(graph)}
     assert names == {"matmul", "batch_matmul"}
+
+
+def test_mobilenet_v2_has_its_real_topology_and_runs_as_onnx_runtime_does() -> None:
+    """Depthwise convolutions import as the depthwise window and the untuned
+    plan, the starts derived from each statement, runs its 17 blocks with no
+    rewrite between them (its channel counts at full width, 24 and 144
+    among them, on a small image) and computes what ONNX Runtime does."""
+    import numpy as np
+    import onnxruntime
+
+    import laytune
+    from laytune.plan import random_inputs
+
+    model = mobilenet_v2(size=64, classes=10)
+    ops = Counter(node.op_type for node in model.graph.node)
+    # stem, 17 blocks (the first without its expansion), the head
+    assert ops["Conv"] == ops["BatchNormalization"] == 1 + 17 * 3 - 1 + 1
+    assert (ops["Clip"], ops["Add"]) == (1 + 17 * 2 - 1 + 1, 10)
+    graph = from_onnx(model)
+    names = Counter(op.workload.name for op in graph.ops)
+    assert names["depthwise_conv"] == 17
+    inputs = random_inputs(graph, seed=1)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    (want,) = session.run(None, inputs)
+    with laytune.load_model(model) as loaded:
+        launched = [s.label for s in loaded.compiled.steps if s.label.count(" -> ")]
+        assert launched == [], launched
+        (got,) = loaded(**inputs)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max()))
 
 
 def _outcome(name: str, walls: dict[str, list[float]]) -> Outcome:
