@@ -44,6 +44,7 @@ from laytune.plan._critical import (
     random_inputs,
     tuned_workloads,
 )
+from laytune.plan._execute import same_order
 from laytune.plan._fuse import bare_candidate
 from laytune.plan._graph import Graph
 from laytune.plan._onnx import from_onnx
@@ -75,12 +76,15 @@ _PLAN_ROUNDS = 4
 def plan_conversions(plan: Plan) -> list[Any]:
     """The conversion workloads (:class:`laytune.space.ConversionWorkload`)
     of ``plan``'s rewrites that can run a tuned kernel (between flat global
-    buffers), one per distinct key, in the plan's order."""
+    buffers), one per distinct key, in the plan's order; not those between
+    layouts that store the tensor alike, which launch nothing (a view)."""
     from laytune.space import ConversionWorkload
 
     found: dict[str, Any] = {}
     for rewrite in plan.rewrites:
         if rewrite.src.image_rank != 1 or rewrite.dst.image_rank != 1:
+            continue
+        if same_order(rewrite.src, rewrite.dst):
             continue
         workload = ConversionWorkload(rewrite.src, rewrite.dst, rewrite.dtype, rewrite.dst_pad)
         found.setdefault(workload.key, workload)

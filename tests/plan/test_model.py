@@ -212,7 +212,8 @@ def test_a_pooled_head_is_flattened_where_its_blocked_layout_left_it() -> None:
     """ResNet's head: conv -> global pool -> flatten -> gemm, the conv's
     derived start storing 32 channels in blocks of 16 and the pool keeping
     them. A [1, 32, 1, 1] tensor so blocked is stored as the logical one, so
-    the rewrite to the flatten's logical layout launches nothing (a view)."""
+    the rewrite to the flatten's logical layout launches nothing (a view)
+    and tune-model tunes no conversion for it."""
     m = OnnxModel(7)
     y = m.node("Conv", ["x", m.weight((32, 16, 3, 3)), m.weight((32,))], pads=[1, 1, 1, 1])
     y = m.node("GlobalAveragePool", [y], "pooled")
@@ -226,6 +227,8 @@ def test_a_pooled_head_is_flattened_where_its_blocked_layout_left_it() -> None:
         assert not pooled.is_identity and pooled.physical_size == 32
         assert any(v.startswith("pooled -> ") for v in loaded.compiled.views)
         assert not any(s.label.startswith("pooled -> ") for s in loaded.compiled.steps)
+        # nor has tune-model a conversion kernel to tune for it
+        assert not any(w.src.shape == (1, 32, 1, 1) for w in plan_conversions(loaded.plan))
         assert_close(loaded(**feeds), want)
 
 
