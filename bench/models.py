@@ -358,7 +358,7 @@ def _tuning_words(outcome: Outcome) -> str:
 def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, load: str) -> str:
     command = "python -m bench.models " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
     lines = [
-        "# Whole models beside ONNX Runtime: ResNet-18 and a BERT-base encoder layer",
+        "# Whole models beside ONNX Runtime: " + ", ".join(o.words.split(",")[0] for o in outcomes),
         "",
         f"`{command.strip()}`",
         "",
