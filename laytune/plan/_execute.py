@@ -189,12 +189,12 @@ class LoweredPlan:
     outputs: tuple[tuple[str, int], ...]
     views: tuple[str, ...]
     tuned: tuple[str, ...]
-    storage: tuple[int, ...] = ()
+    storage: tuple[int, ...]
 
     def owner(self, buffer: int) -> int:
         """The buffer whose memory ``buffer`` uses (:func:`share_storage`):
         itself, or an earlier one whose last launch comes before its first."""
-        return self.storage[buffer] if self.storage else buffer
+        return self.storage[buffer]
 
     def storage_nbytes(self, owner: int) -> int:
         """Bytes of the memory ``owner`` allocates: the most any buffer it
@@ -217,8 +217,9 @@ def share_storage(
     after it, the latest freed first (its lines are the likeliest still in
     the cache), the widest grown where none is large enough. Only global
     buffers of intermediates and scratch share, without padding (a pad
-    value some reader relies on is written once, when allocated); the
-    graph's inputs, outputs and constants (``keep``) have their own.
+    value some reader relies on is written once, when allocated). The
+    buffers of the graph's inputs and outputs (``keep``) keep their own
+    memory, also where a view makes an output an intermediate's buffer.
 
     A network's tensors then take the memory of a few of them, as an
     inference runtime's arena does, and stay in the cache: MobileNet-v2's 60
@@ -326,7 +327,7 @@ class _Lowering:
         )
         inputs = tuple((name, slot[i]) for name, i in stored.items())
         outputs = tuple((name, slot[i]) for name, i in plan.outputs)
-        keep = [b for _, b in inputs + outputs] + [b for b, _ in constants]
+        keep = [b for _, b in inputs + outputs]
         return LoweredPlan(
             buffers=buffers,
             programs=tuple(self.program_list),
