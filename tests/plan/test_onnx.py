@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -328,6 +329,23 @@ def test_an_opset_13_mean_takes_its_axes_as_an_attribute_and_all_axes_are_refuse
     y = m.node("ReduceMax", ["x"], "out", keepdims=0)
     with pytest.raises(UnsupportedNodeError, match="reduces every axis"):
         from_onnx(m.build({"x": (6, 7)}, [y], opset=13))
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "group"),
+    [((1, 3, 8, 8), (4, 1, 3, 3), 2), ((1, 4, 8, 8), (4, 3, 3, 3), 1)],
+)
+def test_a_conv_whose_groups_do_not_divide_its_channels_is_named(
+    x: tuple[int, ...], w: tuple[int, ...], group: int
+) -> None:
+    """3 channels in 2 groups, or filters of 3 channels over 4 without groups:
+    refused, with the shapes, before any form is chosen (the ungrouped one
+    went to the library's conv2d with weights of the wrong shape)."""
+    m = Model(17)
+    y = m.node("Conv", ["x", m.weight(w)], "out", group=group)
+    message = f"'Conv_2' (Conv): group {group} with input {x} and filters {w}"
+    with pytest.raises(UnsupportedNodeError, match=re.escape(message)):
+        from_onnx(m.build({"x": x}, [y]))
 
 
 @pytest.mark.parametrize(
