@@ -11,8 +11,9 @@ record that ranks first need not run fastest in the plan.
 
 :func:`measure_choices` settles it by measuring: one workload at a time,
 largest first, it compiles the plan once per candidate the records offer
-(the planner's choice, the fastest kernels cold and warm, the statement's
-derived start where it was recorded), times those plans on the device in
+(the planner's choice, the fastest kernel timed cold of each set of layouts
+it asks of its neighbours, the fastest timed warm, the statement's derived
+start where it was recorded), times those plans on the device in
 interleaved rounds (each round runs every plan once, so that the machine's
 drift between rounds falls on all alike), and keeps the candidate whose
 plan ran fastest by the median of its times relative to the current
@@ -30,6 +31,8 @@ from typing import Any
 from laytune.exceptions import LaytuneError
 from laytune.plan._critical import random_inputs, tuned_workloads
 from laytune.plan._graph import Graph
+from laytune.plan._price import fastest_per_layouts
+from laytune.records import model_seconds
 from laytune.space import Candidate
 
 __all__ = ["MeasuredChoice", "measure_choices"]
@@ -66,7 +69,8 @@ def _warm_s(record: Any) -> float:
 
 def _offered(records: Any, workload: Any, device: Any, current: Candidate) -> list[Candidate]:
     """The current choice, then the recorded candidates worth timing in the
-    plan: the derived start, the fastest kernels cold and warm."""
+    plan: the derived start, the fastest kernel of each set of layouts asked
+    (cold), the fastest kernels warm."""
     from laytune.plan._planner import _derived_option
 
     found = [
@@ -75,9 +79,11 @@ def _offered(records: Any, workload: Any, device: Any, current: Candidate) -> li
         if r.compute_s is not None
     ]
     recorded = {r.candidate.key for r in found}
+    by_kernel = sorted(found, key=lambda r: (model_seconds(r), r.id or 0))
     order = [
         *(o.candidate for o in _derived_option(workload, device) if o.candidate.key in recorded),
-        *(r.candidate for r in sorted(found, key=lambda r: (r.compute_s, r.id or 0))),
+        *(r.candidate for r in fastest_per_layouts(by_kernel, workload.key)),
+        *(r.candidate for r in by_kernel),
     ]
     by_warm = [r.candidate for r in sorted(found, key=lambda r: (_warm_s(r), r.id or 0))]
     picked = {current.key: current}

@@ -1,11 +1,13 @@
 """What a plan costs: the layout-critical operators' kernels plus the rewrites left.
 
 A layout source that keeps records (a records database) offers each
-layout-critical operator several candidates (:class:`Option`): the fastest
-kernels, and the fastest with the operator's data in logical layouts (no
+layout-critical operator several candidates (:class:`Option`): its fastest
+kernel for each of the few fastest sets of layouts it asks of its
+neighbours, and the fastest with the operator's data in logical layouts (no
 conversions at all). :class:`PlanPricer` predicts a plan's time from what
-was measured: each operator's compute time (its record; an operator without
-one is estimated from the bytes it moves), and each rewrite's time: the
+was measured: each operator's kernel time (its record; the mean of its cold
+and warm times where it was timed both ways; an operator without one is
+estimated from the bytes it moves), and each rewrite's time: the
 device's best recorded conversion kernel for those layouts, else the time
 the operator's own pack or unpack kernel took when its record was measured,
 else the bytes it moves at the rate of the generated conversion kernels
@@ -35,7 +37,13 @@ import numpy as np
 from laytune.layout import identity
 from laytune.plan._rewrite import Rewrite, is_identity_layout, same_layout
 from laytune.plan._source import SourceLike, lookup_candidate
-from laytune.records import FrozenLayouts, RecordedConversions, conversion_seconds, measured_cold
+from laytune.records import (
+    FrozenLayouts,
+    RecordedConversions,
+    conversion_seconds,
+    measured_cold,
+    model_seconds,
+)
 from laytune.space import Candidate
 
 __all__ = [
@@ -54,8 +62,9 @@ NOMINAL_BANDWIDTH = 10e9
 
 @dataclass(frozen=True)
 class Option:
-    """One candidate a layout-critical operator may run with: its compute time
-    (None when the source does not say), the times its own pack and unpack
+    """One candidate a layout-critical operator may run with: its kernel's time
+    in a model (:func:`laytune.records.model_seconds`; None when the source
+    does not say), the times its own pack and unpack
     kernels took (``(buffer, "pack" | "unpack") -> seconds``) and where it
     comes from (``"record 12"``)."""
 
@@ -89,7 +98,7 @@ def _option(record: Any) -> Option:
         for timing in (record.result or {}).get(f"{direction}_times", ()):
             if timing.get("value_s") is not None:
                 own[(str(timing["buffer"]), direction)] = float(timing["value_s"])
-    return Option(record.candidate, record.compute_s, own, f"record {record.id}")
+    return Option(record.candidate, model_seconds(record), own, f"record {record.id}")
 
 
 def lookup_options(
@@ -97,14 +106,16 @@ def lookup_options(
 ) -> list[Option]:
     """The candidates ``source`` offers an operator, the one to freeze first.
 
-    A records store offers its ``limit`` fastest verified kernels (by compute
-    time, one per candidate) and the fastest whose non-weight buffers are in
-    their logical layouts, the best end-to-end record (what
-    ``best_candidate`` freezes) first, among the records timed cold when
-    there are any (an operator whose weights outgrow the cache,
-    :func:`laytune.runners.timed_cold`, beside records written before that
-    rule); a frozen file its candidate with the kernel time it froze; any
-    other source its one candidate."""
+    A records store offers the best end-to-end record (what
+    ``best_candidate`` freezes) first; then, for each of the ``limit``
+    fastest distinct sets of layouts its records ask of the operator's
+    neighbours (:func:`fastest_per_layouts`), its fastest verified kernel by
+    the time a model meets (:func:`~laytune.records.model_seconds`); then
+    the fastest whose non-weight buffers are in their logical layouts. Where
+    some records were timed cold (an operator whose weights outgrow the
+    cache, :func:`laytune.runners.timed_cold`, beside records written before
+    that rule) only those count. A frozen file offers its candidate with the
+    kernel time it froze; any other source its one candidate."""
     if isinstance(source, FrozenLayouts):  # its one candidate, with the kernel time it froze
         found = lookup_candidate(source, workload_key, device_key)
         if found is None:
@@ -126,7 +137,7 @@ def lookup_options(
     if cold:  # timed as a model meets them (``laytune.runners.timed_cold``): only those
         records = cold
         best = best if best is not None and measured_cold(best) else None
-    by_kernel = sorted(records, key=lambda r: (r.compute_s, r.id or 0))
+    by_kernel = sorted(records, key=lambda r: (model_seconds(r), r.id or 0))
     logical = [
         r
         for r in by_kernel
@@ -137,10 +148,40 @@ def lookup_options(
         )
     ]
     picked: list[Any] = [best] if best is not None else []
-    for record in [*by_kernel[:limit], *logical[:1]]:
+    for record in [*fastest_per_layouts(by_kernel, workload_key)[:limit], *logical[:1]]:
         if all(record.candidate.key != p.candidate.key for p in picked):
             picked.append(record)
     return [_option(r) for r in picked]
+
+
+def layouts_asked(candidate: Candidate, workload_key: str) -> tuple[Any, ...]:
+    """What ``candidate`` asks of the tensors around its operator: the index
+    map and pad value of each buffer but its weights (packed on the host, at
+    no cost per run) and its local stages. Two candidates that ask the same
+    force the same conversions on a plan."""
+    weights = _weights(workload_key)
+    return tuple(
+        (name, layout.shape, layout.index_map, candidate.pad_value(name))
+        for name, layout in candidate.layouts
+        if not name.endswith(".local") and name not in weights
+    )
+
+
+def fastest_per_layouts(records: Sequence[Any], workload_key: str) -> list[Any]:
+    """The first record (``records`` fastest first) of each distinct set of
+    layouts asked (:func:`layouts_asked`), in that order. The records of one
+    workload mostly share a few layout sets; the fastest kernels alone may
+    all ask one of them (every one NCHW, say, where the operator's neighbours
+    run NCHW16c), and then weighing has no candidate that agrees with the
+    neighbours and must keep the rewrites between them."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for record in records:
+        asked = layouts_asked(record.candidate, workload_key)
+        if asked not in seen:
+            seen.add(asked)
+            out.append(record)
+    return out
 
 
 def measured_option(store: Any, workload_key: str, device_key: str, option: Option) -> Option:
@@ -258,7 +299,7 @@ class PlanPricer:
         if is_store(self.source):
             record = self.source.lookup(workload.key, self.device_key, candidate.key)
             if record is not None and record.ok:
-                return Prediction(name, "operator", record.compute_s, f"record {record.id}")
+                return Prediction(name, "operator", model_seconds(record), f"record {record.id}")
         # a planned kernel with vectors streams like a tuned conversion; one
         # without runs element by element, like a generated one
         vector = candidate.knob_map.get("vector") or 1

@@ -57,6 +57,7 @@ from laytune.records._price import (
     best_priced,
     conversion_seconds,
     measured_cold,
+    model_seconds,
     price_record,
 )
 from laytune.records._record import SCHEMA_VERSION, STATUSES, Record
@@ -104,6 +105,7 @@ __all__ = [
     "load_frozen",
     "match_workloads",
     "measured_cold",
+    "model_seconds",
     "open_database",
     "owner_alive",
     "price_record",

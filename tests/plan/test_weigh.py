@@ -153,3 +153,71 @@ def test_where_some_records_of_an_operator_were_timed_cold_the_planner_weighs_on
         options = lookup_options(db, workload.key, DEVICE.key)
         assert [o.candidate for o in options] == [plain]
         assert options[0].compute_s == pytest.approx(1.5e-3)
+
+
+def test_each_set_of_layouts_an_operator_asks_is_offered_by_its_fastest_kernel(
+    tmp_path: Path,
+) -> None:
+    """Five kernels of one convolution in NCHW4c, all faster than its one
+    kernel in NCHW2c: the options hold the fastest NCHW4c kernel and the
+    NCHW2c one (which neighbours in NCHW2c would take without a rewrite),
+    where the five fastest kernels alone would all be NCHW4c. This was
+    ResNet-18's stride-2 convolution into 512 channels: its 20 fastest
+    records were NCHW, so its plan kept two rewrites around it though an
+    NCHW16c kernel ran within 0.05 ms of them."""
+    from laytune import layout as L
+    from laytune.plan._price import lookup_options
+    from tests.plan.graphs import oihw4i4o
+
+    graph, _ = seed_graph()
+    workload = graph.op("conv1").workload
+    four = [conv_candidate(workload, knobs={"unroll": n}) for n in range(1, 6)]
+    shape = {b.name: b.shape for b in workload.buffers}
+    two = Candidate.make(
+        {
+            "X": L.block(shape["X"], 1, 2),
+            "W": oihw4i4o(shape["W"]),
+            "Y": L.block(shape["Y"], 1, 2),
+        }
+    )
+    plain = Candidate.make({n: identity(s) for n, s in shape.items()})
+    with open_database(tmp_path / "s.db") as db:
+        for k, candidate in enumerate(four):
+            db.add(_record(workload, candidate, (1 + 0.1 * k) * 1e-3, 0.0))
+        db.add(_record(workload, two, 2e-3, 0.0))
+        db.add(_record(workload, plain, 3e-3, 0.0))
+        options = lookup_options(db, workload.key, DEVICE.key)
+    assert [o.candidate for o in options] == [four[0], two, plain]
+    assert [o.compute_s for o in options] == [1e-3, 2e-3, 3e-3]
+
+
+def test_a_kernel_timed_cold_and_warm_is_priced_at_the_mean_and_weighed_by_it(
+    tmp_path: Path,
+) -> None:
+    """Two kernels of a convolution whose weights outgrow the cache, timed
+    cold alike (memory bounds both) but one far faster warm: the planner
+    prices each at the mean of its two times and runs the one that computes
+    faster, as ResNet-18's last convolutions ran in their plan."""
+    from laytune.records import model_seconds
+
+    graph, _ = seed_graph()
+    workload = graph.op("conv1").workload
+    slow, fast = (conv_candidate(workload, knobs={"unroll": n}) for n in (1, 2))
+    with open_database(tmp_path / "c.db") as db:
+        for candidate, cold, warm in ((slow, 1.00e-3, 0.90e-3), (fast, 1.01e-3, 0.61e-3)):
+            record = _record(workload, candidate, cold, 0.0)
+            record.result["launches"] = {"pack": 0, "compute": 9, "unpack": 0, "flush": 3}
+            record.result["warm_value_s"] = warm
+            db.add(record)
+        assert db.best(workload.key, DEVICE.key).candidate == slow  # by the cold times
+        assert [model_seconds(r) for r in db.records(workload=workload.key)] == [
+            pytest.approx(0.95e-3),
+            pytest.approx(0.81e-3),
+        ]
+        plan = plan_layouts(graph, db, DEVICE, critical=["conv1"])
+    assert plan.placement("conv1").candidate == fast
+    assert {p.label: p for p in plan.predictions}["conv1"].seconds == pytest.approx(0.81e-3)
+    # a record timed warm only is priced at its one time
+    warm_only = _record(workload, slow, 1e-3, 0.0)
+    warm_only.result["warm_value_s"] = 0.5e-3
+    assert model_seconds(warm_only) == 1e-3
