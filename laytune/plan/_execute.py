@@ -78,6 +78,15 @@ class Step:
     kernel: cl.Kernel
     global_size: tuple[int, ...]
     local_size: tuple[int, ...] | None
+    #: the kernel's program (source and build options), so that two plans
+    #: can tell the launches they share
+    source_hash: str = ""
+
+    @property
+    def work(self) -> tuple[str, str, tuple[int, ...], tuple[int, ...] | None]:
+        """What the launch does: two plans' launches with equal ``work`` run
+        the same kernel over the same range, under the same label."""
+        return (self.label, self.source_hash, self.global_size, self.local_size)
 
 
 @dataclass(frozen=True)
@@ -511,7 +520,14 @@ class CompiledPlan:
             kernel = cl.Kernel(built[launch.program], launch.kernel)
             kernel.set_args(*(self._mem[a] for a in launch.args))
             self.steps.append(
-                Step(launch.label, launch.kind, kernel, launch.global_size, launch.local_size)
+                Step(
+                    launch.label,
+                    launch.kind,
+                    kernel,
+                    launch.global_size,
+                    launch.local_size,
+                    lowered.programs[launch.program].source_hash,
+                )
             )
         self.queue.finish()
 

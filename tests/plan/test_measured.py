@@ -101,3 +101,23 @@ def test_a_candidate_whose_plan_does_not_build_is_left_out_and_said(tmp_path: Pa
     assert measured == {matmul.key: start}
     assert [k for k, _ in choice.relative] == [scalar.key, start.key]
     assert any(f"candidate {broken.key} left out, its plan does not build" in x for x in lines)
+
+
+def test_plans_are_compared_on_the_launches_they_do_not_share_and_the_launch_after_each():
+    """Two plans of one model differ in one convolution's kernel and in the
+    rewrite it needs: those, and the launches right after them (they read
+    what those wrote), are timed against each other; the rest run alike."""
+    from laytune.plan import Step
+    from laytune.plan._measured import compared_launches
+
+    def step(label: str, source: str, size: tuple[int, ...] = (8,)) -> Step:
+        return Step(label, "compute", None, size, None, source)
+
+    a = [step("stem", "s"), step("conv1", "c1"), step("conv2", "c2"), step("pool", "p")]
+    b = [step("stem", "s"), step("conv1", "c1b"), step("conv1.Y", "r"), step("conv2", "c2")]
+    b.append(step("pool", "p"))
+    assert compared_launches(a, a) == set()
+    assert compared_launches(a, b) == {"conv1", "conv1.Y", "conv2"}
+    # the same kernel over another range is another launch
+    c = [*a[:3], step("pool", "p", (16,))]
+    assert compared_launches(a, c) == {"pool"}
