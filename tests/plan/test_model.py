@@ -293,6 +293,25 @@ def test_load_model_names_a_missing_input() -> None:
         loaded(y=np.zeros((2, 6), np.float32))
 
 
+def test_a_model_takes_inputs_of_other_dtypes_and_strides_and_refuses_other_shapes() -> None:
+    """Arrays that already are contiguous float32 of the declared shape go
+    to the device as they are; others (float64, a transposed view, nested
+    lists) are converted first, with the same result; a wrong shape is
+    refused by name."""
+    m = OnnxModel(7)
+    model = m.build({"x": (2, 6)}, [m.node("Gemm", ["x", m.weight((6, 5))], "y")])
+    x = np.random.default_rng(0).standard_normal((2, 6)).astype(np.float32)
+    with laytune.load_model(model) as loaded:
+        (want,) = loaded(x=x)
+        for other in (x.astype(np.float64), np.asfortranarray(x), x.T.copy().T, x.tolist()):
+            (got,) = loaded(x=other)
+            np.testing.assert_array_equal(got, want)
+        with pytest.raises(laytune.LaytuneError, match=r"input 'x' has shape \(6, 2\)"):
+            loaded(x=x.T.copy())
+    (reference,) = from_onnx(model).reference({"x": x}).values()
+    np.testing.assert_allclose(want, reference, rtol=1e-5, atol=1e-5)
+
+
 def test_a_model_with_several_outputs_returns_them_in_the_models_order() -> None:
     m = OnnxModel(3)
     h = m.node("Gemm", ["x", m.weight((6, 5)), m.weight((5,))], "hidden")
