@@ -11,9 +11,9 @@ record that ranks first need not run fastest in the plan.
 
 :func:`measure_choices` settles it by measuring: one workload at a time,
 largest first, it compiles the plan once per candidate the records offer
-(the planner's choice, the fastest kernel timed cold of each set of layouts
-it asks of its neighbours, the fastest timed warm, the statement's derived
-start where it was recorded), times those plans on the device in
+(the planner's choice, the fastest kernel of each set of layouts it asks of
+its neighbours, the fastest timed warm, the statement's derived start where
+it was recorded), times those plans on the device in
 interleaved rounds (each round runs every plan once, so that the machine's
 drift between rounds falls on all alike), and keeps the candidate whose
 plan ran fastest, comparing the launches where the plans differ (the
@@ -71,7 +71,7 @@ def _warm_s(record: Any) -> float:
 def _offered(records: Any, workload: Any, device: Any, current: Candidate) -> list[Candidate]:
     """The current choice, then the recorded candidates worth timing in the
     plan: the derived start, the fastest kernel of each set of layouts asked
-    (cold), the fastest kernels warm."""
+    (by :func:`~laytune.records.model_seconds`), the fastest kernels warm."""
     from laytune.plan._planner import _derived_option
 
     found = [
