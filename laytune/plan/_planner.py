@@ -78,7 +78,7 @@ from laytune.exceptions import (
 )
 from laytune.layout import Layout, identity
 from laytune.ops import Workload
-from laytune.plan._execute import CompiledPlan, PlanTiming
+from laytune.plan._execute import CompiledPlan, PlanTiming, same_order
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._fuse import Fusion, bare_candidate, fuse_into
 from laytune.plan._graph import Graph
@@ -99,6 +99,7 @@ from laytune.plan._rewrite import (
     refinable,
     same_layout,
 )
+from laytune.plan._sink import row_major_view
 from laytune.plan._source import SourceLike
 from laytune.plan._weigh import weigh
 from laytune.space import Candidate, PadValue
@@ -813,12 +814,20 @@ def plan_layouts(
             cand, kernel = planned_kernel(op.workload, cand, device, store)
             note += f"; {kernel}" if kernel else ""
         placements.append(Placement(op.name, cand, op.name in frozen, note))
-    predictions = [pricer.operator(p.op, graph.op(p.op).workload, p.candidate) for p in placements]
+    predictions = [
+        _view_prediction(p.op, "operator")
+        if _runs_as_view(graph, final, p.op)
+        else pricer.operator(p.op, graph.op(p.op).workload, p.candidate)
+        for p in placements
+    ]
     for i, v in enumerate(final.versions):
         if v.origin == "rewrite":
             rewrite = final.rewrite(i, graph.tensors[v.tensor].dtype)
+            label = rewrite_label(rewrite)
             predictions.append(
-                pricer.rewrite(rewrite_label(rewrite), rewrite, _ports(graph, rewrite))
+                _view_prediction(label, "rewrite")
+                if same_order(rewrite.src, rewrite.dst)
+                else pricer.rewrite(label, rewrite, _ports(graph, rewrite))
             )
     return Plan(
         graph=graph,
@@ -1016,8 +1025,25 @@ def _plan_time(
     for i, v in enumerate(res.versions):
         if v.origin == "rewrite":
             rewrite = res.rewrite(i, graph.tensors[v.tensor].dtype)
-            seconds += local.rewrite("", rewrite, _ports(graph, rewrite)).seconds or 0.0
+            if not same_order(rewrite.src, rewrite.dst):  # else a view: lowering reads it as is
+                seconds += local.rewrite("", rewrite, _ports(graph, rewrite)).seconds or 0.0
     return seconds
+
+
+def _view_prediction(label: str, kind: str) -> Prediction:
+    return Prediction(label, kind, 0.0, "a view: its result is its input's memory")
+
+
+def _runs_as_view(graph: Graph, res: _Resolution, name: str) -> bool:
+    """Whether lowering runs operator ``name`` as a view (as
+    ``lower_plan`` decides: a row-major copy between layouts that store its
+    tensor alike, :func:`~laytune.plan._execute.same_order`)."""
+    op = graph.op(name)
+    if len(op.inputs) != 1:
+        return False
+    src = res.versions[res.reads[(name, op.inputs[0][0])]].layout
+    dst = res.versions[res.storage(op.output)].layout
+    return row_major_view(op.workload) and same_order(src, dst)
 
 
 def _readers(res: _Resolution, tensor: str) -> list[str]:

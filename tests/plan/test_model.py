@@ -227,6 +227,14 @@ def test_a_pooled_head_is_flattened_where_its_blocked_layout_left_it() -> None:
         assert not pooled.is_identity and pooled.physical_size == 32
         assert any(v.startswith("pooled -> ") for v in loaded.compiled.views)
         assert not any(s.label.startswith("pooled -> ") for s in loaded.compiled.steps)
+        # the plan predicts what lowering runs: nothing for each view
+        predicted = {p.label: p for p in loaded.plan.predictions}
+        assert set(loaded.compiled.views) <= set(predicted)
+        for view in loaded.compiled.views:
+            assert predicted[view].seconds == 0.0
+            assert predicted[view].source.startswith("a view")
+        launched = {s.label for s in loaded.compiled.steps}
+        assert all(predicted[label].seconds > 0 for label in launched)
         # nor has tune-model a conversion kernel to tune for it
         assert not any(w.src.shape == (1, 32, 1, 1) for w in plan_conversions(loaded.plan))
         assert_close(loaded(**feeds), want)
