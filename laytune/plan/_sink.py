@@ -20,7 +20,16 @@ from typing import Any
 import numpy as np
 
 from laytune.exceptions import LaytuneError, PlanError
-from laytune.layout import Const, Expr, Var, evaluate, simplify, substitute
+from laytune.layout import (
+    Const,
+    Expr,
+    IndexMap,
+    Var,
+    evaluate,
+    row_major_offsets,
+    simplify,
+    substitute,
+)
 from laytune.ops import Load, Statement, Workload, replace_loads, statement_text
 from laytune.plan._graph import Graph, Op, Tensor
 
@@ -32,7 +41,13 @@ def row_major_view(workload: Workload) -> bool:
     element in row-major order (``Y[d] = X[unflatten(flatten(d))]``: a
     reshape, a flatten, a copy): for every output index ``d``, the input
     element read has the row-major offset of ``d``. In logical layouts its
-    output is then its input's memory."""
+    output is then its input's memory.
+
+    Decided on the load's index expressions (the input's row-major offset of
+    what ``d`` reads, against ``d``'s own rank), by periods, without a pass
+    over the tensor; a load whose expressions that cannot take (a read
+    outside the input, an output index that is not an axis) is checked
+    element by element."""
     stmt = workload.statement
     if stmt.reduction is not None or not isinstance(stmt.value, Load):
         return False
@@ -40,6 +55,38 @@ def row_major_view(workload: Workload) -> bool:
     out = workload.output
     if source.size != out.size or source.dtype != out.dtype:
         return False
+    closed = _read_in_row_major_order(workload)
+    return _reads_in_row_major_order(workload) if closed is None else closed
+
+
+def _read_in_row_major_order(workload: Workload) -> bool | None:
+    """:func:`row_major_view`'s answer from the load's expressions, or None
+    where they do not give one."""
+    (source,) = workload.inputs
+    out = workload.output
+    at: list[Expr | None] = [None] * len(workload.axes)
+    for d, index in enumerate(out.indices):
+        if not isinstance(index, Var) or at[index.index] is not None:
+            return None
+        at[index.index] = Var(d)
+    if any(a is None for a in at):
+        return None
+    try:
+        read = IndexMap(
+            tuple(f"d{d}" for d in range(len(out.shape))),
+            tuple(substitute(e, at) for e in source.indices),  # type: ignore[arg-type]
+        )
+        if read.physical_shape(out.shape) != tuple(source.shape):
+            return None  # some index read outside the input, or not all of it
+        return row_major_offsets(read, out.shape)
+    except LaytuneError:
+        return None
+
+
+def _reads_in_row_major_order(workload: Workload) -> bool:
+    """:func:`row_major_view`'s answer element by element."""
+    (source,) = workload.inputs
+    out = workload.output
     grid = np.indices(out.shape, dtype=np.int64).reshape(len(out.shape), -1)
     args: list[Any] = [0] * len(workload.axes)
     for d, index in enumerate(out.indices):

@@ -202,6 +202,40 @@ def test_a_row_major_copy_is_a_view_and_a_transpose_is_not() -> None:
     assert not row_major_view(shifted)
 
 
+def test_whether_a_copy_is_a_view_is_decided_without_a_pass_over_the_tensor() -> None:
+    """The decision reads the load's expressions (periods), so a reshape of
+    a 4096 x 4096 tensor allocates nothing near its 16M indices (a pass
+    over them took 256 MiB), and it agrees with the element-by-element
+    check on every form that check decides."""
+    import tracemalloc
+
+    from laytune.plan._sink import _read_in_row_major_order, _reads_in_row_major_order
+
+    big = reshape((4096, 4096), (64, 64, 4096))
+    tracemalloc.start()
+    try:
+        assert row_major_view(big)
+        assert not row_major_view(ops.transpose((4096, 4096)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # bytes
+    shifted = Workload.define("shift", "Y[i] = X[i + 1]", {"i": 6}, {"X": (6,)})
+    wrapped = Workload.define("wrap", "Y[i, j] = X[j, i]", {"i": 4, "j": 4}, {"X": (4, 4)})
+    for workload in (
+        reshape((1, 8, 4, 4), (1, 16, 2, 4)),
+        reshape((2, 3, 4), (6, 4)),
+        reshape((6, 4), (2, 3, 4)),
+        ops.copy((3, 5)),
+        ops.transpose((3, 5)),
+        wrapped,
+    ):
+        assert _read_in_row_major_order(workload) == _reads_in_row_major_order(workload)
+    # a read outside the input: left to the element-by-element check
+    assert _read_in_row_major_order(shifted) is None
+    assert not _reads_in_row_major_order(shifted)
+
+
 def test_a_reshape_between_layouts_that_agree_is_a_view() -> None:
     """A [1, 16, 12] tensor blocked as [i, j // 8, k, j % 8] holds the rows of
     [16, 12] blocked as [j // 8, k, j % 8] element for element; other pairs
