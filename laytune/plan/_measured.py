@@ -83,7 +83,7 @@ def _offered(records: Any, workload: Any, device: Any, current: Candidate) -> li
     by_kernel = sorted(found, key=lambda r: (model_seconds(r), r.id or 0))
     order = [
         *(o.candidate for o in _derived_option(workload, device) if o.candidate.key in recorded),
-        *(r.candidate for r in fastest_per_layouts(by_kernel, workload.key)),
+        *(r.candidate for r in fastest_per_layouts(by_kernel, workload.weights)),
         *(r.candidate for r in by_kernel),
     ]
     by_warm = [r.candidate for r in sorted(found, key=lambda r: (_warm_s(r), r.id or 0))]

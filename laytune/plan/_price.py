@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,28 +138,26 @@ def lookup_options(
         records = cold
         best = best if best is not None and measured_cold(best) else None
     by_kernel = sorted(records, key=lambda r: (model_seconds(r), r.id or 0))
+    weights = _weights(workload_key)
     logical = [
         r
         for r in by_kernel
         if all(
-            layout.is_identity
-            for name, layout in r.candidate.layouts
-            if not name.endswith(".local") and name not in _weights(workload_key)
+            index_map.is_identity() for _, _, index_map, _ in layouts_asked(r.candidate, weights)
         )
     ]
     picked: list[Any] = [best] if best is not None else []
-    for record in [*fastest_per_layouts(by_kernel, workload_key)[:limit], *logical[:1]]:
+    for record in [*fastest_per_layouts(by_kernel, weights)[:limit], *logical[:1]]:
         if all(record.candidate.key != p.candidate.key for p in picked):
             picked.append(record)
     return [_option(r) for r in picked]
 
 
-def layouts_asked(candidate: Candidate, workload_key: str) -> tuple[Any, ...]:
-    """What ``candidate`` asks of the tensors around its operator: the index
-    map and pad value of each buffer but its weights (packed on the host, at
-    no cost per run) and its local stages. Two candidates that ask the same
-    force the same conversions on a plan."""
-    weights = _weights(workload_key)
+def layouts_asked(candidate: Candidate, weights: Collection[str]) -> tuple[Any, ...]:
+    """What ``candidate`` asks of the tensors around its operator: the shape,
+    index map and pad value of each buffer but its ``weights`` (packed on the
+    host, at no cost per run) and its local stages. Two candidates that ask
+    the same force the same conversions on a plan."""
     return tuple(
         (name, layout.shape, layout.index_map, candidate.pad_value(name))
         for name, layout in candidate.layouts
@@ -167,17 +165,18 @@ def layouts_asked(candidate: Candidate, workload_key: str) -> tuple[Any, ...]:
     )
 
 
-def fastest_per_layouts(records: Sequence[Any], workload_key: str) -> list[Any]:
+def fastest_per_layouts(records: Sequence[Any], weights: Collection[str]) -> list[Any]:
     """The first record (``records`` fastest first) of each distinct set of
-    layouts asked (:func:`layouts_asked`), in that order. The records of one
-    workload mostly share a few layout sets; the fastest kernels alone may
-    all ask one of them (every one NCHW, say, where the operator's neighbours
-    run NCHW16c), and then weighing has no candidate that agrees with the
-    neighbours and must keep the rewrites between them."""
+    layouts asked (:func:`layouts_asked`; ``weights``: the workload's), in
+    that order. The records of one workload mostly share a few layout sets;
+    the fastest kernels alone may all ask one of them (every one NCHW, say,
+    where the operator's neighbours run NCHW16c), and then weighing has no
+    candidate that agrees with the neighbours and must keep the rewrites
+    between them."""
     seen: set[tuple[Any, ...]] = set()
     out = []
     for record in records:
-        asked = layouts_asked(record.candidate, workload_key)
+        asked = layouts_asked(record.candidate, weights)
         if asked not in seen:
             seen.add(asked)
             out.append(record)
