@@ -48,6 +48,7 @@ from laytune.codegen import KernelProgram, Launch, lower, lower_conversion
 from laytune.device_info import DeviceInfo
 from laytune.exceptions import ConfigError, LaytuneError, PlanError
 from laytune.layout import Layout, custom, identity, pack, same_offsets_reshaped
+from laytune.ops import Workload
 from laytune.plan._rewrite import Rewrite, is_identity_layout
 from laytune.plan._sink import row_major_view
 from laytune.runners import image_format
@@ -128,6 +129,14 @@ def same_order(src: Layout, dst: Layout) -> bool:
     if _memory(src) != "global" or _memory(dst) != "global":
         return False
     return same_offsets_reshaped(src.index_map, src.shape, dst.index_map, dst.shape)
+
+
+def runs_as_view(workload: Workload, src: Layout, dst: Layout) -> bool:
+    """Whether an operator of ``workload`` reading its one input in ``src``
+    and writing in ``dst`` launches nothing: a row-major copy
+    (:func:`~laytune.plan._sink.row_major_view`) between layouts that store
+    its tensor alike (:func:`same_order`), whose result is its input's memory."""
+    return row_major_view(workload) and same_order(src, dst)
 
 
 def _direct_layout(rewrite: Rewrite) -> Layout | None:
@@ -379,7 +388,7 @@ class _Lowering:
         if len(op.inputs) == 1:
             read = plan.read_index(name, op.inputs[0][0])
             src, dst = plan.versions[read].layout, plan.versions[out].layout
-            if row_major_view(op.workload) and same_order(src, dst):
+            if runs_as_view(op.workload, src, dst):
                 self.slot[out] = self.slot[read]
                 self.views.append(name)
                 return

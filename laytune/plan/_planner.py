@@ -78,7 +78,7 @@ from laytune.exceptions import (
 )
 from laytune.layout import Layout, identity
 from laytune.ops import Workload
-from laytune.plan._execute import CompiledPlan, PlanTiming, same_order
+from laytune.plan._execute import CompiledPlan, PlanTiming, runs_as_view, same_order
 from laytune.plan._flow import FlowError, flow_layout
 from laytune.plan._fuse import Fusion, bare_candidate, fuse_into
 from laytune.plan._graph import Graph
@@ -99,7 +99,6 @@ from laytune.plan._rewrite import (
     refinable,
     same_layout,
 )
-from laytune.plan._sink import row_major_view
 from laytune.plan._source import SourceLike
 from laytune.plan._weigh import weigh
 from laytune.space import Candidate, PadValue
@@ -816,19 +815,14 @@ def plan_layouts(
         placements.append(Placement(op.name, cand, op.name in frozen, note))
     predictions = [
         _view_prediction(p.op, "operator")
-        if _runs_as_view(graph, final, p.op)
+        if _operator_is_view(graph, final, p.op)
         else pricer.operator(p.op, graph.op(p.op).workload, p.candidate)
         for p in placements
     ]
     for i, v in enumerate(final.versions):
         if v.origin == "rewrite":
             rewrite = final.rewrite(i, graph.tensors[v.tensor].dtype)
-            label = rewrite_label(rewrite)
-            predictions.append(
-                _view_prediction(label, "rewrite")
-                if same_order(rewrite.src, rewrite.dst)
-                else pricer.rewrite(label, rewrite, _ports(graph, rewrite))
-            )
+            predictions.append(_rewrite_prediction(graph, pricer, rewrite_label(rewrite), rewrite))
     return Plan(
         graph=graph,
         device=device,
@@ -1025,8 +1019,7 @@ def _plan_time(
     for i, v in enumerate(res.versions):
         if v.origin == "rewrite":
             rewrite = res.rewrite(i, graph.tensors[v.tensor].dtype)
-            if not same_order(rewrite.src, rewrite.dst):  # else a view: lowering reads it as is
-                seconds += local.rewrite("", rewrite, _ports(graph, rewrite)).seconds or 0.0
+            seconds += _rewrite_prediction(graph, local, "", rewrite).seconds or 0.0
     return seconds
 
 
@@ -1034,16 +1027,24 @@ def _view_prediction(label: str, kind: str) -> Prediction:
     return Prediction(label, kind, 0.0, "a view: its result is its input's memory")
 
 
-def _runs_as_view(graph: Graph, res: _Resolution, name: str) -> bool:
-    """Whether lowering runs operator ``name`` as a view (as
-    ``lower_plan`` decides: a row-major copy between layouts that store its
-    tensor alike, :func:`~laytune.plan._execute.same_order`)."""
+def _rewrite_prediction(
+    graph: Graph, pricer: PlanPricer, label: str, rewrite: Rewrite
+) -> Prediction:
+    """A rewrite's predicted time: nothing where lowering reads its source as
+    it is (:func:`~laytune.plan._execute.same_order`), else ``pricer``'s."""
+    if same_order(rewrite.src, rewrite.dst):
+        return _view_prediction(label, "rewrite")
+    return pricer.rewrite(label, rewrite, _ports(graph, rewrite))
+
+
+def _operator_is_view(graph: Graph, res: _Resolution, name: str) -> bool:
+    """Whether lowering runs operator ``name`` as a view
+    (:func:`~laytune.plan._execute.runs_as_view`)."""
     op = graph.op(name)
     if len(op.inputs) != 1:
         return False
     src = res.versions[res.reads[(name, op.inputs[0][0])]].layout
-    dst = res.versions[res.storage(op.output)].layout
-    return row_major_view(op.workload) and same_order(src, dst)
+    return runs_as_view(op.workload, src, res.versions[res.storage(op.output)].layout)
 
 
 def _readers(res: _Resolution, tensor: str) -> list[str]:
