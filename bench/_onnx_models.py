@@ -127,6 +127,20 @@ def _basic_block(b: _Builder, x: str, name: str, channels: int, filters: int, st
     return b.node("Relu", [y], f"{name}.relu")
 
 
+def _classified(
+    b: _Builder, name: str, y: str, channels: int, classes: int, batch: int, size: int
+) -> Any:
+    """The image classifier whose features ``y`` (``channels`` of them) end
+    in global average pooling, Flatten and a Gemm to ``logits``: the model,
+    input ``x`` (batch, 3, size, size)."""
+    y = b.node("GlobalAveragePool", [y], "pool")
+    y = b.node("Flatten", [y], "flatten", axis=1)
+    w = b.uniform("fc.weight", (classes, channels), 1 / math.sqrt(channels))
+    bias = b.uniform("fc.bias", (classes,), 1 / math.sqrt(channels))
+    b.node("Gemm", [y, w, bias], "logits", transB=1)
+    return b.model(name, {"x": (batch, 3, size, size)}, {"logits": (batch, classes)})
+
+
 def resnet18(
     size: int = 224,
     width: int = 64,
@@ -150,12 +164,7 @@ def resnet18(
         y = _basic_block(b, y, f"layer{s}.0", channels, filters, stride)
         y = _basic_block(b, y, f"layer{s}.1", filters, filters, 1)
         channels = filters
-    y = b.node("GlobalAveragePool", [y], "pool")
-    y = b.node("Flatten", [y], "flatten", axis=1)
-    w = b.uniform("fc.weight", (classes, channels), 1 / math.sqrt(channels))
-    bias = b.uniform("fc.bias", (classes,), 1 / math.sqrt(channels))
-    b.node("Gemm", [y, w, bias], "logits", transB=1)
-    return b.model("resnet18", {"x": (batch, 3, size, size)}, {"logits": (batch, classes)})
+    return _classified(b, "resnet18", y, channels, classes, batch, size)
 
 
 def _relu6(b: _Builder, x: str, name: str) -> str:
@@ -207,12 +216,7 @@ def mobilenet_v2(
             cin, k = cout, k + 1
     head = max(1280, channels(1280))
     y = _relu6(b, _conv_bn(b, y, "head", cin, head, 1, 1, relu=False), "head")
-    y = b.node("GlobalAveragePool", [y], "pool")
-    y = b.node("Flatten", [y], "flatten", axis=1)
-    w = b.uniform("fc.weight", (classes, head), 1 / math.sqrt(head))
-    bias = b.uniform("fc.bias", (classes,), 1 / math.sqrt(head))
-    b.node("Gemm", [y, w, bias], "logits", transB=1)
-    return b.model("mobilenet_v2", {"x": (batch, 3, size, size)}, {"logits": (batch, classes)})
+    return _classified(b, "mobilenet_v2", y, head, classes, batch, size)
 
 
 def _linear(b: _Builder, x: str, name: str, fan_in: int, fan_out: int) -> str:

@@ -83,7 +83,6 @@ from bench._onnx_models import bert_layer, mobilenet_v2, resnet18
 from bench.peers import relative_error
 
 RESULT_NAME = "models.md"
-MODELS = ("resnet18", "bert", "mobilenet_v2")
 #: a run slower than this (seconds) is timed in the first rounds only
 SLOW_S = 1.0
 SLOW_ROUNDS = 3
@@ -95,25 +94,36 @@ WARM_RUNS, BLOCK_RUNS = 2, 3
 TOP_STEPS = 12
 
 
+#: Per model: its builder, and the arguments and words of its full size and
+#: of its ``--quick`` size.
+_SIZES: dict[
+    str, tuple[Callable[..., Any], tuple[dict[str, Any], str], tuple[dict[str, Any], str]]
+] = {
+    "resnet18": (
+        resnet18,
+        ({}, "ResNet-18, 1 x 3 x 224 x 224"),
+        ({"size": 64, "width": 16, "classes": 10}, "ResNet-18, 16-128 channels, 1 x 3 x 64 x 64"),
+    ),
+    "bert": (
+        bert_layer,
+        ({}, "BERT-base encoder layer, seq 128"),
+        ({"sequence": 32, "hidden": 128, "heads": 4, "ffn": 512}, "BERT layer, hidden 128, seq 32"),
+    ),
+    "mobilenet_v2": (
+        mobilenet_v2,
+        ({}, "MobileNet-v2, 1 x 3 x 224 x 224"),
+        ({"size": 64, "width": 0.5, "classes": 10}, "MobileNet-v2 x 0.5, 1 x 3 x 64 x 64"),
+    ),
+}
+#: The models, in the order a run takes them.
+MODELS = tuple(_SIZES)
+
+
 def build(name: str, quick: bool) -> tuple[Any, str]:
     """The model (``onnx.ModelProto``) and the words that describe it."""
-    if name == "resnet18":
-        if quick:
-            return resnet18(
-                size=64, width=16, classes=10
-            ), "ResNet-18, 16-128 channels, 1 x 3 x 64 x 64"
-        return resnet18(), "ResNet-18, 1 x 3 x 224 x 224"
-    if name == "mobilenet_v2":
-        if quick:
-            return mobilenet_v2(
-                size=64, width=0.5, classes=10
-            ), "MobileNet-v2 x 0.5, 1 x 3 x 64 x 64"
-        return mobilenet_v2(), "MobileNet-v2, 1 x 3 x 224 x 224"
-    if quick:
-        return bert_layer(
-            sequence=32, hidden=128, heads=4, ffn=512
-        ), "BERT layer, hidden 128, seq 32"
-    return bert_layer(), "BERT-base encoder layer, seq 128"
+    builder, full, small = _SIZES[name]
+    kwargs, words = small if quick else full
+    return builder(**kwargs), words
 
 
 @dataclass
