@@ -45,7 +45,7 @@ def row_major_view(workload: Workload) -> bool:
 
     Decided on the load's index expressions (the input's row-major offset of
     what ``d`` reads, against ``d``'s own rank), by periods, without a pass
-    over the tensor; a load whose expressions that cannot take (a read
+    over the tensor; a load those expressions do not describe (a read
     outside the input, an output index that is not an axis) is checked
     element by element."""
     stmt = workload.statement
