@@ -48,22 +48,24 @@ def ort_run(
 
 
 def bursts(
-    runs: Mapping[str, Callable[[], object]], count: int, idle: float = 0.0
+    runs: Mapping[str, Callable[[], object]], count: int, idle: float = 0.0, length: int = 10
 ) -> dict[str, list[float]]:
-    """Wall seconds of each run, interleaved in ``count`` bursts of 10, each
-    after ``idle`` seconds; the last 5 runs of a burst count (the runtimes'
-    worker threads spin a while after a run and slow the next one's first)."""
+    """Wall seconds of each run, interleaved in ``count`` bursts of
+    ``length`` runs, each after ``idle`` seconds; the last half of a burst
+    counts (the runtimes' worker threads spin a while after a run and slow
+    the next one's first, and after an idle the cores take a few
+    milliseconds to come up to speed)."""
     times: dict[str, list[float]] = {label: [] for label in runs}
     for _ in range(max(1, count)):
         for label, run in runs.items():
             if idle:
                 time.sleep(idle)
             burst = []
-            for _ in range(10):
+            for _ in range(length):
                 start = time.perf_counter()
                 run()
                 burst.append(time.perf_counter() - start)
-            times[label] += burst[5:]
+            times[label] += burst[length // 2 :]
     return times
 
 
