@@ -620,3 +620,32 @@ def test_a_transpose_without_streaming_stores_keeps_the_register_tile() -> None:
         "plain",
     )
     assert first.knob("group.j") == first.knob("group.i") == 0
+
+
+@pytest.mark.parametrize("lanes", [16, 8])
+def test_a_sum_whose_input_holds_the_vector_axis_outside_is_blocked_by_the_lanes(
+    lanes: int,
+) -> None:
+    """Winograd's input transform: ``c`` is the output's contiguous axis and
+    ``X`` holds it outermost, so the first start blocks ``X`` along ``c`` by
+    the device's lanes (NCHW -> NCHWc), runs its vectors along ``c`` and
+    holds the axis only the table reads (``x``) in registers; the other
+    operands keep their layouts."""
+    workload = Workload.define(
+        "transform",
+        "V[x, th, tw, c] += T[x, a, b] * X[c, th * 2 + a - 1, tw * 2 + b - 1]",
+        {"x": 16, "th": 4, "tw": 4, "c": 32, "a": 4, "b": 4},
+        {"T": (16, 4, 4), "X": (32, 8, 8)},
+        weights=("T",),
+    )
+    assert classify(workload) is None
+    first = standard_candidates(SearchSpace(workload, written_cpu(lanes)), 1)[0]
+    assert first.layout("X") == block((32, 8, 8), 0, lanes)
+    assert first.layout("V") == identity((16, 4, 4, 32))
+    assert first.layout("T") == identity((16, 4, 4))
+    assert (first.knob("vector_axis"), first.knob("vector"), first.knob("block.c")) == (
+        "c",
+        lanes,
+        lanes,
+    )
+    assert first.knob("block.x") > 1
