@@ -25,13 +25,13 @@ class CriticalWorkload:
 
 def critical_workloads(graph: Graph) -> list[CriticalWorkload]:
     """The distinct layout-critical workloads of ``graph`` (those whose
-    statement is a contraction or a sliding window,
-    :func:`laytune.search.classify`), largest first by flops, graph order among equals. Operators
-    with one key share one entry; a buffer is a weight of it only where every
-    one of them reads a constant there."""
-    from laytune.search import classify
+    statement sums a product of two loads: contractions, sliding windows,
+    :func:`laytune.search.layout_critical`), largest first by flops, graph
+    order among equals. Operators with one key share one entry; a buffer is
+    a weight of it only where every one of them reads a constant there."""
+    from laytune.search import layout_critical
 
-    return _distinct(graph, [op for op in graph.ops if classify(op.workload) is not None])
+    return _distinct(graph, [op for op in graph.ops if layout_critical(op.workload)])
 
 
 def _distinct(graph: Graph, critical: list[Any]) -> list[CriticalWorkload]:

@@ -882,12 +882,13 @@ DERIVED_ORIGIN = "the statement's derived start"
 
 
 def _derived_option(workload: Any, device: DeviceInfo) -> list[Option]:
-    """The first standard start of a contraction's or a window's statement
-    on ``device`` (none for other statements: their layouts are planned)."""
-    from laytune.search import classify, standard_candidates
+    """The first standard start of a layout-critical statement
+    (:func:`~laytune.search.layout_critical`) on ``device`` (none for other
+    statements: their layouts are planned)."""
+    from laytune.search import layout_critical, standard_candidates
     from laytune.space import SearchSpace
 
-    if classify(workload) is None:
+    if not layout_critical(workload):
         return []
     try:
         starts = standard_candidates(SearchSpace(workload, device), 1)
@@ -904,9 +905,9 @@ def _tuned_fusions(graph: Graph) -> dict[str, str]:
     stopped (a downsampling conv's bias, add and relu, where the block's
     other conv took the add) names a workload nobody tuned."""
     from laytune.plan._fuse import fuse_epilogues
-    from laytune.search import classify
+    from laytune.search import layout_critical
 
-    critical = {op.name for op in graph.ops if classify(op.workload) is not None}
+    critical = {op.name for op in graph.ops if layout_critical(op.workload)}
     _, fusions = fuse_epilogues(graph, critical)
     return {fusion.op: fusion.key for fusion in fusions}
 

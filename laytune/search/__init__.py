@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from laytune.search._model_search import ModelSearch, pool_for, transfer_observations
     from laytune.search._options import DEFAULT_MEASURE, TuneOptions
     from laytune.search._strategies import STRATEGIES, make_sampler, params_of
-    from laytune.search._structure import Contraction, Window, classify
+    from laytune.search._structure import Contraction, Window, classify, layout_critical
     from laytune.search._tune import (
         conversion_starts,
         layout_reference,
@@ -66,6 +66,7 @@ __all__ = [
     "demos",
     "explain_layouts",
     "held_layouts",
+    "layout_critical",
     "layout_reference",
     "make_sampler",
     "missing_reference",
@@ -105,7 +106,7 @@ __getattr__, __dir__ = lazy_exports(
         "laytune.search._model_search": ("ModelSearch", "pool_for", "transfer_observations"),
         "laytune.search._options": ("DEFAULT_MEASURE", "TuneOptions"),
         "laytune.search._strategies": ("STRATEGIES", "make_sampler", "params_of"),
-        "laytune.search._structure": ("Contraction", "Window", "classify"),
+        "laytune.search._structure": ("Contraction", "Window", "classify", "layout_critical"),
         "laytune.search._tune": (
             "conversion_starts",
             "layout_reference",

@@ -33,7 +33,7 @@ from laytune.layout import BinOp, Expr, Var, variables
 from laytune.ops import BinaryOp, Load
 from laytune.space import WorkloadLike
 
-__all__ = ["Contraction", "Structure", "Window", "classify"]
+__all__ = ["Contraction", "Structure", "Window", "classify", "layout_critical"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,17 @@ def _body_reads(workload: WorkloadLike) -> set[str]:
     if statement is None:
         return {b.name for b in workload.buffers}
     return {statement.value.lhs.buffer, statement.value.rhs.buffer}
+
+
+def layout_critical(workload: WorkloadLike) -> bool:
+    """Whether ``workload`` is one whose layouts a graph's plan takes from its
+    tuned records (``tune_model`` tunes it, element-wise epilogues fold into
+    it): a sum of one product of two loads, whether :func:`classify` names
+    its form (a contraction, a window) or not (Winograd's transforms, whose
+    indices ``2 th + a`` and ``oh // 2`` are neither). Other statements
+    (element-wise, pooling, plain reductions) adopt the layouts planned
+    around them."""
+    return workload.reduction == "sum" and _is_product(workload)
 
 
 def classify(workload: WorkloadLike, windows_of_one: bool = False) -> Structure:
