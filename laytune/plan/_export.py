@@ -156,6 +156,7 @@ def export_model(
     *,
     fuse: bool = True,
     reference: bool = False,
+    winograd: bool = False,
 ) -> list[Path]:
     """Write ``model``'s plan for a build outside Python; returns the files written.
 
@@ -179,13 +180,15 @@ def export_model(
       (:func:`~laytune.plan.random_inputs`, seed 0) and
       ``<stem>.<output>.ref.bin`` for each output (the graph's numpy
       reference), and the tolerance (:data:`MODEL_RTOL`) in the header.
+
+    ``winograd``: as :func:`~laytune.plan.load_model`.
     """
     from laytune.runners import default_device, select_device
 
-    graph = _graph_of(model)
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
+        graph = _graph_of(model, winograd, records, device)
         plan = _plan(graph, records, device, fuse)
     finally:
         if opened:

@@ -36,7 +36,7 @@ from laytune.plan._price import fastest_per_layouts
 from laytune.records import model_seconds
 from laytune.space import Candidate
 
-__all__ = ["MeasuredChoice", "measure_choices"]
+__all__ = ["MeasuredChoice", "measure_choices", "measure_forms"]
 
 #: Candidates per workload timed in the plan besides the current choice.
 ALTERNATIVES = 4
@@ -211,3 +211,66 @@ def measure_choices(
             + (f"took candidate {keep + 1}, {relative[keep]:.3f}" if keep else "kept the first")
         )
     return current, found
+
+
+def measure_forms(
+    model: Any,
+    records: Any,
+    device: Any,
+    winograd: frozenset[str],
+    *,
+    fuse: bool = True,
+    rounds: int = ROUNDS,
+    say: Callable[[str], None] | None = None,
+) -> frozenset[str]:
+    """The convolutions of ``model`` (an ONNX path or ``ModelProto``) that run
+    it fastest on ``device`` in Winograd's form, measured in its plan: from
+    ``winograd`` (the records' choice,
+    :func:`~laytune.plan._winograd.faster_in_records`), one direct key at a
+    time, every convolution of that key is flipped to the other form, both
+    plans timed as :func:`measure_choices` times candidates, and the flip
+    kept where it runs at most :data:`MARGIN` of the other's time.
+
+    The records time each kernel alone; in the plan a form's kernels meet
+    the caches the others leave. Winograd's filters are 16/9 of the direct
+    ones: on ResNet-18's last stage (16.8 MB of them, read from memory at
+    each run) the records' times ranked the forms within 10 % of each
+    other, either way from one tuning to the next."""
+    import pyopencl as cl
+
+    from laytune.plan._onnx import from_onnx
+    from laytune.plan._planner import plan_layouts
+    from laytune.plan._winograd import _convolutions, _keys
+
+    tell = say or (lambda line: None)
+    direct = from_onnx(model)
+    keys = _keys(direct, fuse)
+    groups: dict[str, list[str]] = {}
+    for name in _convolutions(direct, from_onnx(model, winograd=True)):
+        groups.setdefault(keys[name], []).append(name)
+    context = cl.Context([device.open()])
+    programs: dict[str, Any] = {}
+    inputs = random_inputs(direct)
+    current = set(winograd)
+    for names in groups.values():
+        flipped = current ^ set(names)
+        compiled = []
+        try:
+            for forms in (current, flipped):
+                plan = plan_layouts(
+                    from_onnx(model, winograd=forms), records, device.info, fuse=fuse
+                )
+                compiled.append(plan.compile(context, programs=programs))
+            relative = _time_plans(compiled, inputs, rounds)
+        finally:
+            for c in compiled:
+                c.release()
+        now = "Winograd's form" if names[0] in current else "directly"
+        kept = relative[1] <= MARGIN
+        tell(
+            f"  {', '.join(names)}: {now} 1.000, the other form {relative[1]:.3f}: "
+            + ("took the other" if kept else "kept")
+        )
+        if kept:
+            current = flipped
+    return frozenset(current)

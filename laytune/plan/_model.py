@@ -30,7 +30,7 @@ import contextlib
 import os
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,8 +150,24 @@ class ModelTuning:
         return "\n".join(lines)
 
 
-def _graph_of(model: Any) -> Graph:
-    return model if isinstance(model, Graph) else from_onnx(model)
+def _graph_of(model: Any, winograd: bool = False, source: Any = None, device: Any = None) -> Graph:
+    """The graph of ``model``; with ``winograd``, its 3 x 3 stride-1
+    convolutions in Winograd's form where ``source`` times that form faster
+    on ``device`` (:func:`~laytune.plan._winograd.faster_in_records`)."""
+    if not winograd:
+        return model if isinstance(model, Graph) else from_onnx(model)
+    _refuse_graph(model)
+    from laytune.plan._winograd import faster_in_records
+
+    return from_onnx(model, winograd=faster_in_records(model, source, device.info.key))
+
+
+def _refuse_graph(model: Any) -> None:
+    if isinstance(model, Graph):
+        raise ArgumentTypeError(
+            "winograd chooses each convolution's form while importing an ONNX model: pass the "
+            "model, not a Graph (or import it with from_onnx(model, winograd=True))"
+        )
 
 
 def _stderr(line: str) -> None:
@@ -167,6 +183,7 @@ def tune_model(
     progress: bool = True,
     say: Callable[[str], None] | None = None,
     fuse: bool = True,
+    winograd: bool = False,
 ) -> ModelTuning:
     """Tune ``model`` (an ONNX path or ``ModelProto``, or a :class:`Graph`) on
     ``device`` (default: :func:`laytune.runners.default_device`) into
@@ -178,7 +195,10 @@ def tune_model(
     line per workload through ``say`` (default: stderr). ``fuse``: tune the
     workloads as :func:`load_model` runs them with ``fuse=True``, each
     layout-critical operator with the element-wise epilogue folded into it
-    (:func:`tuned_workloads`); False: the operators alone."""
+    (:func:`tuned_workloads`); False: the operators alone. ``winograd``: tune
+    each 3 x 3 stride-1 convolution both directly and in Winograd's form
+    (:mod:`laytune.plan._winograd`), so that :func:`load_model` with
+    ``winograd=True`` runs whichever the records time faster."""
     from laytune.records import DEFAULT_URL, RecordStore, open_database
     from laytune.runners import default_device, refuse_while_a_worker_starts, select_device
     from laytune.search import TuneOptions
@@ -190,19 +210,28 @@ def tune_model(
             "tune_model gives each workload its default boundary and study: leave "
             "options.boundary and options.study_name unset"
         )
-    graph = _graph_of(model)
+    graphs = [_graph_of(model)]
+    if winograd:
+        _refuse_graph(model)
+        graphs.append(from_onnx(model, winograd=True))
     device = default_device() if device is None else select_device(device)
     opened = not isinstance(database, RecordStore)
     db = open_database(DEFAULT_URL if database is None else database)
+
+    def planned() -> Graph:
+        """The graph whose plan's conversions are tuned, once its operators are."""
+        return _graph_of(model, winograd, db, device) if winograd else graphs[0]
+
     try:
-        return _tune_jobs(graph, device, db, opts, progress, say, fuse)
+        return _tune_jobs(graphs, planned, device, db, opts, progress, say, fuse)
     finally:
         if opened:
             db.close()
 
 
 def _tune_jobs(
-    graph: Graph,
+    graphs: Sequence[Graph],
+    planned: Callable[[], Graph],
     device: Any,
     db: Any,
     opts: Any,
@@ -256,13 +285,14 @@ def _tune_jobs(
 
     def tune_all() -> bool:
         """Every job; False when one was interrupted."""
-        critical = tuned_workloads(graph, fuse)
+        critical = _merged([tuned_workloads(g, fuse) for g in graphs])
         for k, item in enumerate(critical, 1):
             if not run(item.workload, "operator", item.ops, f"[{k}/{len(critical)}]"):
                 return False
         # Tuned conversions change the plan's prices, so the plan made with
         # them may run other rewrites: plan again until every one it runs is tuned.
         seen: set[str] = set()
+        graph = planned()
         for _ in range(_PLAN_ROUNDS):
             plan = plan_layouts(graph, db, device.info, fuse=fuse)
             fresh = [w for w in plan_conversions(plan) if w.key not in seen]
@@ -279,7 +309,18 @@ def _tune_jobs(
             finished = tune_all()
         except KeyboardInterrupt:  # a stop outside a job's own handling: between two
             finished = False  # jobs, while one opens, or while the plan is made
-    return ModelTuning(graph.name, device.name, db.safe_url, tuple(jobs), not finished)
+    return ModelTuning(graphs[0].name, device.name, db.safe_url, tuple(jobs), not finished)
+
+
+def _merged(lists: Sequence[Sequence[CriticalWorkload]]) -> list[CriticalWorkload]:
+    """The workloads of several graphs' lists, each key once (its operators
+    joined), largest first."""
+    found: dict[str, CriticalWorkload] = {}
+    for item in (i for items in lists for i in items):
+        seen = found.get(item.workload.key)
+        ops = item.ops if seen is None else (*seen.ops, *(o for o in item.ops if o not in seen.ops))
+        found[item.workload.key] = CriticalWorkload((seen or item).workload, ops)
+    return sorted(found.values(), key=lambda c: -c.workload.flops)
 
 
 def _open_records(database: Any) -> tuple[Any, bool]:
@@ -303,7 +344,13 @@ def _plan(graph: Graph, records: Any, device: Any, fuse: bool, derive: bool = Tr
 
 
 def plan_model(
-    model: Any, database: Any = None, device: Any = None, *, repeats: int = 10, fuse: bool = True
+    model: Any,
+    database: Any = None,
+    device: Any = None,
+    *,
+    repeats: int = 10,
+    fuse: bool = True,
+    winograd: bool = False,
 ) -> Plan:
     """The plan of ``model`` from the records of ``database`` (a store or URL,
     opened read-only; a frozen file, as :func:`load_model` takes; None: no
@@ -311,17 +358,18 @@ def plan_model(
     (default: :func:`laytune.runners.default_device`), compiled and profiled
     on random inputs (``repeats`` timed runs): the plan carries its predicted
     and measured times (``str(plan)`` shows both). ``fuse``: fold element-wise
-    epilogues into the operators they read (``plan_layouts(fuse=True)``)."""
+    epilogues into the operators they read (``plan_layouts(fuse=True)``).
+    ``winograd``: as :func:`load_model`."""
     import pyopencl as cl
 
     from laytune.runners import default_device, select_device
 
     if repeats < 1:
         raise ArgumentTypeError(f"repeats must be at least 1, got {repeats}")
-    graph = _graph_of(model)
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
+        graph = _graph_of(model, winograd, records, device)
         plan = _plan(graph, records, device, fuse)
         with plan.compile(cl.Context([device.open()])) as compiled:
             timing = compiled.profile(random_inputs(graph), repeats=repeats)
@@ -385,7 +433,13 @@ class Model:
 
 
 def load_model(
-    model: Any, database: Any = None, device: Any = None, *, fuse: bool = True, derive: bool = True
+    model: Any,
+    database: Any = None,
+    device: Any = None,
+    *,
+    fuse: bool = True,
+    derive: bool = True,
+    winograd: bool = False,
 ) -> Model:
     """``model`` (an ONNX path or ``ModelProto``, or a :class:`Graph`) planned
     from the records of ``database`` (a store or URL, opened read-only; a
@@ -398,15 +452,19 @@ def load_model(
     the records do not cover runs the start derived from its statement
     (``plan_layouts(derive=True)``), so that a model nobody tuned runs the
     search's first kernels (ResNet-18 on 2 Xeon cores: 14 ms where logical
-    layouts took 151); False: logical layouts and the planned kernel."""
+    layouts took 151); False: logical layouts and the planned kernel.
+    ``winograd``: each 3 x 3 stride-1 convolution of an ONNX model runs in
+    Winograd's form where the records (or the frozen file) time it faster
+    than directly (:func:`~laytune.plan._winograd.faster_in_records`; tune
+    both with ``tune_model(winograd=True)``)."""
     import pyopencl as cl
 
     from laytune.runners import default_device, select_device
 
-    graph = _graph_of(model)
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
+        graph = _graph_of(model, winograd, records, device)
         plan = _plan(graph, records, device, fuse, derive)
         compiled = plan.compile(cl.Context([device.open()]))
     finally:
@@ -444,6 +502,7 @@ def freeze_model(
     fuse: bool = True,
     measure: bool = False,
     say: Callable[[str], None] | None = None,
+    winograd: bool = False,
 ) -> Path:
     """Freeze the kernels ``model``'s plan runs: plan it from the records of
     ``database`` on ``device`` (default: :func:`laytune.runners.default_device`)
@@ -460,11 +519,14 @@ def freeze_model(
     ResNet-18 on 2 cores: about 5 minutes), since records timed one launch
     at a time in a job's own moments need not rank kernels as the plan runs
     them; ``say`` gets a line per workload (default: stderr). The file then
-    holds the measured choice, and plans from it run that."""
+    holds the measured choice, and plans from it run that. ``winograd``: as
+    :func:`load_model` (load the file with ``winograd=True`` too: it holds
+    the kernels of the form chosen for each convolution); with ``measure``,
+    each convolution's form is timed in the plan as well
+    (:func:`~laytune.plan._measured.measure_forms`)."""
     from laytune.records import freeze
     from laytune.runners import default_device, select_device
 
-    graph = _graph_of(model)
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
@@ -472,6 +534,16 @@ def freeze_model(
             raise ArgumentTypeError(
                 f"freeze_model plans from a records database, not {type(records).__name__}"
             )
+        graph = _graph_of(model, winograd, records, device)
+        if measure and winograd:
+            from laytune.plan._measured import measure_forms
+            from laytune.plan._winograd import faster_in_records
+
+            tell = say or _stderr
+            tell(f"timing each convolution's form in the plan of {graph.name!r}")
+            forms = faster_in_records(model, records, device.info.key, fuse)
+            forms = measure_forms(model, records, device, forms, fuse=fuse, say=tell)
+            graph = from_onnx(model, winograd=forms)
         # the recorded candidates alone: a plan loaded from the file derives
         # the starts of what they leave out again, as one from the records does
         plan = _plan(graph, records, device, fuse, derive=False)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,7 @@ from laytune import ops
 from laytune.exceptions import GraphError, ModelImportError, UnsupportedNodeError
 from laytune.ops import Workload
 from laytune.plan._graph import Graph
+from laytune.plan._winograd import winograd_conv, winograd_fits
 
 __all__ = ["ONNX_OPS", "from_onnx"]
 
@@ -93,12 +94,19 @@ ONNX_OPS: tuple[str, ...] = (
 _BINARY = {"Add": ("add", "+"), "Sub": ("sub", "-"), "Mul": ("mul", "*"), "Div": ("div", "/")}
 
 
-def from_onnx(model: Any, name: str | None = None) -> Graph:
+def from_onnx(
+    model: Any, name: str | None = None, *, winograd: bool | Collection[str] = False
+) -> Graph:
     """The graph of an ONNX model: ``model`` is a path to a ``.onnx`` file or
     an ``onnx.ModelProto``. Graph inputs are the model's inputs that no
     initializer gives (float32, static shapes); outputs are the model's, by
     name and in order. ``name`` names the graph (default: the model's graph
-    name). Needs the ``onnx`` package (``pip install 'laytune[onnx]'``)."""
+    name). ``winograd``: each 3 x 3 stride-1 Conv whose filters are known
+    becomes Winograd's F(2 x 2, 3 x 3), three statements
+    (:mod:`laytune.plan._winograd`); a collection: those of them whose
+    operator it names (the graph's name of the convolution's output, as the
+    direct import names its operator). Needs the ``onnx`` package (``pip
+    install 'laytune[onnx]'``)."""
     try:
         import onnx
         import onnx.numpy_helper
@@ -128,12 +136,15 @@ def from_onnx(model: Any, name: str | None = None) -> Graph:
         inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=True)
     except Exception as err:  # onnx.shape_inference.InferenceError and checker errors
         raise ModelImportError(f"ONNX shape inference failed on the model: {err}") from None
-    return _Importer(inferred, onnx, name).run()
+    return _Importer(inferred, onnx, name, winograd).run()
 
 
 class _Importer:
-    def __init__(self, model: Any, onnx: Any, name: str | None) -> None:
+    def __init__(
+        self, model: Any, onnx: Any, name: str | None, winograd: bool | Collection[str] = False
+    ) -> None:
         self.onnx = onnx
+        self.winograd = winograd
         self.model = model
         g = model.graph
         self.graph = Graph(name or g.name or "model")
@@ -154,6 +165,7 @@ class _Importer:
         self.outputs = [o.name for o in g.output]
         self.skip: set[int] = set()
         self.folded_bn: dict[int, Any] = {}
+        self.winograd_tables: dict[str, str] = {}
 
     # -- tensors -------------------------------------------------------------------
     def _note_type(self, info: Any) -> None:
@@ -528,12 +540,18 @@ class _Importer:
         # no reduce axis of one channel, and its windows read the output's
         # own channel, the form whose starts vectorise along the channels.
         depthwise = group > 1 and cg == 1 and f == group and weights is not None
+        conv_out = f"{out}.conv" if b_tensor else out
+        x = self.tensor(node, node.input[0])
+        wanted = self.winograd if isinstance(self.winograd, bool) else conv_out in self.winograd
+        if wanted and weights is not None and winograd_fits((kh, kw), (sh, sw), (dh, dw), group):
+            y = self._winograd(node, x, xs, weights, (pt, pl, pb, pr), conv_out)
+            self._bias(node, bn, out, y, b_tensor)
+            return
         if weights is not None and (bn is not None or depthwise):
             shape = (f, kh, kw) if depthwise else ws
             w_tensor = self.constant(f"{out}.W", weights.astype(np.float32).reshape(shape))
         else:
             w_tensor = self.tensor(node, node.input[1])
-        x = self.tensor(node, node.input[0])
         library = group == 1 and kh == kw and sh == sw and dh == dw == 1 and pt == pl == pb == pr
         xh = _tap("oh", sh, "kh", dh, pt)
         xw = _tap("ow", sw, "kw", dw, pl)
@@ -566,12 +584,38 @@ class _Importer:
                 params=params,
                 weights=("W",),
             )
-        conv_out = f"{out}.conv" if b_tensor else out
         y = self.apply(node, workload, conv_out, X=x, W=w_tensor)
+        self._bias(node, bn, out, y, b_tensor)
+
+    def _bias(self, node: Any, bn: Any, out: str, y: str, b_tensor: str | None) -> None:
+        """The Conv's output ``out``: ``y`` with the bias added where it has one."""
         if b_tensor:
             shape = self.graph.tensors[y].shape
             y = self.apply(node, ops.bias_add(shape, 1), out, X=y, B=b_tensor)
         self.done(node if bn is None else bn, out, y)
+
+    def _winograd(
+        self,
+        node: Any,
+        x: str,
+        x_shape: tuple[int, ...],
+        weights: np.ndarray,
+        pads: tuple[int, int, int, int],
+        out: str,
+    ) -> str:
+        """The convolution of ``x`` by ``weights`` as Winograd's three
+        statements (:func:`~laytune.plan._winograd.winograd_conv`); returns
+        the output tensor, named ``out``."""
+        n, c, h, w = x_shape
+        form = winograd_conv((n, c, h, w), np.asarray(weights, dtype=np.float64), pads)
+        table_in = self.winograd_tables.get("in")
+        if table_in is None:  # one of each table for the whole graph
+            table_in = self.winograd_tables["in"] = self.constant("winograd.T", form.input_table)
+            self.winograd_tables["out"] = self.constant("winograd.A", form.output_table)
+        u = self.constant(f"{out}.U", form.filters)
+        v = self.apply(node, form.transform_in, f"{out}.V", T=table_in, X=x)
+        m = self.apply(node, form.matmuls, f"{out}.M", V=v, U=u)
+        return self.apply(node, form.transform_out, out, A=self.winograd_tables["out"], M=m)
 
     def _BatchNormalization(self, node: Any, _: int) -> None:
         """One not folded into a Conv: ``Y = X * S[c] + T[c]`` with S, T from its constants."""

@@ -1,0 +1,203 @@
+"""Winograd's F(2 x 2, 3 x 3): a 3 x 3 stride-1 convolution imported as three
+statements, each tuned, laid out and planned like any other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pyopencl as cl
+import pytest
+
+from laytune.layout import identity
+from laytune.plan import from_onnx, plan_layouts, tuned_workloads
+from laytune.plan._winograd import faster_in_records, winograd_conv
+from laytune.records import Record, open_database
+from laytune.runners import default_device
+from laytune.search import classify, layout_critical
+from laytune.space import Candidate
+from tests.plan.test_onnx import Model
+from tests.search.devices import written_cpu
+
+
+def _direct(x: np.ndarray, w: np.ndarray, pads: tuple[int, int, int, int]) -> np.ndarray:
+    """The convolution in float64, NCHW by OIHW, stride one."""
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh, ow = xp.shape[2] - 2, xp.shape[3] - 2
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for kh in range(3):
+        for kw in range(3):
+            out += np.einsum("fc,nchw->nfhw", w[:, :, kh, kw], xp[:, :, kh : kh + oh, kw : kw + ow])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("shape", "pads"),
+    [((1, 4, 6, 6), (1, 1, 1, 1)), ((2, 3, 7, 5), (1, 0, 0, 1)), ((1, 2, 5, 5), (0, 0, 0, 0))],
+)
+def test_the_three_statements_compute_the_convolution(
+    shape: tuple[int, int, int, int], pads: tuple[int, int, int, int]
+) -> None:
+    """Odd outputs (a last tile half outside), uneven and no padding, a batch of two."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    w = rng.uniform(-1, 1, (5, shape[1], 3, 3))
+    form = winograd_conv(shape, w, pads)
+    v = form.transform_in.reference({"T": form.input_table, "X": x})["V"]
+    m = form.matmuls.reference({"V": v, "U": form.filters})["M"]
+    y = form.transform_out.reference({"A": form.output_table, "M": m})["Y"]
+    want = _direct(x, w, pads)
+    assert y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_transforms_are_layout_critical_though_neither_form_names_them() -> None:
+    form = winograd_conv((1, 16, 8, 8), np.ones((16, 16, 3, 3)), (1, 1, 1, 1))
+    assert classify(form.transform_in) is None and classify(form.transform_out) is None
+    assert classify(form.matmuls) is not None
+    assert all(layout_critical(w) for w in (form.transform_in, form.matmuls, form.transform_out))
+
+
+def _block(channels: int, size: int) -> tuple[object, dict[str, np.ndarray]]:
+    """conv 3 x 3 + batch norm + relu, conv 3 x 3 + residual add + relu, a
+    stride-2 conv (not Winograd's), at ``size`` square."""
+    m = Model(3)
+    c = channels
+    y = m.node("Conv", ["x", m.weight((c, c, 3, 3), -0.3, 0.3), m.weight((c,))], pads=[1] * 4)
+    bn = [m.weight((c,), 0.5, 1.5), m.weight((c,)), m.weight((c,)), m.weight((c,), 0.5, 2.0)]
+    y = m.node("BatchNormalization", [y, *bn])
+    y = m.node("Relu", [y])
+    y = m.node("Conv", [y, m.weight((c, c, 3, 3), -0.3, 0.3)], pads=[1] * 4)
+    y = m.node("Add", [y, "x"])
+    y = m.node("Relu", [y])
+    y = m.node("Conv", [y, m.weight((c, c, 3, 3), -0.3, 0.3)], "out", strides=[2, 2], pads=[1] * 4)
+    model = m.build({"x": (1, c, size, size)}, [y])
+    x = np.random.default_rng(1).uniform(-1, 1, (1, c, size, size)).astype(np.float32)
+    return model, {"x": x}
+
+
+@pytest.mark.parametrize("size", [8, 7])
+def test_a_model_imported_with_winograd_runs_fused_and_matches_onnx_runtime(
+    cl_context: cl.Context, size: int
+) -> None:
+    model, feeds = _block(16, size)
+    graph = from_onnx(model, winograd=True)
+    names = [op.workload.name for op in graph.ops]
+    assert names.count("winograd_input") == 2 and names.count("winograd_output") == 2
+    assert names.count("winograd_matmuls") == 2 and names.count("conv2d") == 1  # stride 2
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, feeds)
+    device = default_device().info
+    plan = plan_layouts(graph, {}, device, fuse=True, derive=True)
+    fused = {op.name: op.workload.name for op in plan.graph.ops if "+epilogue[" in op.workload.key}
+    # the bias, the residual add and both relus run in the output transforms' stores
+    assert sorted(fused.values()) == ["winograd_output", "winograd_output"]
+    with plan.compile(cl_context) as compiled:
+        got = compiled.run(feeds)["out"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def _two_convolutions() -> object:
+    """Two 3 x 3 stride-1 convolutions of different filters, each with a relu."""
+    m = Model(4)
+    y = m.node("Conv", ["x", m.weight((16, 16, 3, 3), -0.3, 0.3)], "a", pads=[1] * 4)
+    y = m.node("Relu", [y])
+    y = m.node("Conv", [y, m.weight((32, 16, 3, 3), -0.3, 0.3)], "b", pads=[1] * 4)
+    y = m.node("Relu", [y], "out")
+    return m.build({"x": (1, 16, 8, 8)}, [y])
+
+
+def test_each_convolution_takes_the_form_its_records_time_faster(tmp_path: Path) -> None:
+    """``a``: 1.0 ms directly, 0.2 + 0.3 + 0.2 in Winograd's form; ``b``: 1.0
+    directly, 0.3 + 0.6 + 0.2 (its matmuls bound by their filters, as the
+    last stage of a ResNet): only ``a`` is imported in Winograd's form. With
+    the records of one form only (a frozen file), that form; with none, the
+    direct one."""
+    model = _two_convolutions()
+    device = written_cpu()
+    times = {"a": 1e-3, "a.V": 2e-4, "a.M": 3e-4, "b": 1e-3, "b.V": 3e-4, "b.M": 6e-4}
+    winograd_out = {"a": 2e-4, "b": 2e-4}
+    with open_database(f"sqlite:///{tmp_path / 'r.db'}") as db:
+        for graph, outputs in (
+            (from_onnx(model), {}),
+            (from_onnx(model, winograd=True), winograd_out),
+        ):
+            for item in tuned_workloads(graph):
+                (op,) = item.ops
+                seconds = outputs.get(op, times[op])
+                db.add(_record(item.workload, device.key, seconds))
+        assert faster_in_records(model, db, device.key) == {"a"}
+        assert faster_in_records(model, db, "another device") == frozenset()
+    with open_database(f"sqlite:///{tmp_path / 'w.db'}") as db:  # Winograd's records alone
+        for item in tuned_workloads(from_onnx(model, winograd={"b"})):
+            (op,) = item.ops
+            db.add(_record(item.workload, device.key, winograd_out.get(op, times[op])))
+        assert faster_in_records(model, db, device.key) == {"b"}
+    assert faster_in_records(model, None, device.key) == frozenset()
+    graph = from_onnx(model, winograd={"a"})
+    assert [op.name for op in graph.ops if op.workload.name.startswith("winograd")] == [
+        "a.V",
+        "a.M",
+        "a",
+    ]
+    assert graph.op("b").workload.name == "conv2d"
+
+
+def _record(workload: object, device_key: str, seconds: float) -> Record:
+    """A verified record of ``workload`` in logical layouts taking ``seconds``."""
+    layouts = {b.name: identity(b.shape) for b in workload.buffers}  # type: ignore[attr-defined]
+    return Record(workload.key, device_key, Candidate.make(layouts), "ok", value_s=seconds)  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_tune_model_winograd_tunes_both_forms_and_every_command_runs_the_faster(
+    tmp_path: Path,
+) -> None:
+    """``tune-model --winograd`` records both forms of each convolution;
+    ``plan``, ``freeze --model`` and ``load_model`` with it run the form the
+    records time faster, the frozen file the same plan as the records, and
+    every output is ONNX Runtime's."""
+    import onnx
+
+    import laytune
+    from tests.plan.test_model import _laytune, assert_close, feeds_of, onnx_runtime
+
+    model = _two_convolutions()
+    onnx.save(model, tmp_path / "model.onnx")
+    url = f"sqlite:///{tmp_path / 'model.db'}"
+    tuned = _laytune("tune-model", "model.onnx", "--trials", "2", "--batch", "2", "--winograd",
+                     "--db", url, cwd=tmp_path)  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    assert f"laytune plan model.onnx --db {url} --winograd" in tuned.stdout
+    keys = {r.workload_key for r in open_database(url, create=False).records() if r.op != "convert"}
+    for graph in (from_onnx(model), from_onnx(model, winograd=True)):  # both forms, each once
+        assert {c.workload.key for c in tuned_workloads(graph)} <= keys
+    device = default_device()
+    with open_database(url, create=False) as db:
+        chosen = faster_in_records(model, db, device.info.key)
+    shown = _laytune("plan", "model.onnx", "--db", url, "--winograd", "--repeats", "2",
+                     cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    for name in ("a", "b"):  # the plan names the form's operators
+        assert (f"{name}.M " in shown.stdout) == (name in chosen), name
+    frozen = _laytune("freeze", "--model", "model.onnx", "--db", url, "--winograd",
+                      cwd=tmp_path)  # fmt: skip
+    assert frozen.returncode == 0, frozen.stdout + frozen.stderr
+    measured = _laytune("freeze", "--model", "model.onnx", "--db", url, "--winograd",
+                        "--measure", "--out", "measured.json", cwd=tmp_path)  # fmt: skip
+    assert measured.returncode == 0, measured.stdout + measured.stderr
+    assert "timing each convolution's form in the plan of 'test'" in measured.stderr
+    assert measured.stderr.count("the other form") == 2  # a and b: two keys
+    feeds = feeds_of(model)
+    want = onnx_runtime(model, feeds)
+    with (
+        laytune.load_model(model, database=url, winograd=True) as a,
+        laytune.load_model(model, str(tmp_path / "laytune-model.json"), winograd=True) as b,
+        laytune.load_model(model, str(tmp_path / "measured.json"), winograd=True) as c,
+    ):
+        assert a.plan.placements == b.plan.placements
+        assert {op.name for op in a.plan.graph.ops} >= {f"{n}.M" for n in chosen}
+        for loaded in (a, b, c):
+            assert_close(loaded(**feeds), want)
