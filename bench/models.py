@@ -2,7 +2,7 @@
 tuned and planned by laytune, beside ONNX Runtime.
 
     python -m bench.models [--quick] [--trials N] [--only resnet18|bert|mobilenet_v2]
-                           [--db URL] [--repeats N] [--out FILE]
+                           [--db URL] [--repeats N] [--out FILE] [--winograd]
 
 The models are written by :mod:`bench._onnx_models` with seeded random
 weights (nothing is downloaded): ResNet-18 at 1 x 3 x 224 x 224, one
@@ -23,6 +23,9 @@ Per model, on the default OpenCL device (``LAYTUNE_DEVICE`` picks another):
    time. Then ``tune_model(fuse=False)`` tunes the bare operators the unfused
    plan runs, the same way, for the unfused row. A database that holds the trials
    already is reused, so the tuning time is then this run's (little or none).
+   With ``--winograd`` each 3 x 3 stride-1 convolution is tuned both directly
+   and in Winograd's F(2 x 2, 3 x 3) (``tune-model --winograd``), and every
+   laytune row runs the form its records (or, measured, its plan) time faster.
 2. Seven implementations, each checked against ONNX Runtime's outputs on the
    same random inputs (the largest absolute difference over the largest
    absolute output of ONNX Runtime):
@@ -175,16 +178,27 @@ def onnx_runtime(model: Any) -> Callable[[dict[str, np.ndarray]], list[np.ndarra
 
 
 def tune(
-    model: Any, device: Any, trials: int, database: str, fuse: bool = True
+    model: Any,
+    device: Any,
+    trials: int,
+    database: str,
+    fuse: bool = True,
+    winograd: bool = False,
 ) -> tuple[Any, float]:
     """``tune_model``'s outcome and its wall time (``fuse``: the fused
-    kernels, else the bare operators); Ctrl-C stops the benchmark."""
+    kernels, else the bare operators; ``winograd``: both forms of each 3 x 3
+    stride-1 convolution); Ctrl-C stops the benchmark."""
     import laytune
     from laytune.plan import tune_model
 
     start = time.perf_counter()
     tuning = tune_model(
-        model, device, options=laytune.TuneOptions(trials=trials), database=database, fuse=fuse
+        model,
+        device,
+        options=laytune.TuneOptions(trials=trials),
+        database=database,
+        fuse=fuse,
+        winograd=winograd,
     )
     elapsed = time.perf_counter() - start
     if tuning.interrupted:
@@ -226,7 +240,7 @@ MEASURED = "laytune fused, measured in the plan"
 
 
 @contextlib.contextmanager
-def c_host(model: Any, database: str, device: Any, folder: Path) -> Any:
+def c_host(model: Any, database: str, device: Any, folder: Path, winograd: bool = False) -> Any:
     """The fused plan written by ``export_model`` and run by
     ``examples/opencl_host/model_host.c`` in its serve mode (one inference per
     line it reads), as an :class:`Implementation`; its error is the host's own
@@ -241,7 +255,7 @@ def c_host(model: Any, database: str, device: Any, folder: Path) -> Any:
         print("no C compiler: the C host row is left out", file=sys.stderr)
         yield None
         return
-    export_model(model, database, folder, device, reference=True)
+    export_model(model, database, folder, device, reference=True, winograd=winograd)
     (header,) = folder.glob("*.h")
     (description,) = (json.loads(p.read_text()) for p in folder.glob("*.json"))
     binary = folder / "model_host"
@@ -284,7 +298,13 @@ def c_host(model: Any, database: str, device: Any, folder: Path) -> Any:
 
 
 def bench_model(
-    name: str, quick: bool, device: Any, trials: int, database: str, repeats: int
+    name: str,
+    quick: bool,
+    device: Any,
+    trials: int,
+    database: str,
+    repeats: int,
+    winograd: bool = False,
 ) -> Outcome:
     import laytune
     from laytune.plan import freeze_model, from_onnx, random_inputs
@@ -295,20 +315,29 @@ def bench_model(
     print(
         f"{words}: {len(graph.ops)} operators; tuning {trials} trials per workload", file=sys.stderr
     )
-    tuning, tuning_s = tune(graph, device, trials, database)
+    tuning, tuning_s = tune(model if winograd else graph, device, trials, database, True, winograd)
     frozen_dir = tempfile.TemporaryDirectory()
     start = time.perf_counter()
     measured = freeze_model(
-        model, database, Path(frozen_dir.name) / "measured.json", device, measure=True
+        model,
+        database,
+        Path(frozen_dir.name) / "measured.json",
+        device,
+        measure=True,
+        winograd=winograd,
     )
     measure_s = time.perf_counter() - start
-    _, unfused_tuning_s = tune(graph, device, trials, database, fuse=False)
+    _, unfused_tuning_s = tune(
+        model if winograd else graph, device, trials, database, False, winograd
+    )
     ort = onnx_runtime(model)
     expected = [np.asarray(a, dtype=np.float64) for a in ort(inputs)]
     models = {
-        "laytune planned, fused": laytune.load_model(model, database, device),
-        MEASURED: laytune.load_model(model, str(measured), device),
-        "laytune planned, unfused": laytune.load_model(model, database, device, fuse=False),
+        "laytune planned, fused": laytune.load_model(model, database, device, winograd=winograd),
+        MEASURED: laytune.load_model(model, str(measured), device, winograd=winograd),
+        "laytune planned, unfused": laytune.load_model(
+            model, database, device, fuse=False, winograd=winograd
+        ),
         "laytune untuned, derived starts": laytune.load_model(model, None, device),
         "laytune per operator, logical layouts": laytune.load_model(
             model, None, device, fuse=False, derive=False
@@ -319,7 +348,7 @@ def bench_model(
         for m in models.values():
             stack.callback(m.close)
         exported = stack.enter_context(tempfile.TemporaryDirectory())
-        host = stack.enter_context(c_host(model, database, device, Path(exported)))
+        host = stack.enter_context(c_host(model, database, device, Path(exported), winograd))
         impls = [Implementation("ONNX Runtime (2 threads)", lambda: ort(inputs), error=0.0)]
         for label, m in models.items():
             impl = Implementation(
@@ -374,7 +403,13 @@ def report(outcomes: Sequence[Outcome], args: argparse.Namespace, device: Any, l
         "",
         *_report.environment(device),
         f"- load average {load}",
-        f"- {args.trials} trials per workload, default strategy; {args.repeats} interleaved "
+        f"- {args.trials} trials per workload, default strategy"
+        + (
+            "; Winograd's form tuned beside each 3 x 3 stride-1 convolution (`--winograd`)"
+            if args.winograd
+            else ""
+        )
+        + f"; {args.repeats} interleaved "
         f"rounds after 2 warm-up runs, in each an implementation idles {SETTLE_S:g} s, runs "
         f"{WARM_RUNS} times untimed and {BLOCK_RUNS} times timed (an implementation slower "
         "than 1 s a run: the first 3 rounds)",
@@ -467,6 +502,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--db", help="tuning database URL to reuse (default: a scratch file)")
     parser.add_argument("--repeats", type=int, default=20, help="timed rounds (20)")
     parser.add_argument("--out", help="report file (bench/results/models.md)")
+    parser.add_argument(
+        "--winograd",
+        action="store_true",
+        help="tune both forms of each 3 x 3 stride-1 convolution and run the faster "
+        "(tune-model --winograd)",
+    )
     args = parser.parse_args(argv)
     args.argv = argv
     if args.trials is None:
@@ -481,7 +522,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         database = args.db or f"sqlite:///{scratch}/models.db"
         outcomes = [
-            bench_model(n, args.quick, device, args.trials, database, args.repeats) for n in names
+            bench_model(n, args.quick, device, args.trials, database, args.repeats, args.winograd)
+            for n in names
         ]
     load += f", {_load()} after"
     text = report(outcomes, args, device, load)

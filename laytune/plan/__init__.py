@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from laytune.plan._flow import FlowError, flow_layout
     from laytune.plan._fuse import Fusion, fuse_epilogues
     from laytune.plan._graph import Graph, GraphError, Op, Tensor
-    from laytune.plan._measured import MeasuredChoice, measure_choices
+    from laytune.plan._measured import MeasuredChoice, measure_choices, measure_forms
     from laytune.plan._model import (
         CriticalWorkload,
         Model,
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from laytune.plan._planner import Placement, Plan, PlanError, Version, plan_layouts
     from laytune.plan._rewrite import Rewrite, same_layout
     from laytune.plan._source import LayoutSource, SourceLike, lookup_candidate
+    from laytune.plan._winograd import WinogradConv, faster_in_records, winograd_conv
 
 
 __all__ = [
@@ -94,8 +95,10 @@ __all__ = [
     "Tensor",
     "TunedWorkload",
     "Version",
+    "WinogradConv",
     "critical_workloads",
     "export_model",
+    "faster_in_records",
     "flow_layout",
     "freeze_model",
     "from_onnx",
@@ -104,6 +107,7 @@ __all__ = [
     "lookup_candidate",
     "lower_plan",
     "measure_choices",
+    "measure_forms",
     "model_stem",
     "plan_conversions",
     "plan_layouts",
@@ -112,6 +116,7 @@ __all__ = [
     "same_layout",
     "tune_model",
     "tuned_workloads",
+    "winograd_conv",
 ]
 
 # each name is imported on first use: a worker process that unpickles one
@@ -132,7 +137,7 @@ __getattr__, __dir__ = lazy_exports(
         "laytune.plan._flow": ("FlowError", "flow_layout"),
         "laytune.plan._fuse": ("Fusion", "fuse_epilogues"),
         "laytune.plan._graph": ("Graph", "GraphError", "Op", "Tensor"),
-        "laytune.plan._measured": ("MeasuredChoice", "measure_choices"),
+        "laytune.plan._measured": ("MeasuredChoice", "measure_choices", "measure_forms"),
         "laytune.plan._model": (
             "CriticalWorkload",
             "Model",
@@ -151,5 +156,6 @@ __getattr__, __dir__ = lazy_exports(
         "laytune.plan._planner": ("Placement", "Plan", "PlanError", "Version", "plan_layouts"),
         "laytune.plan._rewrite": ("Rewrite", "same_layout"),
         "laytune.plan._source": ("LayoutSource", "SourceLike", "lookup_candidate"),
+        "laytune.plan._winograd": ("WinogradConv", "faster_in_records", "winograd_conv"),
     },
 )

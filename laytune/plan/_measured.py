@@ -226,7 +226,7 @@ def measure_forms(
     """The convolutions of ``model`` (an ONNX path or ``ModelProto``) that run
     it fastest on ``device`` in Winograd's form, measured in its plan: from
     ``winograd`` (the records' choice,
-    :func:`~laytune.plan._winograd.faster_in_records`), one direct key at a
+    :func:`~laytune.plan.faster_in_records`), one direct key at a
     time, every convolution of that key is flipped to the other form, both
     plans timed as :func:`measure_choices` times candidates, and the flip
     kept where it runs at most :data:`MARGIN` of the other's time.

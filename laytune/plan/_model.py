@@ -153,7 +153,7 @@ class ModelTuning:
 def _graph_of(model: Any, winograd: bool = False, source: Any = None, device: Any = None) -> Graph:
     """The graph of ``model``; with ``winograd``, its 3 x 3 stride-1
     convolutions in Winograd's form where ``source`` times that form faster
-    on ``device`` (:func:`~laytune.plan._winograd.faster_in_records`)."""
+    on ``device`` (:func:`~laytune.plan.faster_in_records`)."""
     if not winograd:
         return model if isinstance(model, Graph) else from_onnx(model)
     _refuse_graph(model)
@@ -197,7 +197,7 @@ def tune_model(
     layout-critical operator with the element-wise epilogue folded into it
     (:func:`tuned_workloads`); False: the operators alone. ``winograd``: tune
     each 3 x 3 stride-1 convolution both directly and in Winograd's form
-    (:mod:`laytune.plan._winograd`), so that :func:`load_model` with
+    (:func:`~laytune.plan.winograd_conv`), so that :func:`load_model` with
     ``winograd=True`` runs whichever the records time faster."""
     from laytune.records import DEFAULT_URL, RecordStore, open_database
     from laytune.runners import default_device, refuse_while_a_worker_starts, select_device
@@ -455,7 +455,7 @@ def load_model(
     layouts took 151); False: logical layouts and the planned kernel.
     ``winograd``: each 3 x 3 stride-1 convolution of an ONNX model runs in
     Winograd's form where the records (or the frozen file) time it faster
-    than directly (:func:`~laytune.plan._winograd.faster_in_records`; tune
+    than directly (:func:`~laytune.plan.faster_in_records`; tune
     both with ``tune_model(winograd=True)``)."""
     import pyopencl as cl
 
@@ -523,7 +523,7 @@ def freeze_model(
     :func:`load_model` (load the file with ``winograd=True`` too: it holds
     the kernels of the form chosen for each convolution); with ``measure``,
     each convolution's form is timed in the plan as well
-    (:func:`~laytune.plan._measured.measure_forms`)."""
+    (:func:`~laytune.plan.measure_forms`)."""
     from laytune.records import freeze
     from laytune.runners import default_device, select_device
 

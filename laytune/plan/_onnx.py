@@ -103,7 +103,7 @@ def from_onnx(
     name and in order. ``name`` names the graph (default: the model's graph
     name). ``winograd``: each 3 x 3 stride-1 Conv whose filters are known
     becomes Winograd's F(2 x 2, 3 x 3), three statements
-    (:mod:`laytune.plan._winograd`); a collection: those of them whose
+    (:func:`~laytune.plan.winograd_conv`); a collection: those of them whose
     operator it names (the graph's name of the convolution's output, as the
     direct import names its operator). Needs the ``onnx`` package (``pip
     install 'laytune[onnx]'``)."""
@@ -604,7 +604,7 @@ class _Importer:
         out: str,
     ) -> str:
         """The convolution of ``x`` by ``weights`` as Winograd's three
-        statements (:func:`~laytune.plan._winograd.winograd_conv`); returns
+        statements (:func:`~laytune.plan.winograd_conv`); returns
         the output tensor, named ``out``."""
         n, c, h, w = x_shape
         form = winograd_conv((n, c, h, w), np.asarray(weights, dtype=np.float64), pads)

@@ -68,7 +68,7 @@ from laytune.device_info import (
 )
 from laytune.layout import Layout, Var, block, compose, panel, permute, variables
 from laytune.search._strategies import params_of
-from laytune.search._structure import Contraction, Window, classify
+from laytune.search._structure import Contraction, Window, classify, layout_critical
 from laytune.space import (
     Candidate,
     SearchSpace,
@@ -1061,55 +1061,77 @@ def _reduction(
 
 
 def _lanes_inward(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:
-    """A sum of neither form whose output is contiguous along an axis that an
-    input reads bare at an outer dimension (Winograd's input transform
-    ``V[x, th, tw, c] += T[x, a, b] * X[c, 2 th + a - 1, 2 tw + b - 1]``:
-    ``c``): that input blocked along the axis by the device's lanes, the
-    block innermost (NCHW -> NCHW16c), so that the vectors along the axis
-    are loads from it, and the output axes it does not read (``x``, read
-    only by the small table) blocked in registers, each load of it then
-    feeding that many accumulators. Those inputs as they are (one vector
-    along ``x``, the rest scalar) took 0.43-0.50 ms where this took 0.10
-    (64 channels of 56 x 56; interleaved)."""
+    """A sum of products of neither form whose buffers disagree on their contiguous axis:
+    the vectors run along the output's contiguous axis where an input reads
+    it bare at an outer dimension (Winograd's input transform ``V[x, th, tw,
+    c] += T[x, a, b] * X[c, 2 th + a - 1, 2 tw + b - 1]``: ``c``), else along
+    an input's contiguous axis that the output holds outside (the output
+    transform ``Y[f, oh, ow] += A[oh % 2, ow % 2, x] * M[x, oh // 2, ow //
+    2, f]``: ``f``). Every buffer holding that axis outside is blocked along
+    it by the device's lanes, the block innermost (NCHW -> NCHW16c), so that
+    the vectors are loads and stores of it; the output axes the blocked
+    inputs do not read (``x``, read only by the small table), else the
+    output's contiguous one, are blocked in registers. The input transform's
+    operands as they are (one vector along ``x``, the rest scalar) took
+    0.43-0.50 ms where this took 0.10 (64 channels of 56 x 56; interleaved)."""
     workload = space.workload
-    if workload.reduction != "sum":
+    if not layout_critical(workload):  # a plain reduction keeps its vectors along its sum
         return
     out = workload.output
-    last = out.indices[-1]
-    if not isinstance(last, Var) or workload.axes[last.index].kind != "spatial":
+    axis = _disagreed_axis(workload)
+    if axis is None:
         return
-    inner = last.index
-    extent = workload.axes[inner].extent
+    extent = workload.axes[axis].extent
     lanes = _dividing(simd_lanes(space.device), extent)
     if lanes < 4 or extent % lanes:
         return
     layouts = dict(space.identity().layouts)
     moved: set[int] = set()
-    for buffer in workload.inputs:
-        dims = [d for d, e in enumerate(buffer.indices) if isinstance(e, Var) and e.index == inner]
-        if not dims or _innermost(buffer, inner):
+    for buffer in (*workload.inputs, out):
+        dims = [d for d, e in enumerate(buffer.indices) if isinstance(e, Var) and e.index == axis]
+        if not dims or _innermost(buffer, axis):
             continue
         if len(dims) > 1 or any(
-            inner in variables(e) for d, e in enumerate(buffer.indices) if d != dims[0]
+            axis in variables(e) for d, e in enumerate(buffer.indices) if d != dims[0]
         ):
             return
         layouts[buffer.name] = block(buffer.shape, dims[0], lanes)
-        moved |= variables_of(buffer)
-    if not moved:
-        return
-    knobs: dict[str, Any] = {
-        "vector_axis": _named(workload, inner),
-        "vector": lanes,
-        f"block.{_named(workload, inner)}": lanes,
-    }
-    others = [
-        k
-        for k, a in enumerate(workload.axes)
-        if a.kind == "spatial" and k != inner and k not in moved and a.extent > 1
+        if buffer is not out:
+            moved |= variables_of(buffer)
+    name = _named(workload, axis)
+    knobs: dict[str, Any] = {"vector_axis": name, "vector": lanes, f"block.{name}": lanes}
+    spatial = [
+        k for k, a in enumerate(workload.axes) if a.kind == "spatial" and k != axis and a.extent > 1
     ]
+    others = [k for k in spatial if k not in moved] or spatial[-1:]
     if others:
         knobs[f"block.{_named(workload, others[-1])}"] = _filling(space, others[-1], 1)
     yield layouts, knobs
+
+
+def _disagreed_axis(workload: Any) -> int | None:
+    """The axis :func:`_lanes_inward` runs its vectors along: the output's
+    contiguous axis where an input holds it outside, else an input's
+    contiguous axis that the output holds outside; None where the buffers
+    agree (or hold no bare axis innermost)."""
+    out = workload.output
+    spatial = {k for k, a in enumerate(workload.axes) if a.kind == "spatial"}
+
+    def last(buffer: Any) -> int | None:
+        index = buffer.indices[-1]
+        return index.index if isinstance(index, Var) and index.index in spatial else None
+
+    def outside(buffer: Any, axis: int) -> bool:
+        return any(isinstance(e, Var) and e.index == axis for e in buffer.indices[:-1])
+
+    mine = last(out)
+    if mine is not None and any(outside(b, mine) for b in workload.inputs):
+        return mine
+    for buffer in workload.inputs:
+        theirs = last(buffer)
+        if theirs is not None and theirs != mine and outside(out, theirs):
+            return theirs
+    return None
 
 
 def _elementwise(space: SearchSpace) -> Iterator[tuple[dict[str, Layout], dict[str, Any]]]:

@@ -95,7 +95,7 @@ def test_the_report_gives_each_implementation_its_ratio_to_onnx_runtime() -> Non
         "laytune planned, unfused": [5e-3, 5e-3, 3e-3],
         "laytune per operator, logical layouts": [10e-3, 20e-3, 30e-3],
     }
-    args = argparse.Namespace(argv=["--quick"], trials=4, repeats=3)
+    args = argparse.Namespace(argv=["--quick"], trials=4, repeats=3, winograd=False)
     device = SimpleNamespace(
         info=SimpleNamespace(
             name="dev", device_type="CPU", compute_units=2, driver_version="1", opencl_version="3"

@@ -185,6 +185,13 @@ def test_tune_model_winograd_tunes_both_forms_and_every_command_runs_the_faster(
     frozen = _laytune("freeze", "--model", "model.onnx", "--db", url, "--winograd",
                       cwd=tmp_path)  # fmt: skip
     assert frozen.returncode == 0, frozen.stdout + frozen.stderr
+    exported = _laytune("export", "laytune-model.json", "--model", "model.onnx", "--winograd",
+                        "--out", "build", cwd=tmp_path)  # fmt: skip
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    sources = "".join(p.read_text() for p in (tmp_path / "build").glob("*.cl"))
+    assert ("winograd_matmuls" in sources) == bool(chosen)
+    alone = _laytune("export", "laytune-model.json", "--winograd", "--out", "x", cwd=tmp_path)
+    assert alone.returncode != 0 and "give --model" in alone.stderr
     measured = _laytune("freeze", "--model", "model.onnx", "--db", url, "--winograd",
                         "--measure", "--out", "measured.json", cwd=tmp_path)  # fmt: skip
     assert measured.returncode == 0, measured.stdout + measured.stderr
