@@ -259,7 +259,7 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
     if not tuning.jobs:
         print(f"{args.model} has no layout-critical operator to tune", file=sys.stderr)
         return EXIT_NO_RESULT
-    hint = _db_option(args.db, database.safe_url) + (" --winograd" if args.winograd else "")
+    hint = _db_option(args.db, database.safe_url)
     quoted = shlex.quote(args.model)
     print(
         f"records in {database.safe_url}; see `laytune plan {quoted}{hint}`, and "
@@ -276,7 +276,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     # a frozen file (``freeze --model``) plans the model without the records
     source = load_frozen(args.db) if args.db.endswith(".json") else _open_existing(args.db)
-    print(plan_model(args.model, source, args.device, repeats=args.repeats, winograd=args.winograd))
+    print(plan_model(args.model, source, args.device, repeats=args.repeats))
     return EXIT_OK
 
 
@@ -535,9 +535,8 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
     from laytune.plan import freeze_model
     from laytune.records import freeze, load_frozen
 
-    if (args.measure or args.winograd) and not args.model:
-        flag = "--measure" if args.measure else "--winograd"
-        raise LaytuneError(f"freeze {flag} plans a model: give --model")
+    if args.measure and not args.model:
+        raise LaytuneError("freeze --measure times candidates in a model's plan: give --model")
     if args.model and (args.workload or args.device):
         raise LaytuneError(
             "freeze --model freezes what the model's plan runs on the default device "
@@ -555,7 +554,6 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
             out,
             fuse=not args.no_fuse,
             measure=args.measure,
-            winograd=args.winograd,
         )
     else:
         keys = None
@@ -592,9 +590,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from laytune.plan import export_model
     from laytune.records import export
 
-    if (args.no_fuse or args.winograd) and not args.model:
-        flag = "--no-fuse" if args.no_fuse else "--winograd"
-        raise LaytuneError(f"export {flag} plans a model: give --model ONNX as well")
+    if args.no_fuse and not args.model:
+        raise LaytuneError("export --no-fuse plans a model: give --model ONNX as well")
     if args.model:
         written = export_model(
             args.model,
@@ -602,7 +599,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
             args.out,
             fuse=not args.no_fuse,
             reference=args.reference,
-            winograd=args.winograd,
         )
     else:
         written = export(args.frozen, args.out, reference=args.reference)
@@ -689,13 +685,6 @@ def _parser() -> argparse.ArgumentParser:
 
     def device_option(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--device", help="index, platform:device, or name substring")
-
-    def winograd_option(
-        sub: argparse.ArgumentParser,
-        text: str = "run each 3 x 3 stride-1 convolution in Winograd's F(2x2, 3x3) where the "
-        "records time it faster (tune-model --winograd tunes both forms)",
-    ) -> None:
-        sub.add_argument("--winograd", action="store_true", help=text)
 
     def search_options(sub: argparse.ArgumentParser, per: str, strategy: str) -> None:
         sub.add_argument("--trials", type=_positive, default=24, help=f"candidates per {per} (24)")
@@ -796,10 +785,11 @@ def _parser() -> argparse.ArgumentParser:
     tune_model.add_argument("--seed", type=int, default=0)
     device_option(tune_model)
     tune_model.add_argument("--quiet", action="store_true", help="no progress lines")
-    winograd_option(
-        tune_model,
-        "tune each 3 x 3 stride-1 convolution both directly and in Winograd's F(2x2, 3x3); "
-        "plan, freeze and export with --winograd run the faster",
+    tune_model.add_argument(
+        "--winograd",
+        action="store_true",
+        help="tune each 3 x 3 stride-1 convolution both directly and in Winograd's "
+        "F(2x2, 3x3); plan, freeze, export and load_model then run the faster",
     )
     db_option(tune_model)
     tune_model.set_defaults(run=_cmd_tune_model)
@@ -814,7 +804,6 @@ def _parser() -> argparse.ArgumentParser:
         "--repeats", type=_positive, default=10, help="timed runs on random inputs (10)"
     )
     device_option(plan)
-    winograd_option(plan)
     db_option(plan)
     plan.set_defaults(run=_cmd_plan)
 
@@ -874,7 +863,6 @@ def _parser() -> argparse.ArgumentParser:
     freeze.add_argument(
         "--no-fuse", action="store_true", help="with --model: the plan without epilogue fusion"
     )
-    winograd_option(freeze)
     freeze.add_argument(
         "--measure",
         action="store_true",
@@ -901,7 +889,6 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--no-fuse", action="store_true", help="with --model: the plan without epilogue fusion"
     )
-    winograd_option(export)
     export.add_argument("--out", required=True, help="folder to write into")
     export.add_argument(
         "--reference",

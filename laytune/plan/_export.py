@@ -156,7 +156,7 @@ def export_model(
     *,
     fuse: bool = True,
     reference: bool = False,
-    winograd: bool = False,
+    winograd: bool | None = None,
 ) -> list[Path]:
     """Write ``model``'s plan for a build outside Python; returns the files written.
 

@@ -150,13 +150,20 @@ class ModelTuning:
         return "\n".join(lines)
 
 
-def _graph_of(model: Any, winograd: bool = False, source: Any = None, device: Any = None) -> Graph:
-    """The graph of ``model``; with ``winograd``, its 3 x 3 stride-1
-    convolutions in Winograd's form where ``source`` times that form faster
-    on ``device`` (:func:`~laytune.plan.faster_in_records`)."""
-    if not winograd:
-        return model if isinstance(model, Graph) else from_onnx(model)
-    _refuse_graph(model)
+def _graph_of(
+    model: Any, winograd: bool | None = False, source: Any = None, device: Any = None
+) -> Graph:
+    """The graph of ``model``. Unless ``winograd`` is False, an ONNX model's
+    3 x 3 stride-1 convolutions are imported in Winograd's form where
+    ``source`` times that form faster on ``device``
+    (:func:`~laytune.plan.faster_in_records`); a :class:`Graph` is taken as
+    it is (refused where ``winograd`` is True)."""
+    if isinstance(model, Graph):
+        if winograd:
+            _refuse_graph(model)
+        return model
+    if winograd is False or source is None:
+        return from_onnx(model)
     from laytune.plan._winograd import faster_in_records
 
     return from_onnx(model, winograd=faster_in_records(model, source, device.info.key))
@@ -197,8 +204,8 @@ def tune_model(
     layout-critical operator with the element-wise epilogue folded into it
     (:func:`tuned_workloads`); False: the operators alone. ``winograd``: tune
     each 3 x 3 stride-1 convolution both directly and in Winograd's form
-    (:func:`~laytune.plan.winograd_conv`), so that :func:`load_model` with
-    ``winograd=True`` runs whichever the records time faster."""
+    (:func:`~laytune.plan.winograd_conv`), so that :func:`load_model` runs
+    whichever the records time faster."""
     from laytune.records import DEFAULT_URL, RecordStore, open_database
     from laytune.runners import default_device, refuse_while_a_worker_starts, select_device
     from laytune.search import TuneOptions
@@ -220,7 +227,7 @@ def tune_model(
 
     def planned() -> Graph:
         """The graph whose plan's conversions are tuned, once its operators are."""
-        return _graph_of(model, winograd, db, device) if winograd else graphs[0]
+        return _graph_of(model, True, db, device) if winograd else graphs[0]
 
     try:
         return _tune_jobs(graphs, planned, device, db, opts, progress, say, fuse)
@@ -350,7 +357,7 @@ def plan_model(
     *,
     repeats: int = 10,
     fuse: bool = True,
-    winograd: bool = False,
+    winograd: bool | None = None,
 ) -> Plan:
     """The plan of ``model`` from the records of ``database`` (a store or URL,
     opened read-only; a frozen file, as :func:`load_model` takes; None: no
@@ -439,7 +446,7 @@ def load_model(
     *,
     fuse: bool = True,
     derive: bool = True,
-    winograd: bool = False,
+    winograd: bool | None = None,
 ) -> Model:
     """``model`` (an ONNX path or ``ModelProto``, or a :class:`Graph`) planned
     from the records of ``database`` (a store or URL, opened read-only; a
@@ -455,8 +462,10 @@ def load_model(
     layouts took 151); False: logical layouts and the planned kernel.
     ``winograd``: each 3 x 3 stride-1 convolution of an ONNX model runs in
     Winograd's form where the records (or the frozen file) time it faster
-    than directly (:func:`~laytune.plan.faster_in_records`; tune
-    both with ``tune_model(winograd=True)``)."""
+    than directly (:func:`~laytune.plan.faster_in_records`; records of both
+    come from ``tune_model(winograd=True)``; without records of Winograd's
+    form, every convolution runs directly); False: directly; a
+    :class:`Graph` runs as it is."""
     import pyopencl as cl
 
     from laytune.runners import default_device, select_device
@@ -502,7 +511,7 @@ def freeze_model(
     fuse: bool = True,
     measure: bool = False,
     say: Callable[[str], None] | None = None,
-    winograd: bool = False,
+    winograd: bool | None = None,
 ) -> Path:
     """Freeze the kernels ``model``'s plan runs: plan it from the records of
     ``database`` on ``device`` (default: :func:`laytune.runners.default_device`)
@@ -520,10 +529,11 @@ def freeze_model(
     at a time in a job's own moments need not rank kernels as the plan runs
     them; ``say`` gets a line per workload (default: stderr). The file then
     holds the measured choice, and plans from it run that. ``winograd``: as
-    :func:`load_model` (load the file with ``winograd=True`` too: it holds
-    the kernels of the form chosen for each convolution); with ``measure``,
-    each convolution's form is timed in the plan as well
-    (:func:`~laytune.plan.measure_forms`)."""
+    :func:`load_model` (the file holds the kernels of the form chosen for
+    each convolution, and plans from it run that form); with ``measure``,
+    where the records chose Winograd's form for any convolution (or
+    ``winograd`` is True), each convolution's form is timed in the plan as
+    well (:func:`~laytune.plan.measure_forms`)."""
     from laytune.records import freeze
     from laytune.runners import default_device, select_device
 
@@ -535,15 +545,16 @@ def freeze_model(
                 f"freeze_model plans from a records database, not {type(records).__name__}"
             )
         graph = _graph_of(model, winograd, records, device)
-        if measure and winograd:
+        if measure and not isinstance(model, Graph) and winograd is not False:
             from laytune.plan._measured import measure_forms
             from laytune.plan._winograd import faster_in_records
 
-            tell = say or _stderr
-            tell(f"timing each convolution's form in the plan of {graph.name!r}")
             forms = faster_in_records(model, records, device.info.key, fuse)
-            forms = measure_forms(model, records, device, forms, fuse=fuse, say=tell)
-            graph = from_onnx(model, winograd=forms)
+            if winograd or forms:
+                tell = say or _stderr
+                tell(f"timing each convolution's form in the plan of {graph.name!r}")
+                forms = measure_forms(model, records, device, forms, fuse=fuse, say=tell)
+                graph = from_onnx(model, winograd=forms)
         # the recorded candidates alone: a plan loaded from the file derives
         # the starts of what they leave out again, as one from the records does
         plan = _plan(graph, records, device, fuse, derive=False)
