@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     )
     from laytune.plan._export import MODEL_RTOL, export_model, model_stem
     from laytune.plan._flow import FlowError, flow_layout
+    from laytune.plan._forms import faster_in_records
     from laytune.plan._fuse import Fusion, fuse_epilogues
     from laytune.plan._graph import Graph, GraphError, Op, Tensor
     from laytune.plan._measured import MeasuredChoice, measure_choices, measure_forms
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
     from laytune.plan._planner import Placement, Plan, PlanError, Version, plan_layouts
     from laytune.plan._rewrite import Rewrite, same_layout
     from laytune.plan._source import LayoutSource, SourceLike, lookup_candidate
-    from laytune.plan._winograd import WinogradConv, faster_in_records, winograd_conv
+    from laytune.plan._winograd import WinogradConv, winograd_conv
 
 
 __all__ = [
@@ -156,6 +157,7 @@ __getattr__, __dir__ = lazy_exports(
         "laytune.plan._planner": ("Placement", "Plan", "PlanError", "Version", "plan_layouts"),
         "laytune.plan._rewrite": ("Rewrite", "same_layout"),
         "laytune.plan._source": ("LayoutSource", "SourceLike", "lookup_candidate"),
-        "laytune.plan._winograd": ("WinogradConv", "faster_in_records", "winograd_conv"),
+        "laytune.plan._forms": ("faster_in_records",),
+        "laytune.plan._winograd": ("WinogradConv", "winograd_conv"),
     },
 )

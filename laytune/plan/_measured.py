@@ -238,15 +238,15 @@ def measure_forms(
     other, either way from one tuning to the next."""
     import pyopencl as cl
 
+    from laytune.plan._forms import convolutions, tuned_keys
     from laytune.plan._onnx import from_onnx
     from laytune.plan._planner import plan_layouts
-    from laytune.plan._winograd import _convolutions, _keys
 
     tell = say or (lambda line: None)
     direct = from_onnx(model)
-    keys = _keys(direct, fuse)
+    keys = tuned_keys(direct, fuse)
     groups: dict[str, list[str]] = {}
-    for name in _convolutions(direct, from_onnx(model, winograd=True)):
+    for name in convolutions(direct, from_onnx(model, winograd=True)):
         groups.setdefault(keys[name], []).append(name)
     context = cl.Context([device.open()])
     programs: dict[str, Any] = {}

@@ -164,7 +164,7 @@ def _graph_of(
         return model
     if winograd is False or source is None:
         return from_onnx(model)
-    from laytune.plan._winograd import faster_in_records
+    from laytune.plan._forms import faster_in_records
 
     return from_onnx(model, winograd=faster_in_records(model, source, device.info.key))
 
@@ -546,8 +546,8 @@ def freeze_model(
             )
         graph = _graph_of(model, winograd, records, device)
         if measure and not isinstance(model, Graph) and winograd is not False:
+            from laytune.plan._forms import faster_in_records
             from laytune.plan._measured import measure_forms
-            from laytune.plan._winograd import faster_in_records
 
             forms = faster_in_records(model, records, device.info.key, fuse)
             if winograd or forms:

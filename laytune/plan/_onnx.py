@@ -52,7 +52,7 @@ from laytune import ops
 from laytune.exceptions import GraphError, ModelImportError, UnsupportedNodeError
 from laytune.ops import Workload
 from laytune.plan._graph import Graph
-from laytune.plan._winograd import winograd_conv, winograd_fits
+from laytune.plan._winograd import winograd_conv, winograd_fits, winograd_steps
 
 __all__ = ["ONNX_OPS", "from_onnx"]
 
@@ -612,10 +612,11 @@ class _Importer:
         if table_in is None:  # one of each table for the whole graph
             table_in = self.winograd_tables["in"] = self.constant("winograd.T", form.input_table)
             self.winograd_tables["out"] = self.constant("winograd.A", form.output_table)
+        v_name, m_name, y_name = winograd_steps(out)
         u = self.constant(f"{out}.U", form.filters)
-        v = self.apply(node, form.transform_in, f"{out}.V", T=table_in, X=x)
-        m = self.apply(node, form.matmuls, f"{out}.M", V=v, U=u)
-        return self.apply(node, form.transform_out, out, A=self.winograd_tables["out"], M=m)
+        v = self.apply(node, form.transform_in, v_name, T=table_in, X=x)
+        m = self.apply(node, form.matmuls, m_name, V=v, U=u)
+        return self.apply(node, form.transform_out, y_name, A=self.winograd_tables["out"], M=m)
 
     def _BatchNormalization(self, node: Any, _: int) -> None:
         """One not folded into a Conv: ``Y = X * S[c] + T[c]`` with S, T from its constants."""

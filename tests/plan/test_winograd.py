@@ -11,8 +11,7 @@ import pyopencl as cl
 import pytest
 
 from laytune.layout import identity
-from laytune.plan import from_onnx, plan_layouts, tuned_workloads
-from laytune.plan._winograd import faster_in_records, winograd_conv
+from laytune.plan import faster_in_records, from_onnx, plan_layouts, tuned_workloads, winograd_conv
 from laytune.records import Record, open_database
 from laytune.runners import default_device
 from laytune.search import classify, layout_critical
