@@ -226,8 +226,9 @@ def tune_model(
     db = open_database(DEFAULT_URL if database is None else database)
 
     def planned() -> Graph:
-        """The graph whose plan's conversions are tuned, once its operators are."""
-        return _graph_of(model, True, db, device) if winograd else graphs[0]
+        """The graph whose plan's conversions are tuned, once its operators
+        are: the one :func:`load_model` plans from these records."""
+        return _graph_of(model, True if winograd else None, db, device)
 
     try:
         return _tune_jobs(graphs, planned, device, db, opts, progress, say, fuse)
