@@ -9,6 +9,7 @@ BENCHMARKS = (
     "layout_queries",
     "space_enumerate",
     "hand_transpose",
+    "hand_winograd",
     "conversions",
     "runners_overhead",
     "plan_network",
