@@ -654,8 +654,9 @@ def test_a_sum_whose_input_holds_the_vector_axis_outside_is_blocked_by_the_lanes
 def test_a_sum_whose_output_holds_an_inputs_contiguous_axis_outside_blocks_the_output() -> None:
     """Winograd's output transform: ``M`` holds ``f`` innermost, ``Y`` holds
     it outside, so the first start blocks ``Y`` along ``f`` (NCHW16c) and
-    runs its vectors along ``f``, a block of output columns per work-item;
-    a plain row sum (no product) keeps its vectors along the summed axis."""
+    runs its vectors along ``f``; ``M`` is read at ``oh // 2, ow // 2``, so
+    a work-item takes a 2 x 2 block of outputs, each vector of ``M`` read
+    once. A plain row sum (no product) keeps its vectors along the summed axis."""
     workload = Workload.define(
         "transform",
         "Y[f, oh, ow] += A[oh % 2, ow % 2, x] * M[x, oh // 2, ow // 2, f]",
@@ -667,7 +668,7 @@ def test_a_sum_whose_output_holds_an_inputs_contiguous_axis_outside_blocks_the_o
     assert first.layout("Y") == block((32, 8, 8), 0, 16)
     assert first.layout("M") == identity((16, 4, 4, 32))
     assert (first.knob("vector_axis"), first.knob("vector")) == ("f", 16)
-    assert first.knob("block.ow") > 1
+    assert (first.knob("block.oh"), first.knob("block.ow")) == (2, 2)
     rows = Workload.define("rows", "Y[i] += X[i, j]", {"i": 64, "j": 128}, {"X": (64, 128)})
     first = standard_candidates(SearchSpace(rows, written_cpu(16)), 1)[0]
     assert first.layout("X") == identity((64, 128)) and first.knob("reduce_vector") == 16
