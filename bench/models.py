@@ -315,7 +315,7 @@ def bench_model(
     print(
         f"{words}: {len(graph.ops)} operators; tuning {trials} trials per workload", file=sys.stderr
     )
-    tuning, tuning_s = tune(model if winograd else graph, device, trials, database, True, winograd)
+    tuning, tuning_s = tune(model, device, trials, database, True, winograd)
     frozen_dir = tempfile.TemporaryDirectory()
     start = time.perf_counter()
     measured = freeze_model(
@@ -327,9 +327,7 @@ def bench_model(
         winograd=winograd,
     )
     measure_s = time.perf_counter() - start
-    _, unfused_tuning_s = tune(
-        model if winograd else graph, device, trials, database, False, winograd
-    )
+    _, unfused_tuning_s = tune(model, device, trials, database, False, winograd)
     ort = onnx_runtime(model)
     expected = [np.asarray(a, dtype=np.float64) for a in ort(inputs)]
     models = {

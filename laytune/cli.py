@@ -548,13 +548,7 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
         return EXIT_NO_RESULT
     if args.model:
         out = "laytune-model.json" if args.out is None else args.out
-        path = freeze_model(
-            args.model,
-            db,
-            out,
-            fuse=not args.no_fuse,
-            measure=args.measure,
-        )
+        path = freeze_model(args.model, db, out, fuse=not args.no_fuse, measure=args.measure)
     else:
         keys = None
         if args.workload:
@@ -594,11 +588,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise LaytuneError("export --no-fuse plans a model: give --model ONNX as well")
     if args.model:
         written = export_model(
-            args.model,
-            args.frozen,
-            args.out,
-            fuse=not args.no_fuse,
-            reference=args.reference,
+            args.model, args.frozen, args.out, fuse=not args.no_fuse, reference=args.reference
         )
     else:
         written = export(args.frozen, args.out, reference=args.reference)

@@ -4,6 +4,7 @@ freezing it and timing its plan (:mod:`laytune.plan._measured`) share."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -12,7 +13,13 @@ import numpy as np
 from laytune.plan._fuse import fuse_epilogues
 from laytune.plan._graph import Graph
 
-__all__ = ["CriticalWorkload", "critical_workloads", "random_inputs", "tuned_workloads"]
+__all__ = [
+    "CriticalWorkload",
+    "critical_workloads",
+    "merged_workloads",
+    "random_inputs",
+    "tuned_workloads",
+]
 
 
 @dataclass(frozen=True)
@@ -37,16 +44,22 @@ def critical_workloads(graph: Graph) -> list[CriticalWorkload]:
 def _distinct(graph: Graph, critical: list[Any]) -> list[CriticalWorkload]:
     """The distinct workloads of the operators ``critical`` of ``graph``, as
     :func:`critical_workloads` says."""
+    return merged_workloads(CriticalWorkload(op.workload, (op.name,)) for op in critical)
+
+
+def merged_workloads(items: Iterable[CriticalWorkload]) -> list[CriticalWorkload]:
+    """``items`` (of one graph, or of several imports of one model) with each
+    key once, its operators joined, a buffer a weight only where every entry
+    holds it constant; largest first by flops, first seen first among equals."""
     found: dict[str, CriticalWorkload] = {}
-    for op in critical:
-        seen = found.get(op.workload.key)
+    for item in items:
+        seen = found.get(item.workload.key)
         if seen is None:
-            found[op.workload.key] = CriticalWorkload(op.workload, (op.name,))
+            found[item.workload.key] = item
             continue
-        weights = tuple(w for w in seen.workload.weights if w in op.workload.weights)
-        found[op.workload.key] = CriticalWorkload(
-            replace(seen.workload, weights=weights), (*seen.ops, op.name)
-        )
+        weights = tuple(w for w in seen.workload.weights if w in item.workload.weights)
+        ops = (*seen.ops, *(o for o in item.ops if o not in seen.ops))
+        found[item.workload.key] = CriticalWorkload(replace(seen.workload, weights=weights), ops)
     return sorted(found.values(), key=lambda c: -c.workload.flops)
 
 

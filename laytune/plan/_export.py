@@ -188,7 +188,7 @@ def export_model(
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
-        graph = _graph_of(model, winograd, records, device)
+        graph = _graph_of(model, winograd, records, device, fuse)
         plan = _plan(graph, records, device, fuse)
     finally:
         if opened:

@@ -229,7 +229,8 @@ def measure_forms(
     :func:`~laytune.plan.faster_in_records`), one direct key at a
     time, every convolution of that key is flipped to the other form, both
     plans timed as :func:`measure_choices` times candidates, and the flip
-    kept where it runs at most :data:`MARGIN` of the other's time.
+    kept where it runs at most :data:`MARGIN` of the other's time; ``say``
+    gets a line first, then one per key.
 
     The records time each kernel alone; in the plan a form's kernels meet
     the caches the others leave. Winograd's filters are 16/9 of the direct
@@ -244,6 +245,7 @@ def measure_forms(
 
     tell = say or (lambda line: None)
     direct = from_onnx(model)
+    tell(f"timing each convolution's form in the plan of {direct.name!r}")
     keys = tuned_keys(direct, fuse)
     groups: dict[str, list[str]] = {}
     for name in convolutions(direct, from_onnx(model, winograd=True)):

@@ -41,6 +41,7 @@ from laytune.exceptions import ArgumentTypeError, PlanError
 from laytune.plan._critical import (
     CriticalWorkload,
     critical_workloads,
+    merged_workloads,
     random_inputs,
     tuned_workloads,
 )
@@ -151,11 +152,16 @@ class ModelTuning:
 
 
 def _graph_of(
-    model: Any, winograd: bool | None = False, source: Any = None, device: Any = None
+    model: Any,
+    winograd: bool | None = False,
+    source: Any = None,
+    device: Any = None,
+    fuse: bool = True,
 ) -> Graph:
     """The graph of ``model``. Unless ``winograd`` is False, an ONNX model's
     3 x 3 stride-1 convolutions are imported in Winograd's form where
-    ``source`` times that form faster on ``device``
+    ``source`` times that form faster on ``device``, comparing the
+    workloads a plan made with ``fuse`` runs
     (:func:`~laytune.plan.faster_in_records`); a :class:`Graph` is taken as
     it is (refused where ``winograd`` is True)."""
     if isinstance(model, Graph):
@@ -166,7 +172,7 @@ def _graph_of(
         return from_onnx(model)
     from laytune.plan._forms import faster_in_records
 
-    return from_onnx(model, winograd=faster_in_records(model, source, device.info.key))
+    return from_onnx(model, winograd=faster_in_records(model, source, device.info.key, fuse))
 
 
 def _refuse_graph(model: Any) -> None:
@@ -228,7 +234,7 @@ def tune_model(
     def planned() -> Graph:
         """The graph whose plan's conversions are tuned, once its operators
         are: the one :func:`load_model` plans from these records."""
-        return _graph_of(model, True if winograd else None, db, device)
+        return _graph_of(model, True if winograd else None, db, device, fuse)
 
     try:
         return _tune_jobs(graphs, planned, device, db, opts, progress, say, fuse)
@@ -293,7 +299,7 @@ def _tune_jobs(
 
     def tune_all() -> bool:
         """Every job; False when one was interrupted."""
-        critical = _merged([tuned_workloads(g, fuse) for g in graphs])
+        critical = merged_workloads(c for g in graphs for c in tuned_workloads(g, fuse))
         for k, item in enumerate(critical, 1):
             if not run(item.workload, "operator", item.ops, f"[{k}/{len(critical)}]"):
                 return False
@@ -318,17 +324,6 @@ def _tune_jobs(
         except KeyboardInterrupt:  # a stop outside a job's own handling: between two
             finished = False  # jobs, while one opens, or while the plan is made
     return ModelTuning(graphs[0].name, device.name, db.safe_url, tuple(jobs), not finished)
-
-
-def _merged(lists: Sequence[Sequence[CriticalWorkload]]) -> list[CriticalWorkload]:
-    """The workloads of several graphs' lists, each key once (its operators
-    joined), largest first."""
-    found: dict[str, CriticalWorkload] = {}
-    for item in (i for items in lists for i in items):
-        seen = found.get(item.workload.key)
-        ops = item.ops if seen is None else (*seen.ops, *(o for o in item.ops if o not in seen.ops))
-        found[item.workload.key] = CriticalWorkload((seen or item).workload, ops)
-    return sorted(found.values(), key=lambda c: -c.workload.flops)
 
 
 def _open_records(database: Any) -> tuple[Any, bool]:
@@ -377,7 +372,7 @@ def plan_model(
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
-        graph = _graph_of(model, winograd, records, device)
+        graph = _graph_of(model, winograd, records, device, fuse)
         plan = _plan(graph, records, device, fuse)
         with plan.compile(cl.Context([device.open()])) as compiled:
             timing = compiled.profile(random_inputs(graph), repeats=repeats)
@@ -474,7 +469,7 @@ def load_model(
     device = default_device() if device is None else select_device(device)
     records, opened = _open_records(database)
     try:
-        graph = _graph_of(model, winograd, records, device)
+        graph = _graph_of(model, winograd, records, device, fuse)
         plan = _plan(graph, records, device, fuse, derive)
         compiled = plan.compile(cl.Context([device.open()]))
     finally:
@@ -545,17 +540,16 @@ def freeze_model(
             raise ArgumentTypeError(
                 f"freeze_model plans from a records database, not {type(records).__name__}"
             )
-        graph = _graph_of(model, winograd, records, device)
         if measure and not isinstance(model, Graph) and winograd is not False:
             from laytune.plan._forms import faster_in_records
             from laytune.plan._measured import measure_forms
 
             forms = faster_in_records(model, records, device.info.key, fuse)
             if winograd or forms:
-                tell = say or _stderr
-                tell(f"timing each convolution's form in the plan of {graph.name!r}")
-                forms = measure_forms(model, records, device, forms, fuse=fuse, say=tell)
-                graph = from_onnx(model, winograd=forms)
+                forms = measure_forms(model, records, device, forms, fuse=fuse, say=say or _stderr)
+            graph = from_onnx(model, winograd=forms)
+        else:
+            graph = _graph_of(model, winograd, records, device, fuse)
         # the recorded candidates alone: a plan loaded from the file derives
         # the starts of what they leave out again, as one from the records does
         plan = _plan(graph, records, device, fuse, derive=False)

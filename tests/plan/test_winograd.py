@@ -4,6 +4,7 @@ statements, each tuned, laid out and planned like any other."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import onnxruntime as ort
@@ -12,6 +13,7 @@ import pytest
 
 from laytune.layout import identity
 from laytune.plan import faster_in_records, from_onnx, plan_layouts, tuned_workloads, winograd_conv
+from laytune.plan._model import _graph_of
 from laytune.records import Record, open_database
 from laytune.runners import default_device
 from laytune.search import classify, layout_critical
@@ -128,7 +130,13 @@ def test_each_convolution_takes_the_form_its_records_time_faster(tmp_path: Path)
                 seconds = outputs.get(op, times[op])
                 db.add(_record(item.workload, device.key, seconds))
         assert faster_in_records(model, db, device.key) == {"a"}
+        assert faster_in_records(model, db, device.key, fuse=False) == frozenset()  # bare: none
         assert faster_in_records(model, db, "another device") == frozenset()
+        # what load_model imports: the fused choice, and with fuse=False the bare one
+        held = SimpleNamespace(info=device)
+        assert "a.M" in {op.name for op in _graph_of(model, None, db, held).ops}
+        bare = _graph_of(model, None, db, held, fuse=False)
+        assert not any(op.name.endswith(".M") for op in bare.ops)
     with open_database(f"sqlite:///{tmp_path / 'w.db'}") as db:  # Winograd's records alone
         for item in tuned_workloads(from_onnx(model, winograd={"b"})):
             (op,) = item.ops
@@ -201,9 +209,12 @@ def test_tune_model_winograd_tunes_both_forms_and_every_command_runs_the_faster(
         laytune.load_model(model, str(tmp_path / "laytune-model.json")) as b,
         laytune.load_model(model, str(tmp_path / "measured.json")) as c,
         laytune.load_model(model, database=url, winograd=False) as d,
+        laytune.load_model(model, database=url, fuse=False) as e,
     ):
         assert a.plan.placements == b.plan.placements
         assert {op.name for op in a.plan.graph.ops} >= {f"{n}.M" for n in chosen}
-        assert not any(op.name.endswith(".M") for op in d.plan.graph.ops)
-        for loaded in (a, b, c, d):
+        # no records of the bare (unfused) Winograd statements: directly
+        for direct in (d, e):
+            assert not any(op.name.endswith(".M") for op in direct.plan.graph.ops)
+        for loaded in (a, b, c, d, e):
             assert_close(loaded(**feeds), want)
