@@ -166,6 +166,7 @@ class _Importer:
         self.skip: set[int] = set()
         self.folded_bn: dict[int, Any] = {}
         self.winograd_tables: dict[str, str] = {}
+        self.winograd_done: set[str] = set()  # the convolutions imported in that form
 
     # -- tensors -------------------------------------------------------------------
     def _note_type(self, info: Any) -> None:
@@ -280,6 +281,15 @@ class _Importer:
                 shape = self.graph.tensors[tensor].shape
                 tensor = self.graph.apply(ops.copy(shape), name, X=tensor).name
             self.graph.output(tensor)
+        if not isinstance(self.winograd, bool):
+            missing = sorted(set(self.winograd) - self.winograd_done)
+            if missing:
+                raise ModelImportError(
+                    f"winograd names {', '.join(map(repr, missing))}, which "
+                    f"{'is' if len(missing) == 1 else 'are'} not a 3 x 3 stride-1 convolution "
+                    "with known filters in this model (name a convolution by its operator, "
+                    "as the direct import names it)"
+                )
         return self.graph
 
     def _find_folds(self) -> None:
@@ -545,6 +555,7 @@ class _Importer:
         wanted = self.winograd if isinstance(self.winograd, bool) else conv_out in self.winograd
         if wanted and weights is not None and winograd_fits((kh, kw), (sh, sw), (dh, dw), group):
             y = self._winograd(node, x, xs, weights, (pt, pl, pb, pr), conv_out)
+            self.winograd_done.add(conv_out)
             self._bias(node, bn, out, y, b_tensor)
             return
         if weights is not None and (bn is not None or depthwise):

@@ -11,8 +11,17 @@ import onnxruntime as ort
 import pyopencl as cl
 import pytest
 
+import laytune
+from laytune.exceptions import ArgumentTypeError, ModelImportError
 from laytune.layout import identity
-from laytune.plan import faster_in_records, from_onnx, plan_layouts, tuned_workloads, winograd_conv
+from laytune.plan import (
+    faster_in_records,
+    from_onnx,
+    plan_layouts,
+    tune_model,
+    tuned_workloads,
+    winograd_conv,
+)
 from laytune.plan._model import _graph_of
 from laytune.records import Record, open_database
 from laytune.runners import default_device
@@ -169,7 +178,6 @@ def test_tune_model_winograd_tunes_both_forms_and_every_command_runs_the_faster(
     every output is ONNX Runtime's."""
     import onnx
 
-    import laytune
     from tests.plan.test_model import _laytune, assert_close, feeds_of, onnx_runtime
 
     model = _two_convolutions()
@@ -218,3 +226,19 @@ def test_tune_model_winograd_tunes_both_forms_and_every_command_runs_the_faster(
             assert not any(op.name.endswith(".M") for op in direct.plan.graph.ops)
         for loaded in (a, b, c, d, e):
             assert_close(loaded(**feeds), want)
+
+
+def test_a_graph_or_a_name_winograd_cannot_take_is_refused_by_name() -> None:
+    """``winograd=True`` chooses forms while importing, so a Graph is refused;
+    a name that is no 3 x 3 stride-1 convolution of the model is named."""
+    model = _two_convolutions()
+    graph = from_onnx(model)
+    for call in (
+        lambda: tune_model(graph, winograd=True),
+        lambda: laytune.load_model(graph, winograd=True),
+    ):
+        with pytest.raises(ArgumentTypeError, match="pass the model, not a Graph"):
+            call()
+    with pytest.raises(ModelImportError, match=r"winograd names 'out', 'z', which are not a 3 x 3"):
+        from_onnx(model, winograd={"a", "z", "out"})
+    assert graph.op("out").workload.name == "relu"  # a name the model has, but not a convolution
