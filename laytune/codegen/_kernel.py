@@ -21,6 +21,8 @@ Loads, stores and their index tests are in ._loads.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 from laytune.codegen._emit import BufferAccess, Scope, c_float, ctype_of
@@ -37,6 +39,7 @@ from laytune.codegen._loads import (
     point_values,
     store_tests,
     store_text,
+    table_entry,
     value_text,
     widen,
 )
@@ -85,7 +88,13 @@ def _body(
     for p, offsets in _chunk_order(nest.tile, points) if chunked else points:
         values = point_values(w, offsets, reduce_values)
         names: dict[str, tuple[str, int]] = {}
+        known: dict[str, float] = {}
         for load in loads(stmt.value):
+            entry = table_entry(w, load.buffer, values)
+            if entry is not None:
+                known[load.buffer] = entry
+                names[load.buffer] = (c_float(entry, workload.dtype), 1)
+                continue
             if load.buffer in nest.tile.transposed and nest.tile.panel:
                 names[load.buffer] = _panel_read(w, load.buffer, offsets, reduce_values)
                 continue
@@ -116,7 +125,16 @@ def _body(
             continue
         acc = f"acc{p}{suffix}"
         value = stmt.value
-        if combine.name == "sum" and isinstance(value, BinaryOp) and value.op == "*":
+        scaled = _scaled(value, known) if combine.name == "sum" else None
+        if scaled is not None:  # a table's entry times a value: add it, subtract it, or not
+            factor, other = scaled
+            if factor != 0.0:
+                b, bw = value_text(w, other, names)
+                b = widen(w, b, bw, acc_width)
+                k = c_float(factor, workload.dtype)
+                op = {1.0: f"{acc} + {b}", -1.0: f"{acc} - {b}"}.get(factor)
+                updates.append(f"{acc} = {op or f'fma({widen(w, k, 1, acc_width)}, {b}, {acc})'};")
+        elif combine.name == "sum" and isinstance(value, BinaryOp) and value.op == "*":
             a, aw = value_text(w, value.lhs, names)
             b, bw = value_text(w, value.rhs, names)
             a, b = widen(w, a, aw, acc_width), widen(w, b, bw, acc_width)
@@ -125,6 +143,17 @@ def _body(
             text, _ = value_text(w, value, names)
             updates.append(combine.combine_c(acc, text))
     return body + lines + updates
+
+
+def _scaled(value: Value, known: Mapping[str, float]) -> tuple[float, Value] | None:
+    """``value`` as (a table's known entry, the other factor) where it is
+    the product of a table's read at a constant index and something else."""
+    if not (isinstance(value, BinaryOp) and value.op == "*"):
+        return None
+    for mine, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+        if isinstance(mine, Load) and mine.buffer in known:
+            return known[mine.buffer], other
+    return None
 
 
 def _chunk_order(
@@ -424,6 +453,65 @@ def _parts(
     return lines
 
 
+#: The most reduce steps the innermost loops over a table's axes are spelled
+#: out to (:func:`_spelled`), and the most updates of the block that makes.
+_SPELLED_STEPS = 64
+_SPELLED_UPDATES = 4096
+
+
+def _spelled(w: Writer) -> tuple[ReduceLoop, ...]:
+    """The innermost reduce loops the kernel writes out step by step, each
+    step a copy of the body with the loop's variable a constant: those over
+    axes a table is read along (``Workload.tables``), so that every read of
+    it is a literal (:func:`_body`), up to ``_SPELLED_STEPS`` steps. Whole
+    loops over an axis of their own only, unstaged."""
+    nest = w.nest
+    axes = {
+        k
+        for load in loads(nest.workload.statement.value)
+        if load.buffer in w.tables
+        for e in load.indices
+        for k in variables(e)
+    }
+    if not axes or nest.staging is not None or nest.tile.panel or nest.tile.reduce_axis is not None:
+        return ()
+    points = len(nest.tile.offsets())
+    out: list[ReduceLoop] = []
+    for lp in reversed(nest.loops):
+        steps = lp.trips * math.prod(s.trips for s in out)
+        alone = sum(1 for other in nest.loops if other.axis == lp.axis) == 1
+        plain = lp.scale == 1 and not lp.guard and not lp.overcompute
+        small = steps <= _SPELLED_STEPS and steps * points <= _SPELLED_UPDATES
+        if lp.axis not in axes or not (alone and plain and small):
+            break
+        out.insert(0, lp)
+    return tuple(out)
+
+
+def _spelled_out(
+    w: Writer,
+    spelled: Sequence[ReduceLoop],
+    values: Mapping[int, Expr],
+    guarded: bool = True,
+    found: list[IndexTest] | None = None,
+) -> list[str]:
+    """The body at every step of the ``spelled`` loops, each step's copy in
+    its own braces (its loads are named as every copy's), or the body once
+    when there are none."""
+    if not spelled:
+        return _parts(w, values, guarded, found)
+    lines: list[str] = []
+    for step in itertools.product(*(range(lp.trips) for lp in spelled)):
+        at = dict(values)
+        at.update({lp.axis: Const(v) for lp, v in zip(spelled, step, strict=True)})
+        note = ", ".join(
+            f"{w.nest.workload.axes[lp.axis].name} = {v}"
+            for lp, v in zip(spelled, step, strict=True)
+        )
+        lines += [f"{{  /* {note} */", *indent(_parts(w, at, guarded, found)), "}"]
+    return lines
+
+
 def _lanes_combined(w: Writer, p: int) -> tuple[list[str], str]:
     """Lines folding point ``p``'s accumulator parts into one vector, then
     its lanes pairwise (halves) into one value, and that value."""
@@ -624,6 +712,7 @@ def _wrap_loops(
     tested: frozenset[int] = frozenset(),
     tail: Callable[[int], list[str]] | None = None,
     every: int = 1,
+    steps: int = 1,
 ) -> list[str]:
     """``body`` in the reduce loops, with ``bounds``; a short loop whose
     variable the body's loads still test (``tested``) is unrolled whole.
@@ -636,9 +725,10 @@ def _wrap_loops(
     unrolled loop's body. Once
     after the copies instead, the BERT FFN's 128 x 3072 x 768 (6 x 2L,
     unrolled 4 times) took 6.2-6.5 ms where it took 3.3-3.5 on a Zen 3 host:
-    the copies' own tests fold away where the counter's step is known."""
+    the copies' own tests fold away where the counter's step is known.
+    ``body`` is ``steps`` reduce steps (the loops :func:`_spelled` spelled out)."""
     lines = body
-    steps = 0 if tail is None else 1  # reduce steps of a pass through ``lines``; 0: tail in
+    steps = 0 if tail is None else steps  # reduce steps of a pass through ``lines``; 0: tail in
     for lp, var in zip(reversed(loops), reversed(loop_vars), strict=True):
         name = w.scope.name(var)
         edges = (bounds or {}).get(var.index, ([], []))
@@ -738,6 +828,7 @@ def _compute_kernel(nest: Nest, name: str, overlap: frozenset[int]) -> tuple[str
     staged = nest.staging is not None
     grid = emit_grid(scope, nest, overlap)
     w = Writer(nest, scope, buffer_accesses(nest), local_accesses(nest) if staged else {}, grid)
+    w.tables = dict(getattr(workload, "table_arrays", {}))
     if nest.block_reads:
         w.lane = scope.var("lane", 0, nest.subgroup - 1)
         grid.lines.append(f"const int {scope.name(w.lane)} = get_sub_group_local_id();")
@@ -746,20 +837,29 @@ def _compute_kernel(nest: Nest, name: str, overlap: frozenset[int]) -> tuple[str
     acc_width = nest.tile.acc_width
 
     def loops() -> list[str]:
-        loop_vars, values = _loop_vars(w, nest.loops)
+        spelled = _spelled(w)
+        kept = nest.loops[: len(nest.loops) - len(spelled)]
+        loop_vars, values = _loop_vars(w, kept)
         tests: list[IndexTest] = []
-        bounds, w.proven = _window_bounds(w, nest.loops, loop_vars, values)
+        bounds, w.proven = _window_bounds(w, kept, loop_vars, values)
         counter, tail = prefetch_lines(w)
         every = prefetch_every(w)
-        body = _parts(w, values, True, tests)
+        body = _spelled_out(w, spelled, values, True, tests)
+        steps = math.prod(lp.trips for lp in spelled)
         tested = frozenset(k for t in tests if t not in w.proven for k in variables(t.expr))
-        guarded = _wrap_loops(w, nest.loops, loop_vars, body, bounds, tested, tail, every)
+        guarded = _wrap_loops(w, kept, loop_vars, body, bounds, tested, tail, every, steps)
         w.proven = frozenset()
         interior = _interior(w, tests, loop_vars) if nest.knobs.get("peel") else None
         if interior is None:
             return counter + guarded
         fast = _wrap_loops(
-            w, nest.loops, loop_vars, _parts(w, values, False), tail=tail, every=every
+            w,
+            kept,
+            loop_vars,
+            _spelled_out(w, spelled, values, False),
+            tail=tail,
+            every=every,
+            steps=steps,
         )
         return [
             *counter,

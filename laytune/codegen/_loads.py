@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from laytune.codegen._copy import block_read
 from laytune.codegen._emit import BufferAccess, Scope, c_float, compute_ctype, paren
 from laytune.codegen._grid import GridCode
@@ -37,6 +39,7 @@ __all__ = [
     "point_values",
     "store_tests",
     "store_text",
+    "table_entry",
     "value_text",
     "widen",
 ]
@@ -58,6 +61,8 @@ class Writer:
     proven: frozenset[IndexTest] = frozenset()
     # spatial axes whose overshooting last block made a load tested
     overshot: set[int] = field(default_factory=set)
+    # the workload's tables (Workload.tables): their reads at known indices are literals
+    tables: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def ctype(self) -> str:
@@ -83,6 +88,25 @@ def buffer_accesses(nest: Nest) -> dict[str, BufferAccess]:
 
 
 # -- values at one point of the register block ----------------------------------
+
+
+def table_entry(w: Writer, name: str, values: list[Expr]) -> float | None:
+    """The element of the table ``name`` a scalar read at the point of
+    ``values`` reads, where every index is a constant there (a spelled-out
+    reduce step, a block's offset along an axis read modulo the block);
+    None otherwise, or when ``name`` is no table."""
+    table = w.tables.get(name)
+    if table is None or access_width(w.nest, name) != 1 or name in w.nest.block_reads:
+        return None
+    at = []
+    for e in w.nest.workload.buffer(name).indices:
+        lo, hi = w.scope.bounds(w.scope.simplify(substitute(e, values)))
+        if lo != hi:
+            return None
+        at.append(lo)
+    if any(not 0 <= i < n for i, n in zip(at, table.shape, strict=True)):
+        return 0.0  # outside the table the statement reads zero
+    return float(table[tuple(at)])
 
 
 def point_values(

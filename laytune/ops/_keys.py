@@ -199,6 +199,7 @@ def _with_epilogue(key: str) -> Workload:
             params=params,
             local_tiles=dict(producer.local_tiles),
             weights=producer.weights,
+            tables=producer.table_arrays,
         )
     except StatementError as err:
         raise UnknownWorkloadError(f"workload key {key!r}: {err}") from None

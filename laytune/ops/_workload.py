@@ -107,6 +107,13 @@ class Workload:
     filters, a bias): they are converted into a layout once and reused by
     every call, so a tuning job prices them ``constant`` by default (see
     :class:`laytune.records.Boundary`). The key does not depend on them.
+
+    ``tables`` are inputs whose values the statement itself fixes (a
+    transform's matrix, a stencil's coefficients), as ``(name, shape,
+    values)``: small weights the generator reads at indices it knows while
+    writing a kernel, each read then a literal (a zero term dropped, a
+    unit one an addition: :meth:`table`). ``make_inputs`` and ``reference``
+    use their values, whatever array a caller passes.
     """
 
     name: str
@@ -117,6 +124,7 @@ class Workload:
     key: str
     local_tiles: tuple[tuple[str, tuple[int, ...]], ...] = field(default=())
     weights: tuple[str, ...] = field(default=(), compare=False)
+    tables: tuple[tuple[str, tuple[int, ...], tuple[float, ...]], ...] = ()
 
     # -- construction ---------------------------------------------------------
     @classmethod
@@ -130,6 +138,7 @@ class Workload:
         params: Mapping[str, Any] | None = None,
         local_tiles: Mapping[str, Sequence[int]] | None = None,
         weights: Sequence[str] = (),
+        tables: Mapping[str, Any] | None = None,
     ) -> Workload:
         """``Workload.define("matmul", "C[i, j] += A[i, k] * B[k, j]",
         axes={"i": M, "j": N, "k": K}, inputs={"A": (M, K), "B": (K, N)})``.
@@ -143,7 +152,11 @@ class Workload:
         records: ``rows(X[16, 48],Y[16];float32)#1c0e5a7f``. A statement with
         an epilogue (``Y[i, j] = max(sum(...) + B[j], 0.0)``) has it in its key too:
         ``+epilogue[max((acc + B[j]), 0.0)]``. ``weights`` names the inputs
-        that are model parameters (see the class docstring).
+        that are model parameters (see the class docstring). ``tables``
+        maps inputs to the arrays of values the statement fixes (at most
+        ``TABLE_ELEMENTS`` each; their shapes need not be in ``inputs``; they
+        are weights): ``tables={"K": np.array([[0, 1, 0], [1, -4, 1], [0, 1,
+        0]])}`` for a Laplacian stencil ``Y[i, j] += K[a, b] * X[i + a, j + b]``.
         """
         if dtype not in DTYPES:
             raise StatementError(f"dtype {dtype!r} is not supported (one of {DTYPES})")
@@ -156,6 +169,9 @@ class Workload:
                     f"axis {axis_name!r} needs a positive int extent, got {extent!r}"
                 )
         stmt = parse_statement(statement, names)
+        fixed = _tables(tables or {}, inputs)
+        inputs = {**inputs, **{t: shape for t, shape, _ in fixed}}
+        weights = tuple(dict.fromkeys([*weights, *(t for t, _, _ in fixed)]))
         spatial: list[int] = []
         for index in stmt.target_indices:
             if not isinstance(index, Var) or index.index in spatial:
@@ -219,7 +235,7 @@ class Workload:
         buffers.append(BufferDecl(stmt.target, out_shape, dtype, "output", stmt.target_indices))
         if params is None:
             shapes = ",".join(f"{b.name}{list(b.shape)}" for b in buffers)
-            key = f"{name}({shapes};{dtype})#{_digest(stmt, axes, weights, local_tiles)}"
+            key = f"{name}({shapes};{dtype})#{_digest(stmt, axes, weights, local_tiles, fixed)}"
         else:
             args = ",".join(f"{k}={format_value(v)}" for k, v in params.items())
             key = f"{name}({args};{dtype})"
@@ -235,12 +251,25 @@ class Workload:
         if strange:
             raise StatementError(f"weights {strange} are not inputs of {statement!r}")
         workload = cls(
-            name, axis_list, tuple(buffers), stmt, dtype, key, tiles, tuple(sorted(weights))
+            name, axis_list, tuple(buffers), stmt, dtype, key, tiles, tuple(sorted(weights)), fixed
         )
         remember_defined(workload)
         return workload
 
     # -- queries --------------------------------------------------------------
+    @property
+    def table_arrays(self) -> dict[str, np.ndarray]:
+        """Every table's values by name (float64), as ``define`` takes them."""
+        return {name: self.table(name) for name, _, _ in self.tables}  # type: ignore[misc]
+
+    def table(self, name: str) -> np.ndarray | None:
+        """The values of the table ``name`` (float64, its shape), None when
+        ``name`` is no table of this workload."""
+        for table, shape, values in self.tables:
+            if table == name:
+                return np.array(values, dtype=np.float64).reshape(shape)
+        return None
+
     @property
     def reduction(self) -> str | None:
         return self.statement.reduction
@@ -320,6 +349,8 @@ class Workload:
                 stop = min(start + _REFERENCE_BLOCK, flat.size)
                 flat[start:stop] = rng.uniform(-1.0, 1.0, size=stop - start)
             made[b.name] = array
+        for name, shape, values in self.tables:
+            made[name] = np.array(values, dtype=self.buffer(name).dtype).reshape(shape)
         return made
 
     def _contraction(self) -> tuple[str, tuple[str, ...]] | None:
@@ -375,6 +406,8 @@ class Workload:
         float64 copy of an input or of the output."""
         out = self.output
         arrays = {name: np.asarray(a) for name, a in inputs.items()}
+        for name, shape, values in self.tables:
+            arrays[name] = np.array(values, dtype=np.float64).reshape(shape)
         for b in self.inputs:
             if arrays[b.name].shape != b.shape:
                 raise StatementError(
@@ -556,12 +589,13 @@ def _digest(
     axes: Mapping[str, int],
     weights: Sequence[str],
     local_tiles: Mapping[str, Sequence[int]] | None,
+    tables: Sequence[tuple[str, tuple[int, ...], tuple[float, ...]]] = (),
 ) -> str:
     """Eight hex digits of what a key of buffer shapes leaves out: the
     statement without its epilogue (a key spells that out after the digest,
     ``+epilogue[...]``), written as the parser reads it back (spacing and
     parentheses the user chose do not count), the axes in order with their
-    extents, the weights and the local tiles."""
+    extents, the weights, the local tiles and the tables' values."""
     unfused = dataclasses.replace(stmt, epilogue=None)
     names = tuple(axes)
     text = "|".join(
@@ -570,6 +604,39 @@ def _digest(
             ",".join(f"{n}={int(e)}" for n, e in axes.items()),
             ",".join(sorted(weights)),
             ",".join(f"{b}={list(t)}" for b, t in sorted((local_tiles or {}).items())),
+            *(f"{t}{list(shape)}={list(values)}" for t, shape, values in tables),
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+#: The most elements a table may have: its values are written into kernels.
+TABLE_ELEMENTS = 4096
+
+
+def _tables(
+    tables: Mapping[str, Any], inputs: Mapping[str, Sequence[int]]
+) -> tuple[tuple[str, tuple[int, ...], tuple[float, ...]], ...]:
+    """``tables`` as the workload keeps them, sorted by name: finite values
+    of at most :data:`TABLE_ELEMENTS`, shaped as ``inputs`` says where it names them."""
+    out = []
+    for name, given in sorted(tables.items()):
+        try:
+            array = np.asarray(given, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise StatementError(f"table {name!r} is not an array of numbers: {err}") from None
+        if array.ndim == 0 or array.size > TABLE_ELEMENTS:
+            raise StatementError(
+                f"table {name!r} of shape {array.shape}: a table has 1 to "
+                f"{TABLE_ELEMENTS} elements and at least one axis"
+            )
+        if not np.isfinite(array).all():
+            raise StatementError(f"table {name!r} holds values that are not finite")
+        if name in inputs and tuple(int(s) for s in inputs[name]) != array.shape:
+            raise StatementError(
+                f"table {name!r} has shape {array.shape} but inputs gives {tuple(inputs[name])}"
+            )
+        out.append(
+            (str(name), tuple(int(s) for s in array.shape), tuple(array.reshape(-1).tolist()))
+        )
+    return tuple(out)

@@ -238,6 +238,15 @@ def fuse_workloads(
         _, params, _ = parse_key(base)
     except LaytuneError:
         params = None
+    tables = {
+        **producer.table_arrays,
+        **{renamed[t]: v for t, v in reader.table_arrays.items() if t in renamed},
+        **{
+            name: producer.table(first)
+            for name, first in again.items()
+            if producer.table(first) is not None
+        },
+    }
     workload = _redefine(
         producer,
         fused,
@@ -246,6 +255,7 @@ def fuse_workloads(
         f"{what}: the fused statement",
         params=params,
         local_tiles=dict(producer.local_tiles),
+        tables=tables,
     )
     return workload, renamed, again
 
@@ -293,7 +303,13 @@ def merge_workloads(
         *(w for w in reader.weights if w not in ports),
         *(name for name, theirs in bound if theirs in first.weights),
     )
-    workload = _redefine(reader, merged, inputs, weights, f"{what}: the merged statement")
+    tables = {
+        **{t: v for t, v in reader.table_arrays.items() if t not in ports},
+        **{name: first.table(theirs) for name, theirs in bound if first.table(theirs) is not None},
+    }
+    workload = _redefine(
+        reader, merged, inputs, weights, f"{what}: the merged statement", tables=tables
+    )
     return workload, renamed, bound
 
 

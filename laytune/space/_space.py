@@ -278,7 +278,10 @@ class SearchSpace:
         budget = PaddingBudget(opts.padding_budget)
         extra = opts.constraints_for(name)
         kept: list[Layout] = []
-        for layout in global_layouts(shape, dtype, opts.families_for(name), opts):
+        # a table's reads are literals in the kernel (Workload.tables): its layout is moot
+        tables = {t[0] for t in getattr(self.workload, "tables", ())}
+        families = () if name in tables else opts.families_for(name)
+        for layout in global_layouts(shape, dtype, families, opts):
             constraints: list[Constraint] = [budget, *extra]
             if layout.image_rank == 2:
                 constraints.append(Image2DRead(buf.role))
