@@ -3,6 +3,7 @@ statements, each tuned, laid out and planned like any other."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ import pyopencl as cl
 import pytest
 
 import laytune
+from laytune.codegen import lower
 from laytune.exceptions import ArgumentTypeError, ModelImportError
 from laytune.layout import identity
 from laytune.plan import (
@@ -23,10 +25,11 @@ from laytune.plan import (
     winograd_conv,
 )
 from laytune.plan._model import _graph_of
+from laytune.plan._winograd import transforms
 from laytune.records import Record, open_database
 from laytune.runners import default_device
-from laytune.search import classify, layout_critical
-from laytune.space import Candidate
+from laytune.search import classify, layout_critical, standard_candidates
+from laytune.space import Candidate, SearchSpace
 from tests.plan.test_onnx import Model
 from tests.search.devices import written_cpu
 
@@ -43,24 +46,52 @@ def _direct(x: np.ndarray, w: np.ndarray, pads: tuple[int, int, int, int]) -> np
     return out
 
 
+@pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize(
     ("shape", "pads"),
     [((1, 4, 6, 6), (1, 1, 1, 1)), ((2, 3, 7, 5), (1, 0, 0, 1)), ((1, 2, 5, 5), (0, 0, 0, 0))],
 )
 def test_the_three_statements_compute_the_convolution(
-    shape: tuple[int, int, int, int], pads: tuple[int, int, int, int]
+    shape: tuple[int, int, int, int], pads: tuple[int, int, int, int], tile: int
 ) -> None:
-    """Odd outputs (a last tile half outside), uneven and no padding, a batch of two."""
+    """Odd outputs (a last tile partly outside), uneven and no padding, a
+    batch of two; F(2 x 2, 3 x 3) and F(4 x 4, 3 x 3)."""
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, shape).astype(np.float32)
     w = rng.uniform(-1, 1, (5, shape[1], 3, 3))
-    form = winograd_conv(shape, w, pads)
+    form = winograd_conv(shape, w, pads, tile)
     v = form.transform_in.reference({"T": form.input_table, "X": x})["V"]
     m = form.matmuls.reference({"V": v, "U": form.filters})["M"]
     y = form.transform_out.reference({"A": form.output_table, "M": m})["Y"]
     want = _direct(x, w, pads)
-    assert y.shape == want.shape
+    assert y.shape == want.shape and v.shape[0] == (tile + 2) ** 2
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tile", [2, 3, 4, 6])
+def test_the_transforms_are_derived_exact_for_any_tile(tile: int) -> None:
+    """``At ((G g) * (Bt d))`` is the correlation of ``d`` with ``g``, in
+    exact rational arithmetic, for tiles laytune does not import too; F(2)'s
+    input transform takes only 0 and +-1, F(4)'s the known 4, -5, 1 rows."""
+    from fractions import Fraction
+
+    bt, g, at = transforms(tile)
+    p = tile + 2
+    assert bt.shape == (p, p) and g.shape == (p, 3) and at.shape == (tile, p)
+    exact = [[Fraction(v).limit_denominator(10**6) for v in row] for row in bt]
+    assert all(
+        float(f) == v
+        for row, frow in zip(bt, exact, strict=True)
+        for v, f in zip(row, frow, strict=True)
+    )
+    rng = np.random.default_rng(tile)
+    d, k = rng.uniform(-1, 1, p), rng.uniform(-1, 1, 3)
+    want = [sum(d[i + j] * k[j] for j in range(3)) for i in range(tile)]
+    np.testing.assert_allclose(at @ ((g @ k) * (bt @ d)), want, rtol=1e-12, atol=1e-12)
+    if tile == 2:
+        assert set(np.abs(bt).reshape(-1)) == {0.0, 1.0}
+    if tile == 4:
+        assert sorted(np.abs(bt[0])) == [0, 0, 0, 1, 4, 5]
 
 
 def test_the_transforms_are_layout_critical_though_neither_form_names_them() -> None:
@@ -68,6 +99,26 @@ def test_the_transforms_are_layout_critical_though_neither_form_names_them() -> 
     assert classify(form.transform_in) is None and classify(form.transform_out) is None
     assert classify(form.matmuls) is not None
     assert all(layout_critical(w) for w in (form.transform_in, form.matmuls, form.transform_out))
+
+
+def test_the_transforms_tables_are_literals_in_their_kernels() -> None:
+    """The derived starts write the transforms out step by step: every
+    entry of T and A a literal, a zero product gone, a product by one an
+    addition, so the kernels hold no multiply at all (the hand kernels' arithmetic)."""
+    form = winograd_conv((1, 32, 8, 8), np.ones((32, 32, 3, 3)), (1, 1, 1, 1))
+    device = default_device().info
+    for workload, table in ((form.transform_in, "T"), (form.transform_out, "A")):
+        assert workload.weights == (table,)
+        (start,) = standard_candidates(SearchSpace(workload, device), 1)
+        body = lower(workload, start, device).source.split("{", 1)[1]
+        assert f"{table}[" not in body and "fma(" not in body and " * v" not in body
+        # T has 4 nonzero entries of 16 per x, A 9 of 16 per output point
+        nonzero = 4 / 16 if table == "T" else 9 / 16
+        adds = re.findall(r"^\s*acc\d+ = acc\d+ [+-] v", body, re.MULTILINE)
+        assert len(adds) == len(re.findall(r"^\s*acc\d+ = ", body, re.MULTILINE))
+        accumulators = len(re.findall(r"^\s*float\d* acc\d+ = ", body, re.MULTILINE))
+        copies = 2 if "inside every buffer" in body else 1  # peeled: the interior and the edge
+        assert len(adds) == nonzero * 16 * accumulators * copies
 
 
 def _block(channels: int, size: int) -> tuple[object, dict[str, np.ndarray]]:
@@ -101,9 +152,16 @@ def test_a_model_imported_with_winograd_runs_fused_and_matches_onnx_runtime(
     (want,) = session.run(None, feeds)
     device = default_device().info
     plan = plan_layouts(graph, {}, device, fuse=True, derive=True)
+    form_tables = winograd_conv(
+        (1, 16, size, size), np.ones((16, 16, 3, 3)), (1,) * 4
+    ).transform_out.tables
     fused = {op.name: op.workload.name for op in plan.graph.ops if "+epilogue[" in op.workload.key}
     # the bias, the residual add and both relus run in the output transforms' stores
     assert sorted(fused.values()) == ["winograd_output", "winograd_output"]
+    outputs = [op.workload for op in plan.graph.ops if op.workload.name == "winograd_output"]
+    assert (
+        all(w.tables == form_tables for w in outputs) and len(outputs) == 2
+    )  # fused, still tables
     with plan.compile(cl_context) as compiled:
         got = compiled.run(feeds)["out"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
