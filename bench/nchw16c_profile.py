@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
             ("generic", Candidate.make({}), False),
             ("tile 16x16", Candidate.make({}, tile), True),
         ]
-        if streaming:
+        if streaming and not device.info.holds(floats * 4):  # the space's rule (StoreStep)
             nontemporal = Candidate.make({}, {**tile, "store": "nontemporal"})
             variants.append(("tile 16x16, nontemporal stores", nontemporal, True))
         if args.transpose:

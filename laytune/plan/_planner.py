@@ -758,9 +758,7 @@ def plan_layouts(
         int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in graph.tensors.values()
     )
     cache = device.last_level_cache_size
-    # half: a working set near a cache's size does not stay in it (its ways
-    # and its other tenants); thin, 24 MiB, ran at the cold rates on a 32 MiB L3
-    warm = 0 < 2 * footprint <= cache
+    warm = device.holds(footprint)
     pricer = PlanPricer(source if records is None else records, device.key, chosen, warm=warm)
     if cache:
         fits = "fit in half" if warm else "exceed half"

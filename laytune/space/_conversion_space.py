@@ -21,6 +21,7 @@ from laytune.layout import Layout, identity, pad_rows, row_xor
 from laytune.space._candidate import Candidate
 from laytune.space._conversion import ConversionWorkload, conversion_geometry
 from laytune.space._space import layout_keys
+from laytune.space._workload import dtype_bytes
 
 __all__ = ["CONVERSION_KNOBS", "ConversionSpace"]
 
@@ -86,7 +87,9 @@ class ConversionSpace:
     def _generate(self) -> Iterator[Candidate]:
         """Every candidate of :meth:`_kernels`, and where the device has
         nontemporal stores, each one that stores vectors again with them."""
-        streaming = self.device.has_builtin(_NONTEMPORAL)
+        # streamed past the cache only where the output would not stay in it (StoreStep)
+        written = math.prod(self.workload.dst.flat_shape) * dtype_bytes(self.workload.dtype)
+        streaming = self.device.has_builtin(_NONTEMPORAL) and not self.device.holds(written)
         for candidate in self._kernels():
             yield candidate
             knobs = candidate.knob_map

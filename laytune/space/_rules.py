@@ -153,7 +153,10 @@ device has the extension an instruction needs (``cl_intel_subgroups``,
 ``cl_intel_subgroup_local_block_io``) and the sub-group size.
 ``overcompute_needs_padding``: overcompute is offered only when some buffer
 is padded. ``nontemporal_store``: nontemporal stores are vector stores of the
-output (a ``vector_axis``); ``device_capability`` also refuses them where the
+output (a ``vector_axis``), of an output too large to stay in the
+last-level cache (``DeviceInfo.holds``: streamed past the cache, a 0.8 MiB
+output saved its kernel 3 us and cost the kernel reading it next 56, on a
+Zen 5 host); ``device_capability`` also refuses them where the
 device's compiler lacks ``__builtin_nontemporal_store``. ``prefetch_shared``:
 prefetching the next work-group's block needs an unstaged kernel in the
 logical order without sub-groups or a private panel, set work-groups, more
@@ -1074,6 +1077,20 @@ class StoreStep(Step):
                     "device_capability",
                     f"store 'nontemporal': the compiler of {device.name} has no "
                     f"__builtin_nontemporal_store",
+                )
+            )
+        written = sum(
+            math.prod(b.shape) * dtype_bytes(b.dtype)
+            for b in self.s.workload.buffers
+            if b.role == "output"
+        )
+        if device.holds(written):
+            out.append(
+                (
+                    "nontemporal_store",
+                    f"store 'nontemporal': the output ({written / 2**20:.2f} MiB) stays in "
+                    f"{device.name}'s last-level cache for whoever reads it next; stored past "
+                    "the cache, that reader waits on memory",
                 )
             )
         if not state["vector_axis"]:

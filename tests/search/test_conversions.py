@@ -3,6 +3,7 @@ prices and frozen kernels in place of the generated ones."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -108,21 +109,27 @@ def test_a_tuned_conversion_kernel_prices_and_runs_in_frozen_programs(
         assert record.result["warm_value_s"] > 0
 
 
-def test_a_conversion_tune_starts_from_the_kernels_people_write(laytune_device) -> None:
+@pytest.mark.parametrize("cache", ["device", "small"])
+def test_a_conversion_tune_starts_from_the_kernels_people_write(laytune_device, cache: str) -> None:
     """Square register tiles widest first, then a __local tile, gathers;
-    nontemporal stores before plain where the device has them; each start a
-    candidate of the space (``tune`` measures them after the generic baseline)."""
+    nontemporal stores before plain where the device has them and the output
+    would not stay in its last-level cache (32 KiB does on this device, not
+    on one of 48 KiB); each start a candidate of the space (``tune`` measures
+    them after the generic baseline)."""
     from laytune.space import ConversionSpace
 
     shape = (1, 32, 16, 16)
     conversion = ConversionWorkload(block(shape, 1, 16), identity(shape))
-    space = ConversionSpace(conversion, laytune_device.info)
+    info = laytune_device.info
+    if cache == "small":
+        info = dataclasses.replace(info, last_level_cache_size=48 << 10)
+    space = ConversionSpace(conversion, info)
     starts = conversion_starts(space, 6)
     assert len(starts) == 6 and len({c.key for c in starts}) == 6
     assert all(space.check(c) for c in starts)
     first = starts[0].knob_map
     assert first["kernel"] == "tile" and first["vector"] == first["items"] == 16
-    streaming = laytune_device.info.has_builtin("nontemporal_store")
+    streaming = info.has_builtin("nontemporal_store") and cache == "small"
     assert (first.get("store") == "nontemporal") == streaming
     kinds = [c.knob("kernel") for c in starts]
     if streaming:  # the kinds take turns: nontemporal tile, local, then plain tile, ...
