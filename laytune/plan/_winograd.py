@@ -40,6 +40,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from laytune.exceptions import ConfigError
 from laytune.ops import Workload
 
 __all__ = [
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None, typed=True)  # F(2.0, 3) is refused, not F(2, 3)
 def transforms(tile: int, kernel: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(``Bt``, ``G``, ``At``) of F(tile, kernel), float64, exact:
     ``At @ ((G @ g) * (Bt @ d))`` is the correlation of ``d`` (tile +
@@ -62,9 +63,11 @@ def transforms(tile: int, kernel: int = 3) -> tuple[np.ndarray, np.ndarray, np.n
     small fractions they are."""
     p = tile + kernel - 1
     candidates = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, 1 / 3, -1 / 3]
-    if p - 1 > len(candidates):
-        raise ValueError(
-            f"F({tile}, {kernel}) needs {p - 1} points; laytune knows {len(candidates)}"
+    if not (isinstance(tile, int) and tile >= 1 and 2 <= p <= len(candidates) + 1):
+        raise ConfigError(
+            f"F({tile!r}, {kernel!r}) is not a filter laytune derives: it takes a tile of 1 to "
+            f"{len(candidates) + 2 - kernel} outputs (tile + kernel - 2 of the points 0, 1, -1, "
+            "2, -2, 1/2, -1/2, 3, -3, 1/3, -1/3)"
         )
     points = candidates[: p - 1]
     at = np.zeros((tile, p))
@@ -82,7 +85,7 @@ def transforms(tile: int, kernel: int = 3) -> tuple[np.ndarray, np.ndarray, np.n
         solved = np.linalg.lstsq(system, want, rcond=None)[0]
         bt[:, j] = [float(Fraction(v).limit_denominator(1024)) for v in solved]
         if not np.allclose(system @ bt[:, j], want, rtol=0, atol=1e-12):
-            raise ArithmeticError(f"F({tile}, {kernel}): no exact input transform")
+            raise ConfigError(f"F({tile}, {kernel}): its input transform is not exact in float64")
     return bt, g, at
 
 
@@ -128,7 +131,7 @@ def winograd_conv(
     Models import F(2 x 2, 3 x 3) (``from_onnx(winograd=...)``). F(4 x 4,
     3 x 3) computes too, but did not pay on 2 Zen 5 cores: its matmuls ran
     ResNet-18's second stage (128 channels of 28 x 28) in 0.20 ms against
-    F(2)'s 0.24 (both tuned, 32 trials), while its input transform, 484
+    F(2)'s 0.21-0.24 (both tuned, 32 trials), while its input transform, 484
     multiply-adds per patch of 6 x 6 where F(2) adds 64 of 4 x 4, took 0.07
     ms against 0.02 (derived starts)."""
     n, c, h, w = x_shape

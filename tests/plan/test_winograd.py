@@ -14,7 +14,7 @@ import pytest
 
 import laytune
 from laytune.codegen import lower
-from laytune.exceptions import ArgumentTypeError, ModelImportError
+from laytune.exceptions import ArgumentTypeError, ConfigError, ModelImportError
 from laytune.layout import identity
 from laytune.plan import (
     faster_in_records,
@@ -99,6 +99,12 @@ def test_the_transforms_are_layout_critical_though_neither_form_names_them() -> 
     assert classify(form.transform_in) is None and classify(form.transform_out) is None
     assert classify(form.matmuls) is not None
     assert all(layout_critical(w) for w in (form.transform_in, form.matmuls, form.transform_out))
+
+
+@pytest.mark.parametrize("tile", [0, 11, 2.0])
+def test_a_tile_laytune_cannot_derive_is_refused_by_name(tile: object) -> None:
+    with pytest.raises(ConfigError, match=rf"F\({tile!r}, 3\) is not a filter laytune derives"):
+        transforms(tile)  # type: ignore[arg-type]
 
 
 def test_the_transforms_tables_are_literals_in_their_kernels() -> None:
