@@ -238,14 +238,11 @@ def fuse_workloads(
         _, params, _ = parse_key(base)
     except LaytuneError:
         params = None
+    own = producer.table_arrays
     tables = {
-        **producer.table_arrays,
+        **own,
         **{renamed[t]: v for t, v in reader.table_arrays.items() if t in renamed},
-        **{
-            name: producer.table(first)
-            for name, first in again.items()
-            if producer.table(first) is not None
-        },
+        **{name: own[first] for name, first in again.items() if first in own},
     }
     workload = _redefine(
         producer,
@@ -303,9 +300,10 @@ def merge_workloads(
         *(w for w in reader.weights if w not in ports),
         *(name for name, theirs in bound if theirs in first.weights),
     )
+    theirs_tables = first.table_arrays
     tables = {
         **{t: v for t, v in reader.table_arrays.items() if t not in ports},
-        **{name: first.table(theirs) for name, theirs in bound if first.table(theirs) is not None},
+        **{name: theirs_tables[t] for name, t in bound if t in theirs_tables},
     }
     workload = _redefine(
         reader, merged, inputs, weights, f"{what}: the merged statement", tables=tables
